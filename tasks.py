@@ -1,0 +1,61 @@
+#!/usr/bin/env python3
+"""Set up and run toolflow's two jobs with nothing but Python 3.11.
+
+    python3 tasks.py run    # install toolflow, lint the shipped specs/, list their tools
+    python3 tasks.py test   # install toolflow with its test tools, run ruff, mypy and every test
+
+Both create (or reuse) a virtual environment in ``.venv`` beside this file.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
+PLUGINS = sorted(p for p in (ROOT / "plugins").glob("*") if (p / "pyproject.toml").is_file())
+
+
+def sh(*argv: str | Path) -> None:
+    """Run a command from the project root; stop with its exit code if it fails."""
+    print("+", " ".join(str(a) for a in argv), flush=True)
+    code = subprocess.call([str(a) for a in argv], cwd=ROOT)
+    if code != 0:
+        sys.exit(code)
+
+
+def ensure_venv(*requirements: str | Path) -> None:
+    """Create ``.venv`` if needed and install *requirements* into it."""
+    if not (BIN / "python").exists():
+        venv.EnvBuilder(with_pip=True).create(VENV)
+        sh(BIN / "python", "-m", "pip", "install", "--quiet", "--upgrade", "pip")
+    sh(BIN / "python", "-m", "pip", "install", "--quiet", *requirements)
+
+
+def run() -> None:
+    """The main job: lint the shipped specs and show the tools they declare."""
+    ensure_venv("-e", ".")
+    sh(BIN / "toolflow", "lint", "specs/")
+    sh(BIN / "toolflow", "list", "specs/")
+
+
+def test() -> None:
+    """The whole test suite, with strict ruff and mypy."""
+    ensure_venv("-e", ".[test]", *(arg for p in PLUGINS for arg in ("-e", p)))
+    sh(BIN / "ruff", "check", ".")
+    sh(BIN / "ruff", "format", "--check", ".")
+    sh(BIN / "mypy")
+    sh(BIN / "python", "-m", "pytest", "-q", "tests", *(p / "tests" for p in PLUGINS if (p / "tests").is_dir()))
+
+
+if __name__ == "__main__":
+    jobs = {"run": run, "test": test}
+    if len(sys.argv) != 2 or sys.argv[1] not in jobs:
+        print(__doc__, file=sys.stderr)
+        sys.exit(2)
+    jobs[sys.argv[1]]()

@@ -1,0 +1,5 @@
+"""``python -m toolflow``."""
+
+from toolflow._cli import main
+
+main()

@@ -1,0 +1,1 @@
+"""``toolflow lint``: rules, configuration, suppressions, the engine and output formats."""

@@ -1,0 +1,150 @@
+"""The lint engine: load, run the selected rules, apply configuration and suppressions."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+
+import attrs
+
+from toolflow._diagnostics import Diagnostic, Severity
+from toolflow._lint._config import LintConfig, RuleSet
+from toolflow._lint._rule import LintContext, Rule
+from toolflow._lint._suppress import Suppression, find_suppressions
+from toolflow._lint.rules import builtin_rules
+from toolflow._loader import load_specs
+from toolflow._model import SpecFile
+
+__all__ = ["LintReport", "lint_paths"]
+
+UNUSED_SUPPRESSION = "TF901"
+UNKNOWN_RULE = "TF902"
+
+
+@attrs.frozen(kw_only=True)
+class LintReport:
+    """The outcome of linting: sorted diagnostics and what was looked at."""
+
+    diagnostics: tuple[Diagnostic, ...]
+    files: tuple[SpecFile, ...]
+    rules: tuple[Rule, ...]
+    config: LintConfig
+
+    @property
+    def tool_count(self) -> int:
+        """Number of tools declared across the files."""
+        return sum(len(f.tools) for f in self.files)
+
+    def count(self, severity: Severity) -> int:
+        """Number of diagnostics of *severity*."""
+        return sum(1 for d in self.diagnostics if d.severity is severity)
+
+    @property
+    def failed(self) -> bool:
+        """True when a diagnostic reaches the configured ``fail_on`` severity."""
+        if self.config.fail_on is Severity.WARNING:
+            return bool(self.diagnostics)
+        return self.count(Severity.ERROR) > 0
+
+    @property
+    def exit_code(self) -> int:
+        """0 when clean (or warnings only), 1 when the run fails."""
+        return 1 if self.failed else 0
+
+
+def lint_paths(
+    paths: Iterable[str | os.PathLike[str]],
+    config: LintConfig | None = None,
+    *,
+    rules: Sequence[Rule] | None = None,
+) -> LintReport:
+    """Lint the spec files named by *paths* (files or directories).
+
+    Args:
+        paths: Spec files and directories.
+        config: Selection, severities, targets; default: every rule, no target.
+        rules: The rules to choose from (default: the built-in rules).
+
+    Returns:
+        The report; its ``exit_code`` is what ``toolflow lint`` exits with.
+    """
+    config = config or LintConfig()
+    ruleset = RuleSet(rules if rules is not None else builtin_rules())
+    enabled = ruleset.enabled(config)
+    enabled_codes = {r.code for r in enabled}
+    loaded = load_specs(paths)
+    context = LintContext(files=loaded.files, targets=config.target)
+
+    found: list[Diagnostic] = list(loaded.diagnostics)
+    for rule in enabled:
+        if rule.check is not None:
+            found.extend(rule.check(context))
+
+    kept: list[Diagnostic] = []
+    suppressions = {f.path: find_suppressions(f.text) for f in loaded.files if f.text}
+    for diagnostic in found:
+        found_rule = ruleset.by_code.get(diagnostic.code)
+        if found_rule is None or found_rule.code not in enabled_codes:
+            continue
+        rule = found_rule
+        if ruleset.ignored_in_file(config, diagnostic.file, rule):
+            continue
+        if _suppressed(diagnostic, rule, suppressions.get(diagnostic.file, ()), ruleset):
+            continue
+        kept.append(attrs.evolve(diagnostic, name=rule.name, severity=ruleset.severity(config, rule)))
+
+    for path, comments in suppressions.items():
+        kept.extend(_suppression_problems(path, comments, ruleset, enabled_codes, config))
+    return LintReport(
+        diagnostics=tuple(sorted(kept, key=Diagnostic.sort_key)),
+        files=loaded.files,
+        rules=enabled,
+        config=config,
+    )
+
+
+def _suppressed(diagnostic: Diagnostic, rule: Rule, comments: Iterable[Suppression], ruleset: RuleSet) -> bool:
+    for comment in comments:
+        if comment.covers != diagnostic.line:
+            continue
+        if not comment.selectors:
+            comment.used.add("*")
+            return True
+        for selector in comment.selectors:
+            if ruleset.matches(selector, rule):
+                comment.used.add(selector)
+                return True
+    return False
+
+
+def _suppression_problems(
+    path: str, comments: Iterable[Suppression], ruleset: RuleSet, enabled_codes: set[str], config: LintConfig
+) -> Iterable[Diagnostic]:
+    def make(code: str, message: str, comment: Suppression) -> Diagnostic | None:
+        rule = ruleset.by_code.get(code)
+        if rule is None or code not in enabled_codes or ruleset.ignored_in_file(config, path, rule):
+            return None
+        return Diagnostic(
+            code=code,
+            name=rule.name,
+            message=message,
+            file=path,
+            line=comment.line,
+            column=comment.column,
+            end_line=comment.line,
+            end_column=comment.column,
+            severity=ruleset.severity(config, rule),
+        )
+
+    for comment in comments:
+        problems: list[Diagnostic | None] = []
+        if not comment.selectors and not comment.used:
+            problems.append(make(UNUSED_SUPPRESSION, "unused suppression: no problem on the covered line", comment))
+        for selector in comment.selectors:
+            if not any(ruleset.matches(selector, r) for r in ruleset.rules):
+                problems.append(make(UNKNOWN_RULE, f"suppression names unknown rule {selector!r}", comment))
+            elif selector not in comment.used and any(
+                ruleset.matches(selector, r) and r.code in enabled_codes for r in ruleset.rules
+            ):
+                problems.append(make(UNUSED_SUPPRESSION, f"unused suppression of {selector!r}", comment))
+        yield from (p for p in problems if p is not None)

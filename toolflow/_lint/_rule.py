@@ -1,0 +1,128 @@
+"""What a lint rule is, and the context every rule's ``check`` receives."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import attrs
+
+from toolflow._diagnostics import Diagnostic, Severity, Span
+from toolflow._model import SpecFile, ToolSpec
+from toolflow._schemas import fast_validator, iter_schema_problems, json_pointer
+
+__all__ = ["DOCS_URL", "LintContext", "Rule"]
+
+DOCS_URL = "https://toolflow.dev/docs/rules"
+"""Base of each rule's documentation page; ``{DOCS_URL}#tf203`` names one rule."""
+
+TARGETS = ("openai", "anthropic", "gemini", "mcp")
+"""Providers and clients that ``--target`` can check specs against."""
+
+
+@attrs.define(kw_only=True)
+class LintContext:
+    """Everything a rule may look at: the loaded files, their tools, the chosen targets.
+
+    Expensive facts that several rules need (is a tool's parameter schema valid
+    JSON Schema? its compiled validator) are computed once here and shared.
+    """
+
+    files: tuple[SpecFile, ...]
+    targets: tuple[str, ...] = ()
+    _schema_ok: dict[tuple[int, str], bool] = attrs.field(factory=dict, alias="_schema_ok")
+    _validators: dict[tuple[int, str], Any] = attrs.field(factory=dict, alias="_validators")
+
+    @functools.cached_property
+    def tools(self) -> tuple[ToolSpec, ...]:
+        """Every tool of every file."""
+        return tuple(tool for f in self.files for tool in f.tools)
+
+    @functools.cached_property
+    def tools_by_name(self) -> Mapping[str, tuple[ToolSpec, ...]]:
+        """Tools grouped by name; more than one entry means a duplicate name."""
+        grouped: dict[str, list[ToolSpec]] = {}
+        for tool in self.tools:
+            grouped.setdefault(tool.name, []).append(tool)
+        return {name: tuple(tools) for name, tools in grouped.items()}
+
+    def schema_ok(self, tool: ToolSpec, field: str = "parameters") -> bool:
+        """True when the tool's ``parameters`` (or ``output_schema``) is valid JSON Schema 2020-12."""
+        key = (id(tool), field)
+        if key not in self._schema_ok:
+            schema = getattr(tool, field)
+            self._schema_ok[key] = schema is not None and next(iter_schema_problems(schema), None) is None
+        return self._schema_ok[key]
+
+    def validator(self, tool: ToolSpec, field: str = "parameters") -> Any:
+        """A compiled fast validator of the tool's schema, or ``None`` when the schema is invalid."""
+        key = (id(tool), field)
+        if key not in self._validators:
+            schema = getattr(tool, field)
+            try:
+                self._validators[key] = fast_validator(schema) if self.schema_ok(tool, field) else None
+            except Exception:  # noqa: BLE001 - a schema the metaschema accepts may still fail to compile (bad $ref)
+                self._validators[key] = None
+        return self._validators[key]
+
+
+Check = Callable[[LintContext], Iterable[Diagnostic]]
+
+
+@attrs.frozen(kw_only=True)
+class Rule:
+    """A lint rule: stable code and kebab name, default severity, documentation, and its check.
+
+    Rules whose ``check`` is ``None`` are reported by the loader (parse and
+    spec-schema problems); they are listed here so that they can be selected,
+    ignored and documented like every other rule.
+    """
+
+    code: str
+    name: str
+    severity: Severity
+    doc: str
+    check: Check | None = None
+    plugin: str | None = None
+
+    @property
+    def summary(self) -> str:
+        """The first line of the rule's documentation."""
+        return self.doc.strip().splitlines()[0].strip() if self.doc.strip() else self.name
+
+    @property
+    def url(self) -> str:
+        """Where the rule is documented."""
+        return f"{DOCS_URL}#{self.code.lower()}"
+
+    def diag(
+        self,
+        where: ToolSpec | SpecFile,
+        pointer: str | list[str | int],
+        message: str,
+        *,
+        key: bool = False,
+        severity: Severity | None = None,
+    ) -> Diagnostic:
+        """Build this rule's diagnostic at *pointer* (absolute, or a path list) of *where*'s file."""
+        if not isinstance(pointer, str):
+            pointer = json_pointer(pointer)
+        path = where.file if isinstance(where, ToolSpec) else where.path
+        span = (
+            where.locator.locate(pointer, key=key)
+            if where.locator
+            else Span(line=1, column=1, end_line=1, end_column=1)
+        )
+        return Diagnostic(
+            code=self.code,
+            name=self.name,
+            message=message,
+            file=path,
+            line=span.line,
+            column=span.column,
+            end_line=span.end_line,
+            end_column=span.end_column,
+            pointer=pointer,
+            severity=severity or self.severity,
+        )

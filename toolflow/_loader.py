@@ -1,0 +1,361 @@
+"""Load spec files and directories into model records plus diagnostics.
+
+Loading never raises on bad input: an unreadable file, binary data, an empty
+file, a YAML syntax error or a value of the wrong type each become a
+:class:`~toolflow.Diagnostic` with file, line and column. :func:`load_specs`
+returns everything in a :class:`~toolflow.LoadResult`; :func:`validate_specs`
+is the one wrapper that raises when there are errors.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from yaml.nodes import Node
+
+from toolflow import _yaml
+from toolflow._diagnostics import Diagnostic, Severity
+from toolflow._errors import SpecError
+from toolflow._model import (
+    NO_RETRY,
+    CachePolicy,
+    CacheScope,
+    Category,
+    Example,
+    Implementation,
+    LoadResult,
+    ParameterRule,
+    RetryPolicy,
+    SpecFile,
+    ToolDependency,
+    ToolSpec,
+    parse_duration,
+)
+from toolflow._schemas import iter_spec_problems, json_pointer
+
+__all__ = ["IMPLEMENTATION_KINDS", "MAX_FILE_BYTES", "iter_spec_paths", "load_file", "load_specs", "validate_specs"]
+
+MAX_FILE_BYTES = 10 * 1024 * 1024
+"""Spec files larger than this are refused (TF005)."""
+
+IMPLEMENTATION_KINDS = ("implementation", "template", "command")
+"""The tool keys that say how a tool is implemented; a tool has exactly one."""
+
+SPEC_SUFFIXES = (".yaml", ".yml")
+
+_WARNING_CODES = frozenset({"TF006", "TF007"})
+_RULE_FORMS = ("require", "exclusive", "at_least_one", "exactly_one")
+
+
+def iter_spec_paths(paths: Iterable[str | os.PathLike[str]]) -> Iterator[tuple[str, bool]]:
+    """Yield ``(path, exists)`` for each spec file named by *paths*.
+
+    A directory contributes its ``*.yaml`` and ``*.yml`` files, recursively and
+    sorted, skipping hidden entries. A file is yielded as given, whatever its
+    suffix. A path that does not exist is yielded with ``exists=False``.
+    """
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            found: list[str] = []
+            for root, dirs, files in os.walk(path):
+                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+                found.extend(
+                    os.path.join(root, f) for f in files if f.endswith(SPEC_SUFFIXES) and not f.startswith(".")
+                )
+            yield from ((p, True) for p in sorted(found))
+        else:
+            yield os.fspath(raw), path.exists()
+
+
+def load_specs(paths: Iterable[str | os.PathLike[str]], *, environ: Mapping[str, str] | None = None) -> LoadResult:
+    """Load every spec file named by *paths* (files or directories).
+
+    Args:
+        paths: Spec files and directories.
+        environ: Variables for ``${VAR}`` interpolation (default: ``os.environ``).
+
+    Returns:
+        The files, their tools, and every diagnostic of the load, sorted by position.
+    """
+    files: list[SpecFile] = []
+    diagnostics: list[Diagnostic] = []
+    for path, exists in iter_spec_paths(paths):
+        if not exists:
+            diagnostics.append(_file_diag(path, "TF005", f"no such file or directory: {path!r}"))
+            continue
+        spec_file, found = load_file(path, environ=environ)
+        files.append(spec_file)
+        diagnostics.extend(found)
+    return LoadResult(files=tuple(files), diagnostics=tuple(sorted(diagnostics, key=Diagnostic.sort_key)))
+
+
+def validate_specs(paths: Iterable[str | os.PathLike[str]], *, environ: Mapping[str, str] | None = None) -> LoadResult:
+    """Load like :func:`load_specs`, raising when any diagnostic is an error.
+
+    Raises:
+        SpecError: The load produced error diagnostics; they are on the exception.
+    """
+    result = load_specs(paths, environ=environ)
+    if not result.ok:
+        raise SpecError(result.diagnostics)
+    return result
+
+
+def _file_diag(path: str, code: str, message: str, line: int = 1, column: int = 1) -> Diagnostic:
+    severity = Severity.WARNING if code in _WARNING_CODES else Severity.ERROR
+    return Diagnostic(
+        code=code,
+        message=message,
+        file=path,
+        line=line,
+        column=column,
+        end_line=line,
+        end_column=column,
+        severity=severity,
+    )
+
+
+def load_file(path: str, *, environ: Mapping[str, str] | None = None) -> tuple[SpecFile, list[Diagnostic]]:
+    """Load one spec file; return it (``ok=False`` when unusable) and its diagnostics."""
+    text_or_diag = _read_text(path)
+    if isinstance(text_or_diag, Diagnostic):
+        return SpecFile(path=path, ok=False), [text_or_diag]
+    text = text_or_diag
+    try:
+        root = _yaml.compose(text)
+    except _yaml.DocumentError as problem:
+        return SpecFile(path=path, ok=False, text=text), [
+            _file_diag(path, problem.code, problem.message, problem.line, problem.column)
+        ]
+    locator = _yaml.NodeLocator(root, text)
+    if root is None:
+        return SpecFile(path=path, text=text, locator=locator), [
+            _file_diag(path, "TF006", "the file is empty; a spec file starts with 'toolflow: 1'")
+        ]
+    diagnostics: list[Diagnostic] = []
+
+    def report(code: str, message: str, node: Node, *, at_key: bool = False) -> None:
+        mark, end = node.start_mark, node.end_mark
+        diagnostics.append(
+            Diagnostic(
+                code=code,
+                message=message.replace("tag:yaml.org,2002:", "!!"),
+                file=path,
+                line=mark.line + 1,
+                column=mark.column + 1,
+                end_line=end.line + 1,
+                end_column=end.column + 1,
+                severity=Severity.WARNING if code in _WARNING_CODES else Severity.ERROR,
+            )
+        )
+
+    try:
+        data = _yaml.convert(root, report, environ=environ)
+    except _yaml.DocumentError as problem:
+        diagnostics.append(_file_diag(path, problem.code, problem.message, problem.line, problem.column))
+        return SpecFile(path=path, ok=False, text=text, locator=locator), diagnostics
+    return _Builder(path, data, text, locator, diagnostics).build(), diagnostics
+
+
+def _read_text(path: str) -> str | Diagnostic:
+    try:
+        with open(path, "rb") as stream:
+            raw = stream.read(MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        return _file_diag(path, "TF005", f"cannot read the file: {exc.strerror or exc}")
+    if len(raw) > MAX_FILE_BYTES:
+        return _file_diag(path, "TF005", f"the file is larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB")
+    if (nul := raw.find(b"\x00")) >= 0:
+        line = raw.count(b"\n", 0, nul) + 1
+        column = nul - (raw.rfind(b"\n", 0, nul) + 1) + 1
+        return _file_diag(path, "TF005", "the file is binary data, not YAML text (NUL byte)", line, column)
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        return _file_diag(path, "TF005", f"the file is not UTF-8 text (byte 0x{raw[exc.start]:02x})", line, column)
+
+
+class _Builder:
+    """Builds model records from a converted document, once it has been checked against the schema."""
+
+    def __init__(self, path: str, data: Any, text: str, locator: _yaml.NodeLocator, out: list[Diagnostic]) -> None:
+        self.path, self.data, self.text, self.locator, self.out = path, data, text, locator, out
+
+    def diag(self, code: str, message: str, pointer: str, *, key: bool = False) -> None:
+        self.out.append(Diagnostic.at(self.locator, pointer, code=code, message=message, file=self.path, key=key))
+
+    def build(self) -> SpecFile:
+        bad_tools: set[str] = set()
+        bad_sections: set[str] = set()
+        for problem in iter_spec_problems(self.data):
+            self.diag(problem.code, problem.message, problem.pointer, key=problem.key)
+            parts = problem.pointer.split("/")
+            if len(parts) >= 3 and parts[1] == "tools":
+                bad_tools.add(parts[2].replace("~1", "/").replace("~0", "~"))
+            else:
+                bad_sections.add(parts[1] if len(parts) > 1 else "")
+        data = self.data
+        if not isinstance(data, dict) or "" in bad_sections or "tools" in bad_sections:
+            return SpecFile(path=self.path, ok=False, data=data, text=self.text, locator=self.locator)
+        defaults = data.get("defaults", {}) if "defaults" not in bad_sections else {}
+        tools = []
+        for name, body in (data.get("tools") or {}).items():
+            if name in bad_tools:
+                continue
+            tools.append(self.tool(name, body, defaults))
+        return SpecFile(
+            path=self.path,
+            version=data.get("toolflow"),
+            tools=tuple(tools),
+            policy=data.get("policy"),
+            data=data,
+            text=self.text,
+            locator=self.locator,
+        )
+
+    def tool(self, name: str, body: dict[str, Any], defaults: dict[str, Any]) -> ToolSpec:
+        pointer = json_pointer(["tools", name])
+        category = body.get("category", Category.SAFE_CHAIN.value)
+        idempotent = bool(body.get("idempotent", False))
+        return ToolSpec(
+            name=name,
+            description=body.get("description", ""),
+            title=body.get("title", ""),
+            category=category,
+            parameters=body.get("parameters", {"type": "object"}),
+            output_schema=body.get("output_schema"),
+            timeout=parse_duration(body.get("timeout", defaults.get("timeout", 30))),
+            retry=_retry(
+                defaults.get("retry"), body.get("retry"), dangerous=category == "dangerous" and not idempotent
+            ),
+            idempotent=idempotent,
+            strict=bool(body.get("strict", defaults.get("strict", False))),
+            concurrency=body.get("concurrency"),
+            cache=_cache(defaults.get("cache"), body.get("cache")),
+            parameter_rules=self.parameter_rules(body.get("parameter_rules", []), pointer),
+            depends_on=tuple(
+                _dependency(d, f"{pointer}/depends_on/{i}") for i, d in enumerate(body.get("depends_on", []))
+            ),
+            examples=tuple(
+                Example(
+                    args=e["args"],
+                    result=e.get("result"),
+                    has_result="result" in e,
+                    description=e.get("description", ""),
+                    pointer=f"{pointer}/examples/{i}",
+                )
+                for i, e in enumerate(body.get("examples", []))
+            ),
+            implementations=tuple(
+                Implementation(kind=kind, config=_implementation_config(kind, body[kind]), pointer=f"{pointer}/{kind}")
+                for kind in IMPLEMENTATION_KINDS
+                if kind in body
+            ),
+            file=self.path,
+            pointer=pointer,
+            locator=self.locator,
+        )
+
+    def parameter_rules(self, items: list[dict[str, Any]], tool_pointer: str) -> tuple[ParameterRule, ...]:
+        """Build the well-formed rules; report the others (TF104)."""
+        rules = []
+        for i, item in enumerate(items):
+            pointer = f"{tool_pointer}/parameter_rules/{i}"
+            forms = [f for f in _RULE_FORMS if f in item]
+            if len(forms) != 1:
+                found = ", ".join(repr(f) for f in forms) or "none"
+                self.diag(
+                    "TF104",
+                    "a parameter rule needs exactly one of 'require' (with 'when'), 'exclusive', "
+                    f"'at_least_one', 'exactly_one'; found {found}",
+                    pointer,
+                )
+                continue
+            form = forms[0]
+            if form == "require" and "when" not in item:
+                self.diag("TF104", "'require' needs 'when': the parameter (or values) that trigger it", pointer)
+                continue
+            if form != "require" and "when" in item:
+                self.diag("TF104", f"'when' goes with 'require', not with {form!r}", pointer)
+                continue
+            when = item.get("when")
+            rules.append(
+                ParameterRule(
+                    kind="requires" if form == "require" else form,  # type: ignore[arg-type]
+                    params=tuple(item[form]),
+                    when=when if isinstance(when, str) else None,
+                    when_values=when if isinstance(when, dict) else None,
+                    pointer=pointer,
+                )
+            )
+        return tuple(rules)
+
+
+def _merged(default: Any, own: Any) -> Any:
+    """Merge a default and a tool's own value of ``retry`` or ``cache`` key by key."""
+    if own is None:
+        return default
+    if isinstance(own, dict) and isinstance(default, dict):
+        return {**default, **own}
+    return own
+
+
+def _retry(default: Any, own: Any, *, dangerous: bool) -> RetryPolicy:
+    merged = _merged(default, own)
+    if merged is False:
+        return NO_RETRY
+    settings = merged if isinstance(merged, dict) else {}
+    if dangerous and (merged is None or (isinstance(merged, dict) and "attempts" not in merged)):
+        # A dangerous tool that is not idempotent is retried only when a spec asks for it by number.
+        return NO_RETRY
+    return RetryPolicy(
+        attempts=settings.get("attempts", RetryPolicy().attempts),
+        initial=parse_duration(settings.get("initial", 1)),
+        max=parse_duration(settings.get("max", 10)),
+        multiplier=float(settings.get("multiplier", 2.0)),
+        jitter=bool(settings.get("jitter", True)),
+        on=tuple(settings.get("on", RetryPolicy().on)),
+    )
+
+
+def _cache(default: Any, own: Any) -> CachePolicy | None:
+    merged = _merged(default, own)
+    if merged is None or merged is False:
+        return None
+    settings = merged if isinstance(merged, dict) else {}
+    ttl = settings.get("ttl")
+    return CachePolicy(
+        scope=CacheScope(settings.get("scope", CacheScope.SESSION.value)),
+        ttl=None if ttl is None else parse_duration(ttl),
+    )
+
+
+def _dependency(item: Any, pointer: str) -> ToolDependency:
+    if isinstance(item, str):
+        return ToolDependency(tool=item, pointer=pointer)
+    return ToolDependency(tool=item["tool"], scope=item.get("scope", "loop"), pointer=pointer)
+
+
+def _implementation_config(kind: str, value: Any) -> Any:
+    if kind == "template":
+        settings = value if isinstance(value, dict) else {"source": value}
+        return {
+            "source": settings["source"],
+            "env": list(settings.get("env", [])),
+            "output": settings.get("output", "text"),
+        }
+    if kind == "command":
+        settings = value if isinstance(value, dict) else {"argv": value}
+        return {
+            "argv": list(settings["argv"]),
+            "cwd": settings.get("cwd"),
+            "env": dict(settings.get("env", {})),
+            "max_output": settings.get("max_output", 65536),
+        }
+    return value

@@ -1,0 +1,221 @@
+"""Frozen records of loaded specs: tools, policies, spec files. No I/O here.
+
+JSON-Schema documents (``parameters``, ``output_schema``) and free-form values
+(``policy``, example arguments) are kept as the plain mappings the loader built;
+treat them as read-only.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Mapping
+from typing import Any, Literal
+
+import attrs
+
+from toolflow._diagnostics import Diagnostic, Locator
+
+__all__ = [
+    "BUILTIN_CATEGORIES",
+    "DEFAULT_RETRY_ON",
+    "CachePolicy",
+    "CacheScope",
+    "Category",
+    "Example",
+    "Implementation",
+    "LoadResult",
+    "ParameterRule",
+    "RetryPolicy",
+    "SpecFile",
+    "ToolDependency",
+    "ToolSpec",
+    "parse_duration",
+]
+
+
+class Category(enum.StrEnum):
+    """The built-in tool categories; each decides what the agent loop does after a call."""
+
+    SAFE_CHAIN = "safe_chain"
+    """Read-only or low-risk; chains freely within a loop."""
+    TERMINAL = "terminal"
+    """Communicates outward; a successful call ends the loop."""
+    DANGEROUS = "dangerous"
+    """Modifies state; at most one per tick, never retried unless idempotent."""
+    ASYNC_REQUIRED = "async_required"
+    """External or long-running work; the loop continues."""
+
+
+BUILTIN_CATEGORIES = frozenset(c.value for c in Category)
+
+
+class CacheScope(enum.StrEnum):
+    """How long a cached result lives."""
+
+    TICK = "tick"
+    SESSION = "session"
+    PERSISTENT = "persistent"
+
+
+DEFAULT_RETRY_ON = ("timeout", "connection", "network", "temporary", "rate_limit")
+
+_DURATION = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(ms|s|m|h)\s*$")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(value: object) -> float:
+    """Return *value* in seconds: ``500ms``, ``30s``, ``5m``, ``1h`` or a number of seconds.
+
+    Raises:
+        ValueError: *value* is not a positive duration.
+    """
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        seconds = float(value)
+    elif isinstance(value, str) and (match := _DURATION.match(value)):
+        seconds = float(match[1]) * _UNIT_SECONDS[match[2]]
+    else:
+        msg = f"expected a duration like '500ms', '30s', '5m' or a number of seconds, got {value!r}"
+        raise ValueError(msg)
+    if not seconds > 0:
+        msg = f"a duration must be positive, got {value!r}"
+        raise ValueError(msg)
+    return seconds
+
+
+@attrs.frozen(kw_only=True)
+class RetryPolicy:
+    """Attempts and exponential backoff; defaults follow seed 000."""
+
+    attempts: int = 4
+    initial: float = 1.0
+    max: float = 10.0
+    multiplier: float = 2.0
+    jitter: bool = True
+    on: tuple[str, ...] = DEFAULT_RETRY_ON
+
+
+NO_RETRY = RetryPolicy(attempts=1)
+
+
+@attrs.frozen(kw_only=True)
+class CachePolicy:
+    """Cache successful results in *scope* for *ttl* seconds (``None``: for the whole scope)."""
+
+    scope: CacheScope = CacheScope.SESSION
+    ttl: float | None = None
+
+
+@attrs.frozen(kw_only=True)
+class ParameterRule:
+    """A friendly parameter dependency rule.
+
+    ``kind`` is one of:
+
+    - ``requires``: when ``when`` is given (and, with ``when_values``, has those
+      values), every name in ``params`` is required;
+    - ``exclusive``: at most one of ``params``;
+    - ``at_least_one``: one or more of ``params``;
+    - ``exactly_one``: exactly one of ``params``.
+    """
+
+    kind: Literal["requires", "exclusive", "at_least_one", "exactly_one"]
+    params: tuple[str, ...]
+    when: str | None = None
+    when_values: Mapping[str, Any] | None = None
+    pointer: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class ToolDependency:
+    """This tool may run only after ``tool`` succeeded earlier in the same ``scope``."""
+
+    tool: str
+    scope: Literal["loop", "session"] = "loop"
+    pointer: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class Example:
+    """An argument set that must validate, optionally with the expected result."""
+
+    args: Mapping[str, Any]
+    result: Any = None
+    has_result: bool = False
+    description: str = ""
+    pointer: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class Implementation:
+    """How a tool runs: ``kind`` is the spec key (``implementation``, ``template``, ``command``)."""
+
+    kind: str
+    config: Any
+    pointer: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class ToolSpec:
+    """One tool as declared in a spec file, with the file's defaults applied."""
+
+    name: str
+    description: str = ""
+    title: str = ""
+    category: str = Category.SAFE_CHAIN.value
+    parameters: Mapping[str, Any] = attrs.field(factory=lambda: {"type": "object"})
+    output_schema: Mapping[str, Any] | None = None
+    timeout: float = 30.0
+    retry: RetryPolicy = RetryPolicy()
+    idempotent: bool = False
+    strict: bool = False
+    concurrency: int | None = None
+    cache: CachePolicy | None = None
+    parameter_rules: tuple[ParameterRule, ...] = ()
+    depends_on: tuple[ToolDependency, ...] = ()
+    examples: tuple[Example, ...] = ()
+    implementations: tuple[Implementation, ...] = ()
+    file: str = ""
+    pointer: str = ""
+    locator: Locator | None = attrs.field(default=None, eq=False, repr=False)
+
+    @property
+    def implementation(self) -> Implementation | None:
+        """The tool's implementation when exactly one kind is declared, else ``None``."""
+        return self.implementations[0] if len(self.implementations) == 1 else None
+
+
+@attrs.frozen(kw_only=True)
+class SpecFile:
+    """One spec file: its tools, defaults, policy, and a locator for positions.
+
+    A file that could not be read or parsed is still present, with ``ok=False``
+    and no tools, so that suppression comments and statistics can see it.
+    """
+
+    path: str
+    ok: bool = True
+    version: int | None = None
+    tools: tuple[ToolSpec, ...] = ()
+    policy: Mapping[str, Any] | None = None
+    data: Any = attrs.field(default=None, eq=False, repr=False)
+    text: str = attrs.field(default="", eq=False, repr=False)
+    locator: Locator | None = attrs.field(default=None, eq=False, repr=False)
+
+
+@attrs.frozen(kw_only=True)
+class LoadResult:
+    """What loading spec paths produced: files (with their tools) and diagnostics."""
+
+    files: tuple[SpecFile, ...] = ()
+    diagnostics: tuple[Diagnostic, ...] = ()
+
+    @property
+    def tools(self) -> tuple[ToolSpec, ...]:
+        """Every tool of every file, in load order."""
+        return tuple(tool for f in self.files for tool in f.tools)
+
+    @property
+    def ok(self) -> bool:
+        """True when no diagnostic is an error."""
+        return not any(d.severity.value == "error" for d in self.diagnostics)

@@ -1,0 +1,284 @@
+"""JSON-Schema work: the spec-file schema, parameter schemas, rule compilation.
+
+Validation takes two paths. A compiled ``jsonschema_rs`` validator answers the
+common question, "is this valid?", quickly; only when the answer is no does the
+``jsonschema`` library walk the instance again to explain each failure with its
+path. Both implement the same drafts, and a test keeps their verdicts in step.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from importlib import resources
+from typing import Any, cast
+
+import attrs
+import jsonschema_rs
+
+from toolflow._model import ParameterRule
+
+__all__ = [
+    "SchemaProblem",
+    "compile_parameter_rules",
+    "describe_type",
+    "did_you_mean",
+    "fast_validator",
+    "iter_instance_errors",
+    "iter_schema_problems",
+    "iter_spec_problems",
+    "json_pointer",
+    "spec_schema",
+    "validation_schema",
+]
+
+DRAFT_2020_12 = "https://json-schema.org/draft/2020-12/schema"
+
+
+@functools.cache
+def spec_schema() -> dict[str, Any]:
+    """Return the JSON Schema (draft-07) of spec files, shipped as package data."""
+    text = resources.files("toolflow").joinpath("data/spec-v1.schema.json").read_text("utf-8")
+    return json.loads(text)  # type: ignore[no-any-return]
+
+
+@attrs.frozen(kw_only=True)
+class SchemaProblem:
+    """A schema violation mapped to a diagnostic: code, message, pointer, and whether it is at a key."""
+
+    code: str
+    message: str
+    pointer: str
+    key: bool = False
+
+
+def json_pointer(path: Sequence[str | int]) -> str:
+    """Build a JSON pointer (RFC 6901) from path parts."""
+    return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in path)
+
+
+def describe_type(value: object) -> str:
+    """Name *value*'s type in YAML terms: mapping, list, string, integer, number, boolean, null."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list | tuple):
+        return "list"
+    if isinstance(value, dict):
+        return "mapping"
+    return type(value).__name__
+
+
+_TYPE_NAMES = {
+    "object": "a mapping",
+    "array": "a list",
+    "string": "a string",
+    "integer": "an integer",
+    "number": "a number",
+    "boolean": "a boolean",
+    "null": "null",
+}
+
+
+def did_you_mean(word: str, choices: Sequence[str]) -> str:
+    """Return ``"; did you mean 'x'?"`` for the closest choice, or ``""``."""
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def _where(path: Sequence[str | int]) -> str:
+    """Describe a location in a spec document for messages: ``tool 'x'``, ``'retry' of tool 'x'``."""
+    parts = list(path)
+    if not parts:
+        return "the spec file"
+    if parts[0] == "tools" and len(parts) >= 2:
+        tool = f"tool {parts[1]!r}"
+        rest = parts[2:]
+        if not rest:
+            return tool
+        return f"{_dotted(rest)!r} of {tool}"
+    return repr(_dotted(parts))
+
+
+def _dotted(parts: Sequence[str | int]) -> str:
+    out = ""
+    for p in parts:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out
+
+
+def _short(value: object, limit: int = 40) -> str:
+    text = json.dumps(value, default=str, ensure_ascii=False)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+@functools.cache
+def _spec_validators() -> tuple[Any, Any]:
+    import jsonschema  # noqa: PLC0415 - imported only to explain failures
+
+    schema = spec_schema()
+    return jsonschema_rs.Draft7Validator(schema), jsonschema.Draft7Validator(schema)
+
+
+def iter_spec_problems(data: object) -> Iterator[SchemaProblem]:
+    """Yield every violation of the spec-file schema by *data*, mapped to TF1xx codes."""
+    fast, slow = _spec_validators()
+    if fast.is_valid(data):
+        return
+    errors = sorted(slow.iter_errors(data), key=lambda e: [str(p) for p in e.absolute_path])
+    for error in errors:
+        yield from _map_spec_error(error)
+
+
+def _map_spec_error(error: Any) -> Iterator[SchemaProblem]:
+    path = list(error.absolute_path)
+    pointer = json_pointer(path)
+    validator, instance, schema = error.validator, error.instance, error.schema
+    name = path[-1] if path else None
+    label = repr(name) if isinstance(name, str) else _where(path)
+    if validator == "additionalProperties" and isinstance(instance, dict):
+        known = list(schema.get("properties", {}))
+        for key in instance:
+            if key not in known:
+                hint = did_you_mean(key, known)
+                message = f"unknown key {key!r} in {_where(path)}{hint}"
+                yield SchemaProblem(code="TF101", message=message, pointer=json_pointer([*path, key]), key=True)
+    elif validator == "required" and isinstance(instance, dict):
+        for key in error.validator_value:
+            if key not in instance:
+                extra = " (the format version; add 'toolflow: 1')" if not path and key == "toolflow" else ""
+                message = f"{_where(path)} is missing required key {key!r}{extra}"
+                yield SchemaProblem(code="TF102", message=message, pointer=pointer, key=bool(path))
+    elif validator == "type":
+        expected = error.validator_value
+        names = [expected] if isinstance(expected, str) else list(expected)
+        want = " or ".join(_TYPE_NAMES.get(n, n) for n in names)
+        if not path:
+            message = f"a spec file must be a mapping, got {describe_type(instance)}"
+        else:
+            message = f"{label} in {_where(path[:-1])} must be {want}, got {describe_type(instance)} {_short(instance)}"
+        yield SchemaProblem(code="TF103", message=message, pointer=pointer)
+    elif validator == "const" and path == ["toolflow"]:
+        message = f"unsupported spec format version {_short(instance)}; this toolflow reads format 1"
+        yield SchemaProblem(code="TF105", message=message, pointer=pointer)
+    else:
+        yield SchemaProblem(code="TF104", message=_value_message(error, label, path), pointer=pointer)
+
+
+def _value_message(error: Any, label: str, path: list[str | int]) -> str:
+    validator, value, instance = error.validator, error.validator_value, error.instance
+    where = f"{label} in {_where(path[:-1])}" if path else "the spec file"
+    got = _short(instance)
+    if validator == "enum":
+        choices = ", ".join(repr(v) for v in value)
+        hint = did_you_mean(instance, [str(v) for v in value]) if isinstance(instance, str) else ""
+        return f"{where} must be one of {choices}, got {got}{hint}"
+    if validator == "pattern":
+        if "ms|s|m|h" in value:
+            return f"{where} must be a duration like '500ms', '30s', '5m' or a number of seconds, got {got}"
+        if "rate_limit" in value:
+            return (
+                f"{where} must be one of 'timeout', 'connection', 'network', 'temporary', 'rate_limit' "
+                f"or a 'module:ExceptionClass' path, got {got}"
+            )
+        return f"{where} must match {value!r}, got {got}"
+    if validator in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
+        word = {
+            "minimum": "at least",
+            "exclusiveMinimum": "greater than",
+            "maximum": "at most",
+            "exclusiveMaximum": "less than",
+        }[validator]
+        return f"{where} must be {word} {value}, got {got}"
+    if validator in ("minItems", "minLength", "minProperties"):
+        return f"{where} must not be empty"
+    return f"{where}: {error.message}"
+
+
+# --- parameter schemas (JSON Schema 2020-12) ---------------------------------------
+
+
+def iter_schema_problems(schema: Mapping[str, Any]) -> Iterator[tuple[str, list[str | int]]]:
+    """Yield ``(message, path)`` for each way *schema* is not valid JSON Schema 2020-12.
+
+    The path is relative to the schema. Nothing is yielded for a valid schema.
+    """
+    if jsonschema_rs.meta.is_valid(cast("dict[str, Any]", schema)):
+        return
+    import jsonschema  # noqa: PLC0415 - imported only to explain failures
+
+    meta = jsonschema.Draft202012Validator(jsonschema.Draft202012Validator.META_SCHEMA)
+    for error in meta.iter_errors(schema):
+        leaf = min(_leaves(error), key=lambda e: -len(e.absolute_path))
+        yield leaf.message, list(leaf.absolute_path)
+
+
+def _leaves(error: Any) -> Iterator[Any]:
+    if not error.context:
+        yield error
+        return
+    for child in error.context:
+        yield from _leaves(child)
+
+
+def fast_validator(schema: Mapping[str, Any]) -> Any:
+    """Compile *schema* (2020-12 unless it names its ``$schema``) for fast ``is_valid`` checks."""
+    document = cast("dict[str, Any]", schema)
+    if "$schema" in document:
+        return jsonschema_rs.validator_for(document)
+    return jsonschema_rs.Draft202012Validator(document)
+
+
+def iter_instance_errors(schema: Mapping[str, Any], instance: object) -> Iterator[tuple[str, list[str | int]]]:
+    """Yield ``(message, path)`` for each way *instance* violates *schema*, best errors first."""
+    import jsonschema  # noqa: PLC0415 - imported only to explain failures
+
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    errors = cls(schema).iter_errors(instance)  # type: ignore[arg-type]
+    for error in sorted(errors, key=jsonschema.exceptions.relevance):
+        yield error.message, list(error.absolute_path)
+
+
+# --- friendly parameter rules ---------------------------------------------------
+
+
+def compile_parameter_rules(rules: Sequence[ParameterRule]) -> list[dict[str, Any]]:
+    """Compile friendly parameter rules to JSON-Schema fragments (to be combined with ``allOf``)."""
+    fragments: list[dict[str, Any]] = []
+    for rule in rules:
+        names = list(rule.params)
+        if rule.kind == "requires":
+            if rule.when_values is not None:
+                condition = {
+                    "properties": {k: {"const": v} for k, v in rule.when_values.items()},
+                    "required": list(rule.when_values),
+                }
+                fragments.append({"if": condition, "then": {"required": names}})
+            elif rule.when is not None:
+                fragments.append({"dependentRequired": {rule.when: names}})
+        elif rule.kind == "exclusive":
+            pairs = [[a, b] for i, a in enumerate(names) for b in names[i + 1 :]]
+            fragments.append({"not": {"anyOf": [{"required": pair} for pair in pairs]}})
+        elif rule.kind == "at_least_one":
+            fragments.append({"anyOf": [{"required": [n]} for n in names]})
+        else:
+            fragments.append({"oneOf": [{"required": [n]} for n in names]})
+    return fragments
+
+
+def validation_schema(parameters: Mapping[str, Any], rules: Sequence[ParameterRule]) -> dict[str, Any]:
+    """Return *parameters* with the compiled *rules* added under ``allOf``."""
+    schema = dict(parameters)
+    fragments = compile_parameter_rules(rules)
+    if fragments:
+        schema["allOf"] = [*schema.get("allOf", []), *fragments]
+    return schema

@@ -1,0 +1,359 @@
+"""Position-aware, safe YAML reading.
+
+The document is composed into PyYAML's node tree with the C parser (when the
+libyaml extension is present) and a YAML 1.2 core-schema resolver, then turned
+into plain Python values by :func:`convert`, which
+
+- refuses every tag outside the core schema (``!!python/...``, ``!custom``,
+  ``!!timestamp``, ``!!binary``, ...);
+- reports duplicate mapping keys (PyYAML silently keeps the last one);
+- shares, rather than copies, aliased nodes, and bounds the size their
+  expansion would have, so a "billion laughs" file is a diagnostic;
+- interpolates ``${VAR}`` and ``${VAR:-default}`` in string values.
+
+The node tree is kept as the :class:`NodeLocator` of the document, which turns
+JSON pointers back into 1-based line and column spans.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Iterator, Mapping
+from typing import Any, Protocol
+
+import yaml
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+from yaml.resolver import BaseResolver
+
+from toolflow._diagnostics import Span
+
+__all__ = [
+    "MAX_EXPANDED_NODES",
+    "DocumentError",
+    "NodeLocator",
+    "compose",
+    "convert",
+]
+
+MAX_EXPANDED_NODES = 250_000
+"""Largest number of nodes a document may expand to once aliases are followed."""
+
+STR = "tag:yaml.org,2002:str"
+INT = "tag:yaml.org,2002:int"
+FLOAT = "tag:yaml.org,2002:float"
+BOOL = "tag:yaml.org,2002:bool"
+NULL = "tag:yaml.org,2002:null"
+SEQ = "tag:yaml.org,2002:seq"
+MAP = "tag:yaml.org,2002:map"
+_SCALAR_TAGS = frozenset({STR, INT, FLOAT, BOOL, NULL})
+
+
+class _CoreResolver(BaseResolver):
+    """YAML 1.2 core schema: no ``yes``/``on`` booleans, no sexagesimals, no timestamps."""
+
+
+for _tag, _regexp, _first in (
+    (BOOL, r"^(?:true|True|TRUE|false|False|FALSE)$", "tTfF"),
+    (NULL, r"^(?:~|null|Null|NULL|)$", ["~", "n", "N", ""]),
+    (INT, r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$", "-+0123456789"),
+    (
+        FLOAT,
+        (
+            r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+            r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
+        ),
+        "-+0123456789.",
+    ),
+):
+    _CoreResolver.add_implicit_resolver(_tag, re.compile(_regexp), list(_first))
+
+
+try:
+    from yaml import CParser  # type: ignore[attr-defined]
+
+    class _Composer(CParser, _CoreResolver):  # type: ignore[misc]
+        def __init__(self, stream: str) -> None:
+            CParser.__init__(self, stream)
+            _CoreResolver.__init__(self)
+
+except ImportError:  # pragma: no cover - PyYAML built without libyaml
+    from yaml.composer import Composer
+    from yaml.parser import Parser
+    from yaml.reader import Reader
+    from yaml.scanner import Scanner
+
+    class _Composer(Reader, Scanner, Parser, Composer, _CoreResolver):  # type: ignore[no-redef]
+        def __init__(self, stream: str) -> None:
+            Reader.__init__(self, stream)
+            Scanner.__init__(self)
+            Parser.__init__(self)
+            Composer.__init__(self)
+            _CoreResolver.__init__(self)
+
+
+class DocumentError(Exception):
+    """A problem that makes a document unusable, with its 1-based position.
+
+    Attributes:
+        code: The diagnostic code (``TF001`` syntax, ``TF004`` alias expansion).
+    """
+
+    def __init__(self, code: str, message: str, line: int, column: int) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.line = line
+        self.column = column
+
+
+def compose(text: str) -> Node | None:
+    """Compose *text* into a node tree; ``None`` for an empty document.
+
+    Raises:
+        DocumentError: The text is not a single well-formed YAML document.
+    """
+    loader = _Composer(text)
+    try:
+        return loader.get_single_node()  # type: ignore[no-any-return]
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line, column = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+        problem = exc.problem or exc.context or "invalid YAML"
+        context = f" {exc.context}" if exc.context and exc.problem else ""
+        raise DocumentError("TF001", f"YAML syntax error: {problem}{context}", line, column) from None
+    except yaml.YAMLError as exc:
+        raise DocumentError("TF001", f"YAML error: {exc}", 1, 1) from None
+    finally:
+        loader.dispose()
+
+
+_ENV = re.compile(r"\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+class Report(Protocol):
+    """How :func:`convert` reports a problem: a code, a message, the node, and whether to point at its key."""
+
+    def __call__(self, code: str, message: str, node: Node, *, at_key: bool = False) -> None: ...
+
+
+def convert(  # noqa: PLR0915 - the closures share one conversion state
+    root: Node,
+    report: Report,
+    *,
+    environ: Mapping[str, str] | None = None,
+    max_nodes: int = MAX_EXPANDED_NODES,
+) -> Any:
+    """Turn the node tree *root* into plain Python values, reporting problems.
+
+    Recoverable problems (a refused tag, a duplicate key, an unset variable) go
+    to *report* and conversion goes on; the offending value becomes ``None``.
+
+    Raises:
+        DocumentError: Aliases expand beyond *max_nodes* nodes, or refer to themselves.
+    """
+    env = os.environ if environ is None else environ
+    _check_expansion(root, max_nodes)
+    done: dict[int, Any] = {}
+
+    def interpolate(node: ScalarNode) -> str:
+        def sub(match: re.Match[str]) -> str:
+            if match[0] == "$${":
+                return "${"
+            name, default = match[1], match[2]
+            value = env.get(name)
+            if value is None or (value == "" and default is not None):
+                if default is None:
+                    report("TF007", f"environment variable {name!r} is not set", node)
+                    return ""
+                return default
+            return value
+
+        return _ENV.sub(sub, node.value)
+
+    def scalar(node: ScalarNode) -> Any:
+        tag, text = node.tag, node.value
+        if tag == STR:
+            return interpolate(node) if "$" in text else text
+        if tag == INT:
+            return int(text, 0) if text[:2] in ("0o", "0x") else int(text)
+        if tag == FLOAT:
+            lowered = text.lower()
+            if lowered.endswith(".inf"):
+                return -math.inf if text.startswith("-") else math.inf
+            if lowered == ".nan":
+                return math.nan
+            return float(text)
+        if tag == BOOL:
+            return text.lower() == "true"
+        return None
+
+    def walk(node: Node) -> Any:
+        if (cached := done.get(id(node), _MISSING)) is not _MISSING:
+            return cached
+        if isinstance(node, ScalarNode):
+            if node.tag not in _SCALAR_TAGS:
+                report("TF003", f"tag {node.tag!r} is not allowed", node)
+                value: Any = None
+            else:
+                value = scalar(node)
+        elif isinstance(node, SequenceNode):
+            if node.tag != SEQ:
+                report("TF003", f"tag {node.tag!r} is not allowed", node)
+                value = None
+            else:
+                value = [walk(item) for item in node.value]
+        else:
+            value = mapping(node)  # type: ignore[arg-type]
+        done[id(node)] = value
+        return value
+
+    def mapping(node: MappingNode) -> Any:
+        if node.tag != MAP:
+            report("TF003", f"tag {node.tag!r} is not allowed", node)
+            return None
+        result: dict[str, Any] = {}
+        first: dict[str, Node] = {}
+        for key_node, value_node in node.value:
+            if not isinstance(key_node, ScalarNode):
+                report("TF001", "a mapping key must be a scalar", key_node)
+                continue
+            if key_node.tag not in _SCALAR_TAGS:
+                report("TF003", f"tag {key_node.tag!r} is not allowed", key_node)
+                continue
+            key = key_node.value
+            if key in first:
+                line = first[key].start_mark.line + 1
+                report("TF002", f"duplicate key {key!r} (first defined on line {line})", key_node, at_key=True)
+            else:
+                first[key] = key_node
+            result[key] = walk(value_node)
+        return result
+
+    return walk(root)
+
+
+_MISSING = object()
+
+
+def _check_expansion(root: Node, max_nodes: int) -> None:
+    """Raise when *root* expands beyond *max_nodes* nodes or contains a cycle."""
+    sizes: dict[int, int] = {}
+    active: set[int] = set()
+    # Iterative post-order walk: a hostile document may nest deeper than the stack.
+    stack: list[tuple[Node, bool]] = [(root, False)]
+    while stack:
+        node, expanded = stack.pop()
+        ident = id(node)
+        if expanded:
+            children = _children(node)
+            total = 1 + sum(sizes[id(child)] for child in children)
+            sizes[ident] = total
+            active.discard(ident)
+            if total > max_nodes:
+                raise DocumentError(
+                    "TF004",
+                    f"document expands to more than {max_nodes:,} nodes through aliases",
+                    node.start_mark.line + 1,
+                    node.start_mark.column + 1,
+                )
+            continue
+        if ident in sizes:
+            continue
+        if ident in active:
+            raise DocumentError(
+                "TF004",
+                "an alias refers to a node that contains it (recursive structure)",
+                node.start_mark.line + 1,
+                node.start_mark.column + 1,
+            )
+        active.add(ident)
+        stack.append((node, True))
+        for child in _children(node):
+            if id(child) in active:
+                raise DocumentError(
+                    "TF004",
+                    "an alias refers to a node that contains it (recursive structure)",
+                    child.start_mark.line + 1,
+                    child.start_mark.column + 1,
+                )
+            if id(child) not in sizes:
+                stack.append((child, False))
+
+
+def _children(node: Node) -> Iterator[Node] | list[Node]:
+    if isinstance(node, SequenceNode):
+        return node.value  # type: ignore[no-any-return]
+    if isinstance(node, MappingNode):
+        return [n for pair in node.value for n in pair]
+    return []
+
+
+def _unescape(token: str) -> str:
+    return token.replace("~1", "/").replace("~0", "~")
+
+
+class NodeLocator:
+    """Resolves JSON pointers into a composed document to source spans."""
+
+    def __init__(self, root: Node | None, text: str = "") -> None:
+        self._root = root
+        self._text = text
+
+    def node(self, pointer: str) -> tuple[Node | None, Node | None]:
+        """Return ``(node, key_node)`` for the deepest part of *pointer* that exists."""
+        node, key_node = self._root, None
+        if node is None or not pointer:
+            return node, None
+        for raw in pointer.split("/")[1:]:
+            token = _unescape(raw)
+            if isinstance(node, MappingNode):
+                for k, v in reversed(node.value):
+                    if isinstance(k, ScalarNode) and k.value == token:
+                        node, key_node = v, k
+                        break
+                else:
+                    break
+            elif isinstance(node, SequenceNode) and token.isdigit() and int(token) < len(node.value):
+                node, key_node = node.value[int(token)], None
+            else:
+                break
+        return node, key_node
+
+    def locate(self, pointer: str, *, key: bool = False) -> Span:
+        """Return the span of the node at *pointer* (or of its key, with ``key=True``)."""
+        node, key_node = self.node(pointer)
+        target = key_node if key and key_node is not None else node
+        if target is None:
+            return Span(line=1, column=1, end_line=1, end_column=1)
+        start, end = target.start_mark, target.end_mark
+        return Span(
+            line=start.line + 1,
+            column=start.column + 1,
+            end_line=end.line + 1,
+            end_column=end.column + 1,
+        )
+
+    def scalar_line(self, pointer: str, line_in_value: int) -> tuple[int, int]:
+        """Map a 1-based line inside a string value to a line and column of the file.
+
+        Block scalars (``|``, ``>``) start on the line after their indicator; the
+        column is that of the first non-blank character of the mapped line.
+        """
+        node, _ = self.node(pointer)
+        if node is None:
+            return 1, 1
+        start = node.start_mark
+        if isinstance(node, ScalarNode) and node.style in ("|", ">"):
+            line0 = start.line + line_in_value
+        else:
+            line0 = start.line + line_in_value - 1
+        lines = self._text.splitlines()
+        if 0 <= line0 < len(lines):
+            text = lines[line0]
+            column = len(text) - len(text.lstrip()) + 1
+            if line0 == start.line:
+                column = start.column + 1
+            return line0 + 1, column
+        return start.line + 1, start.column + 1
