@@ -121,7 +121,12 @@ def compose(text: str) -> Node | None:
         mark = exc.problem_mark or exc.context_mark
         line, column = (mark.line + 1, mark.column + 1) if mark else (1, 1)
         problem = exc.problem or exc.context or "invalid YAML"
-        context = f" {exc.context}" if exc.context and exc.problem else ""
+        context = ""
+        if exc.context and exc.problem:
+            context = f" {exc.context}"
+            start = exc.context_mark
+            if start is not None and (start.line + 1, start.column + 1) != (line, column):
+                context += f" that starts on line {start.line + 1}, column {start.column + 1}"
         raise DocumentError("TF001", f"YAML syntax error: {problem}{context}", line, column) from None
     except yaml.YAMLError as exc:
         raise DocumentError("TF001", f"YAML error: {exc}", 1, 1) from None
