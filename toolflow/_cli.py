@@ -101,6 +101,12 @@ def run(argv: Sequence[str], *, stdout: TextIO, stderr: TextIO) -> int:
         return exc.exit_code
     except BrokenPipeError:
         return 1
+    except Exception:  # noqa: BLE001 - a bug must still exit 2, apart from "problems found"
+        import traceback  # noqa: PLC0415
+
+        print("toolflow: internal error (please report it with the traceback below)", file=stderr)
+        traceback.print_exc(file=stderr)
+        return 2
 
 
 def _split(values: Sequence[str] | None) -> list[str]:

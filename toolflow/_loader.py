@@ -208,7 +208,10 @@ class _Builder:
         for name, body in (data.get("tools") or {}).items():
             if name in bad_tools:
                 continue
-            tools.append(self.tool(name, body, defaults))
+            try:
+                tools.append(self.tool(name, body, defaults))
+            except ValueError as exc:  # a value the schema admits but the model refuses
+                self.diag("TF104", f"tool {name!r}: {exc}", json_pointer(["tools", name]), key=True)
         return SpecFile(
             path=self.path,
             version=data.get("toolflow"),

@@ -184,7 +184,7 @@ def _value_message(error: Any, label: str, path: list[str | int]) -> str:
         return f"{where} must be one of {choices}, got {got}{hint}"
     if validator == "pattern":
         if "ms|s|m|h" in value:
-            return f"{where} must be a duration like '500ms', '30s', '5m' or a number of seconds, got {got}"
+            return f"{where} must be a positive duration like '500ms', '30s', '5m' or a number of seconds, got {got}"
         if "rate_limit" in value:
             return (
                 f"{where} must be one of 'timeout', 'connection', 'network', 'temporary', 'rate_limit' "
