@@ -178,8 +178,10 @@ def test_fast_and_explaining_validators_agree_on_spec_documents(document: dict[s
             {"toolflow": 1, "tools": {"s": {"cache": {"scope": "sesion"}}}},
             "TF104",
             "/tools/s/cache/scope",
-            "'scope' in 'cache' of tool 's' must be one of 'tick', 'session', 'persistent', got \"sesion\""
-            "; did you mean 'session'?",
+            (
+                "'scope' in 'cache' of tool 's' must be one of 'tick', 'session', 'persistent', got \"sesion\""
+                "; did you mean 'session'?"
+            ),
         ),
         (
             {"toolflow": 1, "tools": {"s": {"examples": [{"description": "x"}]}}},
