@@ -20,12 +20,16 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 import yaml
+from yaml.composer import Composer
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+from yaml.parser import Parser
+from yaml.reader import Reader
 from yaml.resolver import BaseResolver
+from yaml.scanner import Scanner
 
 from toolflow._diagnostics import Span
 
@@ -37,7 +41,7 @@ __all__ = [
     "convert",
 ]
 
-MAX_EXPANDED_NODES = 250_000
+MAX_EXPANDED_NODES = 1_000_000
 """Largest number of nodes a document may expand to once aliases are followed."""
 
 STR = "tag:yaml.org,2002:str"
@@ -52,6 +56,22 @@ _SCALAR_TAGS = frozenset({STR, INT, FLOAT, BOOL, NULL})
 
 class _CoreResolver(BaseResolver):
     """YAML 1.2 core schema: no ``yes``/``on`` booleans, no sexagesimals, no timestamps."""
+
+    def resolve(self, kind: type[Node], value: str, implicit: tuple[bool, bool]) -> str:
+        """Resolve the tag of an untagged (or ``!``-tagged) node; cheaper than BaseResolver's."""
+        if kind is ScalarNode:
+            if implicit[0] and (value == "" or value[0] in _IMPLICIT_FIRST):
+                for tag, regexp in self.yaml_implicit_resolvers.get(value[:1], ()):
+                    if regexp.match(value):
+                        return tag  # type: ignore[no-any-return]
+            return STR
+        return SEQ if kind is SequenceNode else MAP
+
+    def descend_resolver(self, current_node: Node | None, current_index: object) -> None:
+        """Path resolvers are not used; skip BaseResolver's bookkeeping."""
+
+    def ascend_resolver(self) -> None:
+        """Path resolvers are not used; skip BaseResolver's bookkeeping."""
 
 
 for _tag, _regexp, _first in (
@@ -68,29 +88,58 @@ for _tag, _regexp, _first in (
     ),
 ):
     _CoreResolver.add_implicit_resolver(_tag, re.compile(_regexp), list(_first))
+_IMPLICIT_FIRST = frozenset(ch for ch in _CoreResolver.yaml_implicit_resolvers if ch)
+
+
+class _PyComposer(Reader, Scanner, Parser, Composer, _CoreResolver):
+    """The pure-Python composer: slower, but its recursion fails with RecursionError, not a crash."""
+
+    def __init__(self, stream: str) -> None:
+        Reader.__init__(self, stream)
+        Scanner.__init__(self)
+        Parser.__init__(self)
+        Composer.__init__(self)
+        _CoreResolver.__init__(self)
 
 
 try:
-    from yaml import CParser  # type: ignore[attr-defined]
+    from yaml.cyaml import CParser  # type: ignore[attr-defined]
 
-    class _Composer(CParser, _CoreResolver):  # type: ignore[misc]
+    class _CComposer(CParser, _CoreResolver):
         def __init__(self, stream: str) -> None:
             CParser.__init__(self, stream)
             _CoreResolver.__init__(self)
 
 except ImportError:  # pragma: no cover - PyYAML built without libyaml
-    from yaml.composer import Composer
-    from yaml.parser import Parser
-    from yaml.reader import Reader
-    from yaml.scanner import Scanner
+    _CComposer = _PyComposer  # type: ignore[misc, assignment]
 
-    class _Composer(Reader, Scanner, Parser, Composer, _CoreResolver):  # type: ignore[no-redef]
-        def __init__(self, stream: str) -> None:
-            Reader.__init__(self, stream)
-            Scanner.__init__(self)
-            Parser.__init__(self)
-            Composer.__init__(self)
-            _CoreResolver.__init__(self)
+_SAFE_DEPTH = 250
+# libyaml's composer recurses in C and overflows the stack on documents nested
+# tens of thousands deep. A document whose lines are never indented 250 columns,
+# that never chains 250 "- " or "? " indicators on one line, and whose brackets
+# never nest 250 deep, cannot nest deep enough for that; anything else is
+# composed by the pure-Python composer, whose recursion limit fails cleanly.
+_BRACKET = re.compile(r"[\[\]{}]")
+_CHAINED = re.compile(rf"(?:[-?][ \t]+){{{_SAFE_DEPTH}}}")
+
+
+def _composer_for(text: str) -> type[_PyComposer | _CComposer]:
+    indented = ("\n" + " " * _SAFE_DEPTH) in text or text.startswith(" " * _SAFE_DEPTH)
+    chained = text.count("-") + text.count("?") >= _SAFE_DEPTH and _CHAINED.search(text) is not None
+    if indented or chained or _bracket_depth(text) >= _SAFE_DEPTH:
+        return _PyComposer
+    return _CComposer
+
+
+def _bracket_depth(text: str) -> int:
+    """Deepest nesting of flow brackets, counting brackets inside strings too (an overestimate)."""
+    if text.count("[") + text.count("{") < _SAFE_DEPTH:
+        return 0
+    depth = deepest = 0
+    for match in _BRACKET.finditer(text):
+        depth += 1 if match[0] in "[{" else -1 if depth else 0
+        deepest = max(deepest, depth)
+    return deepest
 
 
 class DocumentError(Exception):
@@ -114,9 +163,11 @@ def compose(text: str) -> Node | None:
     Raises:
         DocumentError: The text is not a single well-formed YAML document.
     """
-    loader = _Composer(text)
+    loader = _composer_for(text)(text)
     try:
-        return loader.get_single_node()  # type: ignore[no-any-return]
+        node: Node | None = loader.get_single_node()
+    except RecursionError:
+        raise DocumentError("TF001", "the document nests too deeply", 1, 1) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line, column = (mark.line + 1, mark.column + 1) if mark else (1, 1)
@@ -132,6 +183,7 @@ def compose(text: str) -> Node | None:
         raise DocumentError("TF001", f"YAML error: {exc}", 1, 1) from None
     finally:
         loader.dispose()
+    return node
 
 
 _ENV = re.compile(r"\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -152,15 +204,19 @@ def convert(  # noqa: PLR0915 - the closures share one conversion state
 ) -> Any:
     """Turn the node tree *root* into plain Python values, reporting problems.
 
-    Recoverable problems (a refused tag, a duplicate key, an unset variable) go
-    to *report* and conversion goes on; the offending value becomes ``None``.
+    Aliased nodes are converted once and shared. Recoverable problems (a refused
+    tag, a duplicate key, an unset variable) go to *report* and conversion goes
+    on; the offending value becomes ``None``.
 
     Raises:
-        DocumentError: Aliases expand beyond *max_nodes* nodes, or refer to themselves.
+        DocumentError: Aliases expand beyond *max_nodes* nodes, refer to
+            themselves, or the document nests too deeply.
     """
     env = os.environ if environ is None else environ
-    _check_expansion(root, max_nodes)
     done: dict[int, Any] = {}
+    sizes: dict[int, int] = {}
+    active: set[int] = set()
+    expanded = 0
 
     def interpolate(node: ScalarNode) -> str:
         def sub(match: re.Match[str]) -> str:
@@ -179,8 +235,6 @@ def convert(  # noqa: PLR0915 - the closures share one conversion state
 
     def scalar(node: ScalarNode) -> Any:
         tag, text = node.tag, node.value
-        if tag == STR:
-            return interpolate(node) if "$" in text else text
         if tag == INT:
             return int(text, 0) if text[:2] in ("0o", "0x") else int(text)
         if tag == FLOAT:
@@ -192,36 +246,51 @@ def convert(  # noqa: PLR0915 - the closures share one conversion state
             return float(text)
         if tag == BOOL:
             return text.lower() == "true"
+        if tag == NULL:
+            return None
+        report("TF003", f"tag {tag!r} is not allowed", node)
         return None
 
+    def overflow(node: Node, message: str) -> DocumentError:
+        return DocumentError("TF004", message, node.start_mark.line + 1, node.start_mark.column + 1)
+
     def walk(node: Node) -> Any:
-        if (cached := done.get(id(node), _MISSING)) is not _MISSING:
-            return cached
-        if isinstance(node, ScalarNode):
-            if node.tag not in _SCALAR_TAGS:
-                report("TF003", f"tag {node.tag!r} is not allowed", node)
-                value: Any = None
+        nonlocal expanded
+        ident = id(node)
+        if ident in done:
+            expanded += sizes[ident]
+            if expanded > max_nodes:
+                raise overflow(node, f"document expands to more than {max_nodes:,} nodes through aliases")
+            return done[ident]
+        if ident in active:
+            raise overflow(node, "an alias refers to a node that contains it (recursive structure)")
+        before = expanded
+        expanded += 1
+        if type(node) is ScalarNode:
+            text = node.value
+            if node.tag == STR:
+                value: Any = interpolate(node) if "$" in text else text
             else:
                 value = scalar(node)
-        elif isinstance(node, SequenceNode):
-            if node.tag != SEQ:
+        else:
+            active.add(ident)
+            if node.tag != (SEQ if type(node) is SequenceNode else MAP):
                 report("TF003", f"tag {node.tag!r} is not allowed", node)
                 value = None
-            else:
+            elif type(node) is SequenceNode:
                 value = [walk(item) for item in node.value]
-        else:
-            value = mapping(node)  # type: ignore[arg-type]
-        done[id(node)] = value
+            else:
+                value = mapping(node)  # type: ignore[arg-type]
+            active.discard(ident)
+        done[ident] = value
+        sizes[ident] = expanded - before
         return value
 
-    def mapping(node: MappingNode) -> Any:
-        if node.tag != MAP:
-            report("TF003", f"tag {node.tag!r} is not allowed", node)
-            return None
+    def mapping(node: MappingNode) -> dict[str, Any]:
         result: dict[str, Any] = {}
         first: dict[str, Node] = {}
         for key_node, value_node in node.value:
-            if not isinstance(key_node, ScalarNode):
+            if type(key_node) is not ScalarNode:
                 report("TF001", "a mapping key must be a scalar", key_node)
                 continue
             if key_node.tag not in _SCALAR_TAGS:
@@ -236,63 +305,10 @@ def convert(  # noqa: PLR0915 - the closures share one conversion state
             result[key] = walk(value_node)
         return result
 
-    return walk(root)
-
-
-_MISSING = object()
-
-
-def _check_expansion(root: Node, max_nodes: int) -> None:
-    """Raise when *root* expands beyond *max_nodes* nodes or contains a cycle."""
-    sizes: dict[int, int] = {}
-    active: set[int] = set()
-    # Iterative post-order walk: a hostile document may nest deeper than the stack.
-    stack: list[tuple[Node, bool]] = [(root, False)]
-    while stack:
-        node, expanded = stack.pop()
-        ident = id(node)
-        if expanded:
-            children = _children(node)
-            total = 1 + sum(sizes[id(child)] for child in children)
-            sizes[ident] = total
-            active.discard(ident)
-            if total > max_nodes:
-                raise DocumentError(
-                    "TF004",
-                    f"document expands to more than {max_nodes:,} nodes through aliases",
-                    node.start_mark.line + 1,
-                    node.start_mark.column + 1,
-                )
-            continue
-        if ident in sizes:
-            continue
-        if ident in active:
-            raise DocumentError(
-                "TF004",
-                "an alias refers to a node that contains it (recursive structure)",
-                node.start_mark.line + 1,
-                node.start_mark.column + 1,
-            )
-        active.add(ident)
-        stack.append((node, True))
-        for child in _children(node):
-            if id(child) in active:
-                raise DocumentError(
-                    "TF004",
-                    "an alias refers to a node that contains it (recursive structure)",
-                    child.start_mark.line + 1,
-                    child.start_mark.column + 1,
-                )
-            if id(child) not in sizes:
-                stack.append((child, False))
-
-
-def _children(node: Node) -> Iterator[Node] | list[Node]:
-    if isinstance(node, SequenceNode):
-        return node.value  # type: ignore[no-any-return]
-    if isinstance(node, MappingNode):
-        return [n for pair in node.value for n in pair]
-    return []
+    try:
+        return walk(root)
+    except RecursionError:
+        raise DocumentError("TF004", "the document nests too deeply", 1, 1) from None
 
 
 def _unescape(token: str) -> str:

@@ -2,7 +2,7 @@
 
 ## What it does
 Counts the nodes a document would have once every alias (`*name`) is replaced by
-its anchor's value, and refuses documents that exceed 250,000 nodes or contain an
+its anchor's value, and refuses documents that exceed 1,000,000 nodes or contain an
 alias inside its own anchor.
 
 ## Why is this bad?
