@@ -7,6 +7,7 @@ starts quickly and ``toolflow lint`` never imports the executor.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -25,7 +26,8 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         from toolflow._errors import UsageError  # noqa: PLC0415
 
-        raise UsageError(f"{self.prog}: {message}")
+        command = self.prog.removeprefix("toolflow").strip()
+        raise UsageError(f"{command}: {message}" if command else message)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -89,7 +91,8 @@ def run(argv: Sequence[str], *, stdout: TextIO, stderr: TextIO) -> int:
     try:
         parser = _parser()
         try:
-            args = parser.parse_args(list(argv))
+            with contextlib.redirect_stdout(stdout):
+                args = parser.parse_args(list(argv))
         except SystemExit as exc:  # --help and --version
             return int(exc.code or 0)
         if getattr(args, "handler", None) is None:
@@ -125,15 +128,22 @@ def _spec_paths(paths: Sequence[str]) -> list[str]:
 
         try:
             with open(pyproject, "rb") as stream:
-                table = tomllib.load(stream).get("tool", {}).get("toolflow", {})
+                document = tomllib.load(stream)
         except (OSError, tomllib.TOMLDecodeError):
-            table = {}
+            document = {}
+        table = _table(_table(document, "tool"), "toolflow")
         specs = table.get("specs")
         if isinstance(specs, str):
             specs = [specs]
         if isinstance(specs, list) and specs:
             return [os.path.relpath(pyproject.parent / s) for s in specs]
     return [DEFAULT_SPECS]
+
+
+def _table(mapping: object, key: str) -> dict[str, object]:
+    """``mapping[key]`` when both are tables, else an empty table."""
+    value = mapping.get(key, {}) if isinstance(mapping, dict) else {}
+    return value if isinstance(value, dict) else {}
 
 
 def _cmd_lint(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
@@ -230,7 +240,9 @@ def _cmd_list(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         for row in table:
             cells = (str(cell).ljust(width) for cell, width in zip(row, widths, strict=True))
             stdout.write("  ".join(cells).rstrip() + "\n")
-        stdout.write(f"{len(rows)} tools in {len(result.files)} files\n")
+        tools = "tool" if len(rows) == 1 else "tools"
+        files = "file" if len(result.files) == 1 else "files"
+        stdout.write(f"{len(rows)} {tools} in {len(result.files)} {files}\n")
     return 0 if result.ok else 1
 
 

@@ -47,6 +47,10 @@ class Locator(Protocol):
         """
         ...  # pragma: no cover - protocol
 
+    def in_string(self, line: int, column: int) -> bool:
+        """True when the 1-based position lies inside a quoted or block string (where ``#`` is text)."""
+        ...  # pragma: no cover - protocol
+
 
 @attrs.frozen(kw_only=True)
 class Diagnostic:

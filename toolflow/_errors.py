@@ -13,8 +13,10 @@ Each error carries the object it is about, and an ``exit_code`` used by the CLI.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from toolflow._diagnostics import Diagnostic
+if TYPE_CHECKING:
+    from toolflow._diagnostics import Diagnostic
 
 __all__ = ["ConfigError", "SpecError", "ToolflowError", "UsageError"]
 

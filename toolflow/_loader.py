@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
+import stat
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -180,23 +181,31 @@ def load_file(path: str, *, environ: Mapping[str, str] | None = None) -> tuple[S
     return _Builder(path, data, text, locator, diagnostics).build(), diagnostics
 
 
+def _position(raw: bytes, offset: int) -> tuple[int, int]:
+    """1-based line and column (in characters, like YAML marks) of byte *offset*."""
+    start = raw.rfind(b"\n", 0, offset) + 1
+    prefix = raw[start:offset].decode("utf-8", errors="replace").lstrip("\ufeff")
+    return raw.count(b"\n", 0, offset) + 1, len(prefix) + 1
+
+
 def _read_text(path: str) -> str | Diagnostic:
     try:
-        with open(path, "rb") as stream:
+        # O_NONBLOCK: opening a FIFO named like a spec must not wait for a writer.
+        with open(os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)), "rb") as stream:
+            if not stat.S_ISREG(os.fstat(stream.fileno()).st_mode):
+                return _file_diag(path, "TF005", "not a regular file (a directory, FIFO or device)")
             raw = stream.read(MAX_FILE_BYTES + 1)
     except OSError as exc:
         return _file_diag(path, "TF005", f"cannot read the file: {exc.strerror or exc}")
     if len(raw) > MAX_FILE_BYTES:
         return _file_diag(path, "TF005", f"the file is larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB")
     if (nul := raw.find(b"\x00")) >= 0:
-        line = raw.count(b"\n", 0, nul) + 1
-        column = nul - (raw.rfind(b"\n", 0, nul) + 1) + 1
+        line, column = _position(raw, nul)
         return _file_diag(path, "TF005", "the file is binary data, not YAML text (NUL byte)", line, column)
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        line = raw.count(b"\n", 0, exc.start) + 1
-        column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        line, column = _position(raw, exc.start)
         return _file_diag(path, "TF005", f"the file is not UTF-8 text (byte 0x{raw[exc.start]:02x})", line, column)
 
 

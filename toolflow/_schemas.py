@@ -144,7 +144,8 @@ def _map_spec_error(error: Any) -> Iterator[SchemaProblem]:
     pointer = json_pointer(path)
     validator, instance, schema = error.validator, error.instance, error.schema
     name = path[-1] if path else None
-    label = repr(name) if isinstance(name, str) else _where(path)
+    # "'timeout' in tool 'x'" for a key; "'command[1]' of tool 'x'" for a list item.
+    label = f"{name!r} in {_where(path[:-1])}" if isinstance(name, str) else _where(path)
     if validator == "additionalProperties" and isinstance(instance, dict):
         known = list(schema.get("properties", {}))
         for key in instance:
@@ -162,10 +163,11 @@ def _map_spec_error(error: Any) -> Iterator[SchemaProblem]:
         expected = error.validator_value
         names = [expected] if isinstance(expected, str) else list(expected)
         want = " or ".join(_TYPE_NAMES.get(n, n) for n in names)
+        got = describe_type(instance) if instance is None else f"{describe_type(instance)} {_short(instance)}"
         if not path:
             message = f"a spec file must be a mapping, got {describe_type(instance)}"
         else:
-            message = f"{label} in {_where(path[:-1])} must be {want}, got {describe_type(instance)} {_short(instance)}"
+            message = f"{label} must be {want}, got {got}"
         yield SchemaProblem(code="TF103", message=message, pointer=pointer)
     elif validator == "const" and path == ["toolflow"]:
         message = f"unsupported spec format version {_short(instance)}; this toolflow reads format 1"
@@ -176,7 +178,7 @@ def _map_spec_error(error: Any) -> Iterator[SchemaProblem]:
 
 def _value_message(error: Any, label: str, path: list[str | int]) -> str:
     validator, value, instance = error.validator, error.validator_value, error.instance
-    where = f"{label} in {_where(path[:-1])}" if path else "the spec file"
+    where = label if path else "the spec file"
     got = _short(instance)
     if validator == "enum":
         choices = ", ".join(repr(v) for v in value)

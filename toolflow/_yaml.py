@@ -88,6 +88,9 @@ for _tag, _regexp, _first in (
     ),
 ):
     _CoreResolver.add_implicit_resolver(_tag, re.compile(_regexp), list(_first))
+_CORE_PATTERNS = {
+    tag: regexp for resolvers in _CoreResolver.yaml_implicit_resolvers.values() for tag, regexp in resolvers
+}
 _IMPLICIT_FIRST = frozenset(ch for ch in _CoreResolver.yaml_implicit_resolvers if ch)
 
 
@@ -173,7 +176,9 @@ def compose(text: str) -> Node | None:
         line, column = (mark.line + 1, mark.column + 1) if mark else (1, 1)
         problem = exc.problem or exc.context or "invalid YAML"
         context = ""
-        if exc.context and exc.problem:
+        if exc.context and exc.problem and exc.problem.startswith("but "):
+            problem, context = f"{exc.context}, {exc.problem}", ""
+        elif exc.context and exc.problem:
             context = f" {exc.context}"
             start = exc.context_mark
             if start is not None and (start.line + 1, start.column + 1) != (line, column):
@@ -235,8 +240,20 @@ def convert(  # noqa: PLR0915 - the closures share one conversion state
 
     def scalar(node: ScalarNode) -> Any:
         tag, text = node.tag, node.value
+        pattern = _CORE_PATTERNS.get(tag)
+        if pattern is None:
+            report("TF003", f"tag {tag!r} is not allowed", node)
+            return None
+        if not pattern.match(text):
+            # Only an explicit tag can put a core tag on text that does not match it.
+            report("TF003", f"{text!r} is not a valid {tag.replace('tag:yaml.org,2002:', '!!')}", node)
+            return None
         if tag == INT:
-            return int(text, 0) if text[:2] in ("0o", "0x") else int(text)
+            try:
+                return int(text, 0) if text[:2] in ("0o", "0x") else int(text)
+            except ValueError:  # more digits than int() converts from decimal text
+                report("TF104", f"the integer {text[:12]}... has too many digits", node)
+                return None
         if tag == FLOAT:
             lowered = text.lower()
             if lowered.endswith(".inf"):
@@ -246,9 +263,6 @@ def convert(  # noqa: PLR0915 - the closures share one conversion state
             return float(text)
         if tag == BOOL:
             return text.lower() == "true"
-        if tag == NULL:
-            return None
-        report("TF003", f"tag {tag!r} is not allowed", node)
         return None
 
     def overflow(node: Node, message: str) -> DocumentError:
@@ -321,6 +335,28 @@ class NodeLocator:
     def __init__(self, root: Node | None, text: str = "") -> None:
         self._root = root
         self._text = text
+        self._strings: list[tuple[tuple[int, int], tuple[int, int]]] | None = None
+
+    def in_string(self, line: int, column: int) -> bool:
+        """True when the 1-based position lies inside a quoted or block scalar."""
+        if self._strings is None:
+            self._strings = []
+            seen: set[int] = set()
+            stack = [self._root] if self._root is not None else []
+            while stack:
+                node = stack.pop()
+                if id(node) in seen:
+                    continue
+                seen.add(id(node))
+                if isinstance(node, ScalarNode):
+                    if node.style:  # plain scalars end before " #"; others can hold it
+                        start, end = node.start_mark, node.end_mark
+                        self._strings.append(((start.line + 1, start.column + 1), (end.line + 1, end.column + 1)))
+                elif isinstance(node, SequenceNode):
+                    stack.extend(node.value)
+                elif isinstance(node, MappingNode):
+                    stack.extend(n for pair in node.value for n in pair)
+        return any(start <= (line, column) < end for start, end in self._strings)
 
     def node(self, pointer: str) -> tuple[Node | None, Node | None]:
         """Return ``(node, key_node)`` for the deepest part of *pointer* that exists."""

@@ -76,9 +76,13 @@ def load_config(path: str | os.PathLike[str] | None = None, *, rules: Sequence[R
         raise ConfigError(f"cannot read: {exc.strerror or exc}", path=where) from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"invalid TOML: {exc}", path=where) from None
-    table = document.get("tool", {}).get("toolflow", {}).get("lint", {})
+    table: Any = document
+    for key in ("tool", "toolflow", "lint"):
+        if not isinstance(table, dict):
+            break
+        table = table.get(key, {})
     if not isinstance(table, dict):
-        raise ConfigError("[tool.toolflow.lint] must be a table", path=where)
+        raise ConfigError("[tool.toolflow.lint] must be a table (and so must [tool] and [tool.toolflow])", path=where)
     return config_from_mapping(table, rules=rules, root=os.fspath(pyproject.parent), source=where)
 
 
@@ -210,7 +214,6 @@ class RuleSet:
             return False
         relative = os.path.relpath(os.path.abspath(path), os.path.abspath(config.root)).replace(os.sep, "/")
         return any(
-            (fnmatch.fnmatch(relative, glob) or fnmatch.fnmatch(path, glob))
-            and any(self.matches(s, rule) for s in selectors)
+            fnmatch.fnmatch(relative, glob) and any(self.matches(s, rule) for s in selectors)
             for glob, selectors in config.per_file_ignores.items()
         )

@@ -81,7 +81,9 @@ def lint_paths(
             found.extend(rule.check(context))
 
     kept: list[Diagnostic] = []
-    suppressions = {f.path: find_suppressions(f.text) for f in loaded.files if f.text}
+    suppressions = {
+        f.path: find_suppressions(f.text, f.locator.in_string if f.locator else None) for f in loaded.files if f.text
+    }
     for diagnostic in found:
         found_rule = ruleset.by_code.get(diagnostic.code)
         if found_rule is None or found_rule.code not in enabled_codes:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import collections
 import hashlib
 import json
+import os
+import urllib.parse
 from collections.abc import Callable
 from typing import Any
 from xml.sax.saxutils import quoteattr
@@ -91,9 +93,12 @@ def render_github(report: LintReport) -> str:
     for d in report.diagnostics:
         end_line, end_column = _end(d)
         level = "error" if d.severity is Severity.ERROR else "warning"
+        # Columns are only allowed on single-line annotations.
+        single = end_line == d.line
         props = (
-            f"file={_escape_property(d.file)},line={d.line},col={d.column},"
-            f"endLine={end_line},endColumn={end_column},title={_escape_property(f'{d.code} {d.name}')}"
+            f"file={_escape_property(d.file)},line={d.line}{f',col={d.column}' if single else ''},"
+            f"endLine={end_line}{f',endColumn={end_column}' if single else ''},"
+            f"title={_escape_property(f'{d.code} {d.name}')}"
         )
         lines.append(f"::{level} {props}::{_escape_data(d.message)}")
     return "\n".join(lines) + ("\n" if lines else "") + render_text(report)
@@ -116,7 +121,7 @@ def render_sarif(report: LintReport) -> str:
             "locations": [
                 {
                     "physicalLocation": {
-                        "artifactLocation": {"uri": d.file.replace("\\", "/")},
+                        "artifactLocation": {"uri": urllib.parse.quote(d.file.replace("\\", "/"))},
                         "region": region,
                     }
                 }
@@ -185,18 +190,28 @@ def _xml_text(text: str) -> str:
 def render_gitlab(report: LintReport) -> str:
     """GitLab Code Quality report: a JSON list of issues with stable fingerprints."""
     issues = []
+    seen: collections.Counter[str] = collections.Counter()
     for d in report.diagnostics:
-        fingerprint = hashlib.sha256(f"{d.file}\0{d.code}\0{d.pointer}\0{d.message}".encode()).hexdigest()
+        # Identical problems in one file are told apart by their order, which survives lines moving.
+        identity = f"{d.file}\0{d.code}\0{d.pointer}\0{d.message}"
+        seen[identity] += 1
+        fingerprint = hashlib.sha256(f"{identity}\0{seen[identity]}".encode()).hexdigest()
         issues.append(
             {
                 "description": f"{d.code} {d.message}",
                 "check_name": f"{d.code} {d.name}",
                 "fingerprint": fingerprint,
                 "severity": "major" if d.severity is Severity.ERROR else "minor",
-                "location": {"path": d.file, "positions": {"begin": {"line": d.line, "column": d.column}}},
+                "location": {"path": _repo_path(d.file), "positions": {"begin": {"line": d.line, "column": d.column}}},
             }
         )
     return json.dumps(issues, indent=2, ensure_ascii=False) + "\n"
+
+
+def _repo_path(path: str) -> str:
+    """*path* relative to the working directory (GitLab wants repository-relative paths) when inside it."""
+    relative = os.path.relpath(os.path.abspath(path))
+    return path if relative.startswith("..") else relative.replace(os.sep, "/")
 
 
 FORMATS: dict[str, Callable[[LintReport], str]] = {

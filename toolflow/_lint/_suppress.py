@@ -8,6 +8,7 @@ rule.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import attrs
 
@@ -31,8 +32,12 @@ class Suppression:
     used: set[str] = attrs.field(factory=set)
 
 
-def find_suppressions(text: str) -> list[Suppression]:
-    """Return the suppression comments of a spec file's *text*."""
+def find_suppressions(text: str, in_string: Callable[[int, int], bool] | None = None) -> list[Suppression]:
+    """Return the suppression comments of a spec file's *text*.
+
+    *in_string* tells whether a position lies inside a string value, where a
+    ``#`` is text rather than a comment.
+    """
     if "toolflow:" not in text:
         return []
     found = []
@@ -42,10 +47,12 @@ def find_suppressions(text: str) -> list[Suppression]:
         match = _COMMENT.search(line)
         if match is None:
             continue
+        column = line.index("#", match.start()) + 1
+        if in_string is not None and in_string(number, column):
+            continue
         own_line = line.lstrip().startswith("#")
         raw = match[1]
         selectors = tuple(s.strip() for s in raw.split(",") if s.strip()) if raw is not None else ()
-        column = line.index("#", match.start()) + 1
         found.append(
             Suppression(line=number, column=column, covers=number + 1 if own_line else number, selectors=selectors)
         )
