@@ -38,9 +38,8 @@ def _expectations(case: Path) -> tuple[list[Expectation], tuple[str, ...]]:
     for path in _case_files(case):
         sidecar = path.with_name(path.name + ".expect")
         if sidecar.exists():
-            for line in sidecar.read_text().splitlines():
-                if match := _SIDECAR.match(line.strip()):
-                    expected.append((str(path), match[1], int(match[2]), int(match[3])))
+            matches = (_SIDECAR.match(line.strip()) for line in sidecar.read_text().splitlines())
+            expected.extend((str(path), m[1], int(m[2]), int(m[3])) for m in matches if m)
             continue
         text = path.read_bytes().decode("utf-8", errors="replace")
         for line in text.splitlines():

@@ -1,0 +1,174 @@
+"""What the lint rules need to know about a tool's templates, gathered once per tool.
+
+A tool's templates are its ``template:`` source and each item of its
+``command:`` argv. TF215 (syntax) and TF216 (undeclared variables) both read
+the facts gathered here. The facts of a tool are kept while the tool lives, and
+each distinct template text is parsed once however many tools use it (argv
+items such as ``--query={{ query }}`` recur across tools).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator
+
+import attrs
+import jinja2
+import jinja2.nodes
+from yaml.nodes import MappingNode, ScalarNode
+
+from toolflow._lint._rule import ToolMemo
+from toolflow._model import ToolSpec
+from toolflow._schemas import did_you_mean
+from toolflow._templates import TemplateProblem, environment, parse_template, template_variables
+from toolflow._yaml import NodeLocator
+
+__all__ = ["TemplateFacts", "file_position", "template_facts"]
+
+
+@attrs.frozen(kw_only=True)
+class TemplateFacts:
+    """One template of a tool: where it is, whether it compiles, and what it reads.
+
+    ``variables`` and ``env_reads`` are empty when the template has problems.
+    ``env_listed`` is the template's ``env:`` list (empty for the string form),
+    or ``None`` for command items, whose environment names are not declared.
+    """
+
+    label: str
+    """How messages name the template: ``template`` or ``argv[1]``."""
+    pointer: str
+    """JSON pointer of the string value."""
+    problems: tuple[TemplateProblem, ...]
+    variables: frozenset[str]
+    env_reads: tuple[str, ...]
+    """Names read as ``env.NAME`` or ``env['NAME']``, in order of appearance."""
+    env_listed: frozenset[str] | None
+
+
+_memo: ToolMemo[tuple[TemplateFacts, ...]] = ToolMemo()
+
+
+def template_facts(tool: ToolSpec) -> tuple[TemplateFacts, ...]:
+    """Return the facts of every template of *tool* (none for an ``implementation:`` tool)."""
+    return _memo.get(tool, "templates", lambda: tuple(_collect(tool)))
+
+
+def _collect(tool: ToolSpec) -> Iterator[TemplateFacts]:
+    for impl in tool.implementations:
+        config = impl.config
+        if not isinstance(config, dict):
+            continue
+        mapping_form = _is_mapping(tool, impl.pointer)
+        if impl.kind == "template" and isinstance(config.get("source"), str):
+            pointer = f"{impl.pointer}/source" if mapping_form else impl.pointer
+            listed = frozenset(n for n in config.get("env", ()) if isinstance(n, str))
+            yield _facts("template", pointer, config["source"], listed)
+        elif impl.kind == "command" and isinstance(config.get("argv"), list):
+            base = f"{impl.pointer}/argv" if mapping_form else impl.pointer
+            for i, item in enumerate(config["argv"]):
+                if isinstance(item, str):
+                    yield _facts(f"argv[{i}]", f"{base}/{i}", item, None)
+
+
+def _facts(label: str, pointer: str, source: str, listed: frozenset[str] | None) -> TemplateFacts:
+    problems, variables, env_reads = _analyse(source)
+    return TemplateFacts(
+        label=label, pointer=pointer, problems=problems, variables=variables, env_reads=env_reads, env_listed=listed
+    )
+
+
+def _is_mapping(tool: ToolSpec, pointer: str) -> bool:
+    if not isinstance(tool.locator, NodeLocator):
+        return False
+    node, _ = tool.locator.node(pointer)
+    return isinstance(node, MappingNode)
+
+
+Analysis = tuple[tuple[TemplateProblem, ...], frozenset[str], tuple[str, ...]]
+
+_PLAIN: Analysis = ((), frozenset(), ())
+
+_SIMPLE_STATEMENTS = (jinja2.nodes.Output, jinja2.nodes.If, jinja2.nodes.ExprStmt)
+"""Statements that bind no names: in a tree of only these, every name read is a free variable."""
+
+
+@functools.lru_cache(maxsize=4096)
+def _analyse(source: str) -> Analysis:
+    """Problems, free variables and ``env`` reads of *source*; the same text in many tools is analysed once."""
+    if "{{" not in source and "{%" not in source and "{#" not in source:
+        return _PLAIN  # no Jinja syntax at all: plain text, as most argv items are
+    try:
+        return _analyse_tree(source)
+    except RecursionError:
+        # Jinja's parser and code generator recurse once per nesting level.
+        return (TemplateProblem(message="the template nests too deeply", line=1),), frozenset(), ()
+
+
+def _analyse_tree(source: str) -> Analysis:
+    tree = parse_template(source)
+    if isinstance(tree, TemplateProblem):
+        return (tree,), frozenset(), ()
+    problems: list[TemplateProblem] = []
+    env_reads: list[str] = []
+    names: set[str] = set()
+    simple = True
+    env = environment()
+    for node in tree.find_all(jinja2.nodes.Node):
+        if isinstance(node, jinja2.nodes.Name):
+            names.add(node.name)
+        elif isinstance(node, jinja2.nodes.Filter | jinja2.nodes.Test):
+            kind, known = ("filter", env.filters) if isinstance(node, jinja2.nodes.Filter) else ("test", env.tests)
+            if node.name not in known:
+                hint = did_you_mean(node.name, sorted(known))
+                problems.append(TemplateProblem(message=f"unknown {kind} {node.name!r}{hint}", line=node.lineno))
+        elif isinstance(node, jinja2.nodes.Getattr | jinja2.nodes.Getitem):
+            if isinstance(node.node, jinja2.nodes.Name) and node.node.name == "env":
+                name = _env_name(node)
+                if name is not None and name not in env_reads:
+                    env_reads.append(name)
+        elif isinstance(node, jinja2.nodes.Stmt) and not isinstance(node, _SIMPLE_STATEMENTS):
+            simple = False
+    if problems:
+        return tuple(problems), frozenset(), ()
+    if simple:
+        # Jinja's own analysis runs its code generator, several times slower than the
+        # parse; without loops, assignments, macros or blocks it has nothing to add.
+        return (), frozenset(names - env.globals.keys() - {"self"}), tuple(env_reads)
+    try:
+        variables = template_variables(tree)
+    except jinja2.TemplateError as exc:
+        # The code generator refuses some trees that parse; that is a compile error like any other.
+        line = getattr(exc, "lineno", None) or 1
+        return (TemplateProblem(message=exc.message or "template error", line=line),), frozenset(), ()
+    return (), frozenset(variables), tuple(env_reads)
+
+
+def _env_name(node: jinja2.nodes.Getattr | jinja2.nodes.Getitem) -> str | None:
+    """The name of an ``env.NAME`` or ``env['NAME']`` read; ``None`` when computed at run time."""
+    if isinstance(node, jinja2.nodes.Getattr):
+        return node.attr
+    if isinstance(node.arg, jinja2.nodes.Const) and isinstance(node.arg.value, str):
+        return node.arg.value
+    return None
+
+
+def file_position(tool: ToolSpec, pointer: str, line_in_template: int) -> tuple[int, int] | None:
+    """Map a 1-based line of the template at *pointer* to a line and column of the spec file.
+
+    A flow scalar written on one line can still hold several template lines
+    (through quoted newline escapes); they all map to its start. ``None`` when the tool
+    has no node locator.
+    """
+    locator = tool.locator
+    if not isinstance(locator, NodeLocator):
+        return None
+    node, _ = locator.node(pointer)
+    if node is None:
+        return None
+    start = (node.start_mark.line + 1, node.start_mark.column + 1)
+    block = isinstance(node, ScalarNode) and node.style in ("|", ">")
+    if not block and node.start_mark.line == node.end_mark.line:
+        return start
+    line, column = locator.scalar_line(pointer, line_in_template)
+    return (line, column) if line <= node.end_mark.line + 1 else start

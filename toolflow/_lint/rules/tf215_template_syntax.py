@@ -1,0 +1,78 @@
+"""A template that does not compile.
+
+## What it does
+Compiles every `template:` source and every item of a `command:` argv (each is a
+template too) in toolflow's sandboxed Jinja2 environment, and reports syntax
+errors and unknown filters or tests at the line inside the YAML file where the
+template goes wrong.
+
+## Why is this bad?
+The template is compiled when the tool is first called, so the mistake surfaces
+as a failed tool call in the middle of an agent's work instead of in CI.
+
+## Example
+```yaml
+tools:
+  say:
+    description: Say something to the room
+    parameters:
+      type: object
+      properties:
+        message: {type: string, description: What to say}
+    template: |
+      You say:
+      {{ message | uper }
+```
+
+## Use instead
+```yaml
+tools:
+  say:
+    description: Say something to the room
+    parameters:
+      type: object
+      properties:
+        message: {type: string, description: What to say}
+    template: |
+      You say:
+      {{ message | upper }}
+```
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import attrs
+
+from toolflow._diagnostics import Diagnostic, Severity
+from toolflow._lint._rule import LintContext, Rule
+
+
+def check(ctx: LintContext) -> Iterator[Diagnostic]:
+    # Imported here: Jinja2 is loaded only when some tool has a template.
+    from toolflow._lint._template_facts import file_position, template_facts  # noqa: PLC0415
+
+    for tool in ctx.tools:
+        if not any(impl.kind in ("template", "command") for impl in tool.implementations):
+            continue
+        for facts in template_facts(tool):
+            what = "template" if facts.label == "template" else f"command {facts.label}"
+            for problem in facts.problems:
+                diagnostic = RULE.diag(tool, facts.pointer, f"{what} does not compile: {_sentence(problem.message)}")
+                position = file_position(tool, facts.pointer, problem.line)
+                if position is not None:
+                    line, column = position
+                    diagnostic = attrs.evolve(diagnostic, line=line, column=column, end_line=0, end_column=0)
+                yield diagnostic
+
+
+def _sentence(message: str) -> str:
+    """Jinja2's message as a clause of ours: lower-case start, no final period."""
+    message = message.strip().removesuffix(".")
+    if len(message) > 1 and message[0].isupper() and message[1].islower():
+        message = message[0].lower() + message[1:]
+    return message
+
+
+RULE = Rule(code="TF215", name="template-syntax", severity=Severity.ERROR, doc=__doc__ or "", check=check)
