@@ -15,6 +15,7 @@ from toolflow._schemas import (
     compile_parameter_rules,
     describe_type,
     did_you_mean,
+    fast_validator,
     iter_spec_problems,
     json_pointer,
     spec_schema,
@@ -84,7 +85,8 @@ def test_validation_schema_keeps_existing_all_of() -> None:
 def test_helpers() -> None:
     """Pointers escape '~' and '/', types use YAML words, suggestions come from close matches."""
     assert json_pointer(["tools", "a/b", "x~y", 0]) == "/tools/a~1b/x~0y/0"
-    assert [describe_type(v) for v in (None, True, 1, 1.5, "s", [], {})] == [
+    values: tuple[object, ...] = (None, True, 1, 1.5, "s", [], {})
+    assert [describe_type(v) for v in values] == [
         "null",
         "boolean",
         "integer",
@@ -195,3 +197,18 @@ def test_spec_problems_are_mapped_to_codes_and_pointers(document: Any, code: str
     """Each kind of schema violation maps to its code, pointer and message."""
     problems = list(iter_spec_problems(document))
     assert [(p.code, p.pointer, p.message) for p in problems] == [(code, pointer, message)]
+
+
+def test_draft_07_parameters_get_dependencies_not_dependent_required() -> None:
+    """Parameters that name draft-07 get `dependencies`, which that dialect enforces."""
+    params = {**PARAMS, "$schema": "http://json-schema.org/draft-07/schema#"}
+    schema = validation_schema(params, [ParameterRule(kind="requires", when="a", params=("b",))])
+    assert schema["allOf"] == [{"dependencies": {"a": ["b"]}}]
+    assert not jsonschema_rs.validator_for(schema).is_valid({"a": "x"})
+    assert not jsonschema.Draft7Validator(schema).is_valid({"a": "x"})
+
+
+def test_remote_refs_are_never_fetched() -> None:
+    """Compiling a schema with a remote $ref fails instead of fetching it."""
+    with pytest.raises(jsonschema_rs.ValidationError, match="Retrieval is disabled"):
+        fast_validator({"$ref": "https://example.invalid/schema.json"})

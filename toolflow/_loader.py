@@ -329,8 +329,11 @@ class _Builder:
 
 
 def _merged(default: Any, own: Any) -> Any:
-    """Merge a default and a tool's own value of ``retry`` or ``cache`` key by key."""
-    if own is None:
+    """Merge a default and a tool's own value of ``retry`` or ``cache`` key by key.
+
+    ``true`` on the tool means "on, as the file's defaults say" when the defaults are a mapping.
+    """
+    if own is None or (own is True and isinstance(default, dict)):
         return default
     if isinstance(own, dict) and isinstance(default, dict):
         return {**default, **own}

@@ -122,19 +122,23 @@ def _short(value: object, limit: int = 40) -> str:
 
 
 @functools.cache
-def _spec_validators() -> tuple[Any, Any]:
+def _fast_spec_validator() -> Any:
+    return jsonschema_rs.Draft7Validator(spec_schema())
+
+
+@functools.cache
+def _explaining_spec_validator() -> Any:
     import jsonschema  # noqa: PLC0415 - imported only to explain failures
 
-    schema = spec_schema()
-    return jsonschema_rs.Draft7Validator(schema), jsonschema.Draft7Validator(schema)
+    return jsonschema.Draft7Validator(spec_schema())
 
 
 def iter_spec_problems(data: object) -> Iterator[SchemaProblem]:
     """Yield every violation of the spec-file schema by *data*, mapped to TF1xx codes."""
-    fast, slow = _spec_validators()
-    if fast.is_valid(data):
+    if _fast_spec_validator().is_valid(data):
         return
-    errors = sorted(slow.iter_errors(data), key=lambda e: [str(p) for p in e.absolute_path])
+    errors = _explaining_spec_validator().iter_errors(data)
+    errors = sorted(errors, key=lambda e: [str(p) for p in e.absolute_path])
     for error in errors:
         yield from _map_spec_error(error)
 
@@ -235,9 +239,10 @@ def _leaves(error: Any) -> Iterator[Any]:
 def fast_validator(schema: Mapping[str, Any]) -> Any:
     """Compile *schema* (2020-12 unless it names its ``$schema``) for fast ``is_valid`` checks."""
     document = cast("dict[str, Any]", schema)
+    # offline: a remote "$ref" is an error, never a request from the linter or the engine.
     if "$schema" in document:
-        return jsonschema_rs.validator_for(document)
-    return jsonschema_rs.Draft202012Validator(document)
+        return jsonschema_rs.validator_for(document, offline=True)
+    return jsonschema_rs.Draft202012Validator(document, offline=True)
 
 
 def iter_instance_errors(schema: Mapping[str, Any], instance: object) -> Iterator[tuple[str, list[str | int]]]:
@@ -253,8 +258,12 @@ def iter_instance_errors(schema: Mapping[str, Any], instance: object) -> Iterato
 # --- friendly parameter rules ---------------------------------------------------
 
 
-def compile_parameter_rules(rules: Sequence[ParameterRule]) -> list[dict[str, Any]]:
-    """Compile friendly parameter rules to JSON-Schema fragments (to be combined with ``allOf``)."""
+def compile_parameter_rules(rules: Sequence[ParameterRule], *, draft7: bool = False) -> list[dict[str, Any]]:
+    """Compile friendly parameter rules to JSON-Schema fragments (to be combined with ``allOf``).
+
+    With *draft7*, ``when``/``require`` compiles to draft-07's ``dependencies``
+    instead of 2020-12's ``dependentRequired``, which older dialects ignore.
+    """
     fragments: list[dict[str, Any]] = []
     for rule in rules:
         names = list(rule.params)
@@ -266,7 +275,7 @@ def compile_parameter_rules(rules: Sequence[ParameterRule]) -> list[dict[str, An
                 }
                 fragments.append({"if": condition, "then": {"required": names}})
             elif rule.when is not None:
-                fragments.append({"dependentRequired": {rule.when: names}})
+                fragments.append({"dependencies" if draft7 else "dependentRequired": {rule.when: names}})
         elif rule.kind == "exclusive":
             pairs = [[a, b] for i, a in enumerate(names) for b in names[i + 1 :]]
             fragments.append({"not": {"anyOf": [{"required": pair} for pair in pairs]}})
@@ -280,7 +289,8 @@ def compile_parameter_rules(rules: Sequence[ParameterRule]) -> list[dict[str, An
 def validation_schema(parameters: Mapping[str, Any], rules: Sequence[ParameterRule]) -> dict[str, Any]:
     """Return *parameters* with the compiled *rules* added under ``allOf``."""
     schema = dict(parameters)
-    fragments = compile_parameter_rules(rules)
+    dialect = str(schema.get("$schema", ""))
+    fragments = compile_parameter_rules(rules, draft7="draft-0" in dialect)
     if fragments:
         schema["allOf"] = [*schema.get("allOf", []), *fragments]
     return schema
