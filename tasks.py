@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Set up and run toolflow's two jobs with nothing but Python 3.11.
 
-    python3 tasks.py run    # install toolflow, lint the shipped specs/, list their tools
+    python3 tasks.py run    # install toolflow and its plugins, lint specs/, list tools, call a few
     python3 tasks.py test   # install toolflow with its test tools, run ruff, mypy and every test
+    python3 tasks.py docs   # regenerate the generated parts of docs/
 
 Both create (or reuse) a virtual environment in ``.venv`` beside this file.
 """
@@ -38,10 +39,15 @@ def ensure_venv(*requirements: str | Path) -> None:
 
 
 def run() -> None:
-    """The main job: lint the shipped specs and show the tools they declare."""
-    ensure_venv("-e", ".")
+    """The main job: lint the shipped specs, show their tools and plugins, call a few tools."""
+    ensure_venv("-e", ".", *(arg for p in PLUGINS for arg in ("-e", p)))
     sh(BIN / "toolflow", "lint", "specs/")
     sh(BIN / "toolflow", "list", "specs/")
+    sh(BIN / "toolflow", "plugins")
+    sh(BIN / "toolflow", "call", "inspect_location", '{"detail_level": "brief"}')
+    sh(BIN / "toolflow", "call", "search_object", '{"name": "sword"}')
+    sh(BIN / "toolflow", "call", "say", '{"message": "Hello, traveller!"}')
+    sh(BIN / "toolflow", "call", "list_directory", '{"path": "specs"}')
 
 
 def test() -> None:
@@ -53,8 +59,14 @@ def test() -> None:
     sh(BIN / "python", "-m", "pytest", "-q", "tests", *(p / "tests" for p in PLUGINS if (p / "tests").is_dir()))
 
 
+def docs() -> None:
+    """Regenerate docs/rules.md and the field table of docs/spec-reference.md."""
+    ensure_venv("-e", ".")
+    sh(BIN / "python", "-m", "toolflow._docgen")
+
+
 if __name__ == "__main__":
-    jobs = {"run": run, "test": test}
+    jobs = {"run": run, "test": test, "docs": docs}
     if len(sys.argv) != 2 or sys.argv[1] not in jobs:
         print(__doc__, file=sys.stderr)
         sys.exit(2)

@@ -76,7 +76,11 @@ def test_invalid_case(case: Path) -> None:
 
 
 def test_every_rule_has_an_invalid_case() -> None:
-    """Each built-in rule is exercised by at least one invalid case."""
+    """Each built-in rule is exercised by at least one invalid case.
+
+    The TF4xx binding rules need loaded plugins, which cases do not have; they are
+    tested with real plugins in tests/lint/test_rules_bindings.py.
+    """
     covered = {code for case in _cases("invalid") for _, code, _, _ in _expectations(case)[0]}
-    missing = sorted(r.code for r in builtin_rules() if r.code not in covered)
+    missing = sorted(r.code for r in builtin_rules() if r.code not in covered and not r.code.startswith("TF4"))
     assert missing == []

@@ -9,15 +9,17 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import sys
 from collections.abc import Sequence
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from toolflow._plugins import Plugins
 
 __all__ = ["main", "run"]
 
 OUTPUT_FORMATS = ("text", "json", "github", "sarif", "junit", "gitlab")
-DEFAULT_SPECS = "specs"
+SCHEMA_FORMATS = ("openai", "anthropic", "mcp")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -62,6 +64,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     lint.add_argument("--config", metavar="PYPROJECT", help="read [tool.toolflow.lint] from this file")
     lint.add_argument("--isolated", action="store_true", help="ignore every configuration file")
+    lint.add_argument(
+        "--no-plugins",
+        action="store_true",
+        help="do not load plugins (their rules and kinds, and the TF4xx binding checks, are skipped)",
+    )
     lint.set_defaults(handler=_cmd_lint)
 
     rule = commands.add_parser("rule", help="explain a lint rule, or list them all")
@@ -76,6 +83,29 @@ def _parser() -> argparse.ArgumentParser:
 
     schema = commands.add_parser("spec-schema", help="print the JSON Schema of spec files (for editors)")
     schema.set_defaults(handler=_cmd_spec_schema)
+
+    export = commands.add_parser("schema", help="print the tools as OpenAI, Anthropic or MCP tool definitions (JSON)")
+    export.add_argument("--format", required=True, choices=SCHEMA_FORMATS, help="the tool definition format")
+    export.add_argument(
+        "--specs", action="append", metavar="PATH", help="spec file or directory (repeatable; default: specs/)"
+    )
+    export.add_argument("--toolset", metavar="NAME", help="only the tools of this toolset")
+    export.set_defaults(handler=_cmd_schema)
+
+    plugins = commands.add_parser("plugins", help="list plugins: source, version, hooks, tools bound, load status")
+    plugins.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    plugins.add_argument("--strict", action="store_true", help="stop with an error at the first plugin that fails")
+    plugins.set_defaults(handler=_cmd_plugins)
+
+    call = commands.add_parser("call", help="run one tool: validate the arguments, call it, print the result as JSON")
+    call.add_argument("name", metavar="NAME", help="the tool to call")
+    call.add_argument(
+        "arguments", nargs="?", metavar="ARGS_JSON", help="the arguments, a JSON object (default: {}; '-': stdin)"
+    )
+    call.add_argument(
+        "--specs", action="append", metavar="PATH", help="spec file or directory (repeatable; default: specs/)"
+    )
+    call.set_defaults(handler=_cmd_call)
     return parser
 
 
@@ -120,30 +150,9 @@ def _spec_paths(paths: Sequence[str]) -> list[str]:
     """The PATH arguments, or ``[tool.toolflow] specs`` from pyproject.toml, or ``specs/``."""
     if paths:
         return list(paths)
-    from toolflow._lint._config import find_pyproject  # noqa: PLC0415
+    from toolflow._project import load_project  # noqa: PLC0415
 
-    pyproject = find_pyproject()
-    if pyproject is not None:
-        import tomllib  # noqa: PLC0415
-
-        try:
-            with open(pyproject, "rb") as stream:
-                document = tomllib.load(stream)
-        except (OSError, tomllib.TOMLDecodeError):
-            document = {}
-        table = _table(_table(document, "tool"), "toolflow")
-        specs = table.get("specs")
-        if isinstance(specs, str):
-            specs = [specs]
-        if isinstance(specs, list) and specs:
-            return [os.path.relpath(pyproject.parent / s) for s in specs]
-    return [DEFAULT_SPECS]
-
-
-def _table(mapping: object, key: str) -> dict[str, object]:
-    """``mapping[key]`` when both are tables, else an empty table."""
-    value = mapping.get(key, {}) if isinstance(mapping, dict) else {}
-    return value if isinstance(value, dict) else {}
+    return list(load_project().specs)
 
 
 def _cmd_lint(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
@@ -155,7 +164,8 @@ def _cmd_lint(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     from toolflow._lint._formats import render, render_statistics  # noqa: PLC0415
     from toolflow._lint.rules import builtin_rules  # noqa: PLC0415
 
-    rules = builtin_rules()
+    plugins = None if args.no_plugins else _load_plugins(stderr)
+    rules = (*builtin_rules(), *(rule for _, rule in plugins.lint_rules())) if plugins else builtin_rules()
     config = LintConfig() if args.isolated else load_config(args.config, rules=rules)
     ruleset = RuleSet(rules)
     select, extend, ignore = _split(args.select), _split(args.extend_select), _split(args.ignore)
@@ -172,7 +182,15 @@ def _cmd_lint(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         changes["fail_on"] = Severity(args.fail_on)
     config = attrs.evolve(config, **changes)  # type: ignore[arg-type]
     paths = _spec_paths(args.paths)
-    report = lint_paths(paths, config, rules=rules)
+    report = lint_paths(
+        paths,
+        config,
+        rules=rules,
+        plugins=plugins.lint_facts() if plugins else None,
+        kinds={name: found[0].schema for name, found in plugins.kinds().items()} if plugins else None,
+    )
+    for crash in report.crashed:
+        print(f"toolflow: warning: {crash}", file=stderr)
     stdout.write(render(report, args.output_format))
     if args.statistics:
         stream = stdout if args.output_format == "text" else stderr
@@ -186,7 +204,8 @@ def _cmd_rule(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     from toolflow._lint.rules import builtin_rules  # noqa: PLC0415
     from toolflow._schemas import did_you_mean  # noqa: PLC0415
 
-    ruleset = RuleSet(builtin_rules())
+    plugin_rules = [rule for _, rule in _load_plugins(stderr).lint_rules()]
+    ruleset = RuleSet(sorted([*builtin_rules(), *plugin_rules], key=lambda r: r.code))
     if args.all or not args.rule:
         stdout.writelines(f"{r.code}  {r.name:<34} {r.severity.value:<8} {r.summary}\n" for r in ruleset.rules)
         return 0
@@ -195,7 +214,8 @@ def _cmd_rule(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         choices = [r.code for r in ruleset.rules] + [r.name for r in ruleset.rules]
         msg = f"unknown rule {args.rule!r}{did_you_mean(args.rule, choices)}"
         raise UsageError(msg)
-    stdout.write(f"# {found.code} {found.name} ({found.severity.value})\n\n{found.doc.strip()}\n")
+    origin = f", from plugin {found.plugin!r}" if found.plugin else ""
+    stdout.write(f"# {found.code} {found.name} ({found.severity.value}{origin})\n\n{found.doc.strip()}\n")
     return 0
 
 
@@ -251,3 +271,86 @@ def _cmd_spec_schema(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -
 
     stdout.write(json.dumps(spec_schema(), indent=2) + "\n")
     return 0
+
+
+def _cmd_schema(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    from toolflow._registry import load_registry  # noqa: PLC0415
+
+    registry = load_registry(_spec_paths(args.specs or []), plugins=_load_plugins(stderr))
+    if args.toolset:
+        registry = registry.toolset(args.toolset)
+    stdout.write(json.dumps(registry.schemas(args.format), indent=2) + "\n")
+    return 0
+
+
+def _load_plugins(stderr: TextIO, *, strict: bool = False) -> Plugins:
+    """Load every plugin the project sees; print each load warning as ``toolflow: warning: ...``."""
+    import warnings  # noqa: PLC0415
+
+    from toolflow._plugins import PluginLoadWarning, load_plugins  # noqa: PLC0415
+    from toolflow._project import load_project  # noqa: PLC0415
+
+    project = load_project()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", PluginLoadWarning)
+        plugins = load_plugins(project_plugins=project.plugins, project_root=project.root, strict=strict)
+    for warning in caught:
+        if issubclass(warning.category, PluginLoadWarning):
+            print(f"toolflow: warning: {warning.message}", file=stderr)
+        else:
+            warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
+    return plugins
+
+
+def _cmd_plugins(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    plugins = _load_plugins(stderr, strict=args.strict)
+    if args.json:
+        stdout.write(json.dumps({"plugins": [info.to_dict() for info in plugins.infos]}, indent=2) + "\n")
+    else:
+        header = ("PLUGIN", "SOURCE", "DISTRIBUTION", "STATUS", "HOOKS", "TOOLS")
+        rows = [header]
+        for info in plugins.infos:
+            tools = [*info.implementations, *(f"kind:{k}" for k in info.kinds), *(f"rule:{r}" for r in info.lint_rules)]
+            rows.append(
+                (
+                    info.name,
+                    info.source,
+                    " ".join(filter(None, (info.distribution, info.version))) or "-",
+                    info.status,
+                    ", ".join(h.removeprefix("toolflow_") for h in info.hooks) or "-",
+                    ", ".join(tools) or "-",
+                )
+            )
+        widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+        errors = {info.name: info.error for info in plugins.infos if info.error}
+        for row in rows:
+            stdout.write("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() + "\n")
+            if row is not header and row[0] in errors and row[3] == "failed":
+                stdout.write(f"  error: {errors[row[0]]}\n")
+        counts = {status: sum(1 for i in plugins.infos if i.status == status) for status in ("loaded", "failed")}
+        disabled = len(plugins.infos) - counts["loaded"] - counts["failed"]
+        noun = "plugin" if len(plugins.infos) == 1 else "plugins"
+        stdout.write(
+            f"{len(plugins.infos)} {noun}: {counts['loaded']} loaded, {counts['failed']} failed, {disabled} disabled\n"
+        )
+    return 1 if any(info.status == "failed" for info in plugins.infos) else 0
+
+
+def _cmd_call(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    import trio  # noqa: PLC0415
+
+    from toolflow._errors import UsageError  # noqa: PLC0415
+    from toolflow._invoke import invoke  # noqa: PLC0415
+    from toolflow._registry import load_registry  # noqa: PLC0415
+
+    text = sys.stdin.read() if args.arguments == "-" else args.arguments
+    try:
+        arguments = json.loads(text) if text else {}
+    except json.JSONDecodeError as exc:
+        msg = f"ARGS_JSON is not valid JSON: {exc}"
+        raise UsageError(msg) from None
+    registry = load_registry(_spec_paths(args.specs or []), plugins=_load_plugins(stderr))
+    tool = registry.get(args.name)
+    result = trio.run(invoke, tool, arguments)
+    stdout.write(json.dumps(result.to_dict(), indent=2, ensure_ascii=False, default=str) + "\n")
+    return 0 if result.success else 1

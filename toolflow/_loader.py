@@ -34,12 +34,21 @@ from toolflow._model import (
     RetryPolicy,
     SpecFile,
     ToolDependency,
+    Toolset,
     ToolSpec,
     parse_duration,
 )
 from toolflow._schemas import iter_spec_problems, json_pointer
 
-__all__ = ["IMPLEMENTATION_KINDS", "MAX_FILE_BYTES", "iter_spec_paths", "load_file", "load_specs", "validate_specs"]
+__all__ = [
+    "IMPLEMENTATION_KINDS",
+    "MAX_FILE_BYTES",
+    "gc_paused",
+    "iter_spec_paths",
+    "load_file",
+    "load_specs",
+    "validate_specs",
+]
 
 MAX_FILE_BYTES = 10 * 1024 * 1024
 """Spec files larger than this are refused (TF005)."""
@@ -74,35 +83,42 @@ def iter_spec_paths(paths: Iterable[str | os.PathLike[str]]) -> Iterator[tuple[s
             yield os.fspath(raw), path.exists()
 
 
-def load_specs(paths: Iterable[str | os.PathLike[str]], *, environ: Mapping[str, str] | None = None) -> LoadResult:
+def load_specs(
+    paths: Iterable[str | os.PathLike[str]],
+    *,
+    environ: Mapping[str, str] | None = None,
+    kinds: Mapping[str, Mapping[str, Any]] | None = None,
+) -> LoadResult:
     """Load every spec file named by *paths* (files or directories).
 
     Args:
         paths: Spec files and directories.
         environ: Variables for ``${VAR}`` interpolation (default: ``os.environ``).
+        kinds: Implementation kinds added by plugins: spec key to the JSON Schema of its value.
 
     Returns:
         The files, their tools, and every diagnostic of the load, sorted by position.
     """
     files: list[SpecFile] = []
     diagnostics: list[Diagnostic] = []
-    with _gc_paused():
+    with gc_paused():
         for path, exists in iter_spec_paths(paths):
             if not exists:
                 diagnostics.append(_file_diag(path, "TF005", f"no such file or directory: {path!r}"))
                 continue
-            spec_file, found = load_file(path, environ=environ)
+            spec_file, found = load_file(path, environ=environ, kinds=kinds)
             files.append(spec_file)
             diagnostics.extend(found)
     return LoadResult(files=tuple(files), diagnostics=tuple(sorted(diagnostics, key=Diagnostic.sort_key)))
 
 
 @contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while node trees are built.
+def gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while node trees are built and used.
 
     Loading creates many small acyclic objects that stay alive (the node trees
     locate diagnostics); every generation-2 pass would walk all of them again.
+    Nested pauses are fine: only the outermost one turns the collector back on.
     """
     enabled = gc.isenabled()
     gc.disable()
@@ -139,7 +155,12 @@ def _file_diag(path: str, code: str, message: str, line: int = 1, column: int = 
     )
 
 
-def load_file(path: str, *, environ: Mapping[str, str] | None = None) -> tuple[SpecFile, list[Diagnostic]]:
+def load_file(
+    path: str,
+    *,
+    environ: Mapping[str, str] | None = None,
+    kinds: Mapping[str, Mapping[str, Any]] | None = None,
+) -> tuple[SpecFile, list[Diagnostic]]:
     """Load one spec file; return it (``ok=False`` when unusable) and its diagnostics."""
     text_or_diag = _read_text(path)
     if isinstance(text_or_diag, Diagnostic):
@@ -178,7 +199,7 @@ def load_file(path: str, *, environ: Mapping[str, str] | None = None) -> tuple[S
     except _yaml.DocumentError as problem:
         diagnostics.append(_file_diag(path, problem.code, problem.message, problem.line, problem.column))
         return SpecFile(path=path, ok=False, text=text, locator=locator), diagnostics
-    return _Builder(path, data, text, locator, diagnostics).build(), diagnostics
+    return _Builder(path, data, text, locator, diagnostics, kinds=kinds or {}).build(), diagnostics
 
 
 def _position(raw: bytes, offset: int) -> tuple[int, int]:
@@ -212,8 +233,19 @@ def _read_text(path: str) -> str | Diagnostic:
 class _Builder:
     """Builds model records from a converted document, once it has been checked against the schema."""
 
-    def __init__(self, path: str, data: Any, text: str, locator: _yaml.NodeLocator, out: list[Diagnostic]) -> None:
+    def __init__(
+        self,
+        path: str,
+        data: Any,
+        text: str,
+        locator: _yaml.NodeLocator,
+        out: list[Diagnostic],
+        *,
+        kinds: Mapping[str, Mapping[str, Any]],
+    ) -> None:
         self.path, self.data, self.text, self.locator, self.out = path, data, text, locator, out
+        self.kinds = kinds
+        self.kind_keys = (*IMPLEMENTATION_KINDS, *(k for k in kinds if k not in IMPLEMENTATION_KINDS))
 
     def diag(self, code: str, message: str, pointer: str, *, key: bool = False) -> None:
         self.out.append(Diagnostic.at(self.locator, pointer, code=code, message=message, file=self.path, key=key))
@@ -221,7 +253,7 @@ class _Builder:
     def build(self) -> SpecFile:
         bad_tools: set[str] = set()
         bad_sections: set[str] = set()
-        for problem in iter_spec_problems(self.data):
+        for problem in iter_spec_problems(self.data, self.kinds):
             self.diag(problem.code, problem.message, problem.pointer, key=problem.key)
             parts = problem.pointer.split("/")
             if len(parts) >= 3 and parts[1] == "tools":
@@ -240,15 +272,29 @@ class _Builder:
                 tools.append(self.tool(name, body, defaults))
             except ValueError as exc:  # a value the schema admits but the model refuses
                 self.diag("TF104", f"tool {name!r}: {exc}", json_pointer(["tools", name]), key=True)
+        toolsets = () if "toolsets" in bad_sections else tuple(self.toolsets(data.get("toolsets") or {}))
         return SpecFile(
             path=self.path,
             version=data.get("toolflow"),
             tools=tuple(tools),
+            toolsets=toolsets,
             policy=data.get("policy"),
             data=data,
             text=self.text,
             locator=self.locator,
         )
+
+    def toolsets(self, section: dict[str, Any]) -> Iterator[Toolset]:
+        for name, body in section.items():
+            yield Toolset(
+                name=name,
+                description=body.get("description", ""),
+                tools=tuple(body.get("tools", ())),
+                categories=tuple(body.get("categories", ())),
+                exclude=tuple(body.get("exclude", ())),
+                file=self.path,
+                pointer=json_pointer(["toolsets", name]),
+            )
 
     def tool(self, name: str, body: dict[str, Any], defaults: dict[str, Any]) -> ToolSpec:
         pointer = json_pointer(["tools", name])
@@ -285,7 +331,7 @@ class _Builder:
             ),
             implementations=tuple(
                 Implementation(kind=kind, config=_implementation_config(kind, body[kind]), pointer=f"{pointer}/{kind}")
-                for kind in IMPLEMENTATION_KINDS
+                for kind in self.kind_keys
                 if kind in body
             ),
             file=self.path,

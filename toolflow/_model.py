@@ -30,6 +30,7 @@ __all__ = [
     "SpecFile",
     "ToolDependency",
     "ToolSpec",
+    "Toolset",
     "parse_duration",
 ]
 
@@ -186,6 +187,25 @@ class ToolSpec:
 
 
 @attrs.frozen(kw_only=True)
+class Toolset:
+    """A named selection: the tools named plus those of the categories, minus the excluded names."""
+
+    name: str
+    description: str = ""
+    tools: tuple[str, ...] = ()
+    categories: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    file: str = ""
+    pointer: str = ""
+
+    def selects(self, tool: ToolSpec) -> bool:
+        """True when *tool* belongs to this toolset."""
+        if tool.name in self.exclude:
+            return False
+        return tool.name in self.tools or tool.category in self.categories
+
+
+@attrs.frozen(kw_only=True)
 class SpecFile:
     """One spec file: its tools, defaults, policy, and a locator for positions.
 
@@ -197,6 +217,7 @@ class SpecFile:
     ok: bool = True
     version: int | None = None
     tools: tuple[ToolSpec, ...] = ()
+    toolsets: tuple[Toolset, ...] = ()
     policy: Mapping[str, Any] | None = None
     data: Any = attrs.field(default=None, eq=False, repr=False)
     text: str = attrs.field(default="", eq=False, repr=False)
@@ -214,6 +235,11 @@ class LoadResult:
     def tools(self) -> tuple[ToolSpec, ...]:
         """Every tool of every file, in load order."""
         return tuple(tool for f in self.files for tool in f.tools)
+
+    @property
+    def toolsets(self) -> tuple[Toolset, ...]:
+        """Every toolset of every file, in load order."""
+        return tuple(toolset for f in self.files for toolset in f.toolsets)
 
     @property
     def ok(self) -> bool:

@@ -121,23 +121,46 @@ def _short(value: object, limit: int = 40) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-@functools.cache
-def _fast_spec_validator() -> Any:
-    return jsonschema_rs.Draft7Validator(spec_schema())
+def _kinds_key(kinds: Mapping[str, Mapping[str, Any]] | None) -> str:
+    """A hashable key of plugin kinds (their names and schemas), for the validator caches."""
+    return json.dumps(kinds or {}, sort_keys=True, default=str)
 
 
 @functools.cache
-def _explaining_spec_validator() -> Any:
+def spec_schema_with_kinds(kinds_key: str) -> dict[str, Any]:
+    """The spec schema with plugin kinds (from :func:`_kinds_key`) added as tool keys."""
+    kinds = json.loads(kinds_key)
+    if not kinds:
+        return spec_schema()
+    schema = json.loads(json.dumps(spec_schema()))
+    properties = schema["definitions"]["tool"]["properties"]
+    for name, kind_schema in kinds.items():
+        properties.setdefault(name, kind_schema)
+    return schema  # type: ignore[no-any-return]
+
+
+@functools.cache
+def _fast_spec_validator(kinds_key: str) -> Any:
+    return jsonschema_rs.Draft7Validator(spec_schema_with_kinds(kinds_key))
+
+
+@functools.cache
+def _explaining_spec_validator(kinds_key: str) -> Any:
     import jsonschema  # noqa: PLC0415 - imported only to explain failures
 
-    return jsonschema.Draft7Validator(spec_schema())
+    return jsonschema.Draft7Validator(spec_schema_with_kinds(kinds_key))
 
 
-def iter_spec_problems(data: object) -> Iterator[SchemaProblem]:
-    """Yield every violation of the spec-file schema by *data*, mapped to TF1xx codes."""
-    if _fast_spec_validator().is_valid(data):
+def iter_spec_problems(data: object, kinds: Mapping[str, Mapping[str, Any]] | None = None) -> Iterator[SchemaProblem]:
+    """Yield every violation of the spec-file schema by *data*, mapped to TF1xx codes.
+
+    *kinds* adds plugin implementation kinds: a tool may then have each key,
+    whose value must match the kind's schema.
+    """
+    key = _kinds_key(kinds)
+    if _fast_spec_validator(key).is_valid(data):
         return
-    errors = _explaining_spec_validator().iter_errors(data)
+    errors = _explaining_spec_validator(key).iter_errors(data)
     errors = sorted(errors, key=lambda e: [str(p) for p in e.absolute_path])
     for error in errors:
         yield from _map_spec_error(error)

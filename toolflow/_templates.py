@@ -1,35 +1,103 @@
 """Sandboxed Jinja2 for ``template:`` and ``command:`` implementations.
 
 Templates run in a :class:`jinja2.sandbox.ImmutableSandboxedEnvironment` with
-``StrictUndefined``: only the call's arguments (and the environment variables a
-spec lists, as ``env.NAME``) are visible, and attribute access that reaches for
-Python internals raises a security error instead of leaking them.
+strict undefined variables: only the call's arguments (and the environment
+variables a spec lists, as ``env.NAME``) are visible, and attribute access that
+reaches for Python internals raises a security error instead of leaking them.
+Rendering a function, method or class (``{{ range }}``) is refused as well, so
+that no ``<function ... at 0x...>`` reaches a model.
+
+The linter parses templates (:func:`parse_template`); the built-in kinds
+compile them once per tool (:func:`compile_template`) and render them per call
+(:func:`render_template`), which turns every failure into one
+:class:`TemplateError` with a message fit for a model.
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
+from typing import Any
 
 import attrs
 import jinja2
 import jinja2.meta
 import jinja2.nodes
+from jinja2.exceptions import SecurityError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-__all__ = ["TemplateProblem", "environment", "parse_template", "template_variables"]
+from toolflow._errors import ToolflowError
+
+__all__ = [
+    "TEMPLATE_GLOBALS",
+    "TemplateEnv",
+    "TemplateError",
+    "TemplateProblem",
+    "compile_template",
+    "environment",
+    "parse_template",
+    "render_template",
+    "template_environment",
+    "template_variables",
+]
 
 TEMPLATE_GLOBALS = frozenset({"env", "range", "dict", "lipsum", "cycler", "joiner", "namespace"})
 """Names a template may use without declaring them as parameters."""
+
+NESTING_MESSAGE = "the template nests too deeply"
+
+
+class TemplateError(ToolflowError):
+    """A template cannot be compiled for a tool, or a rendering failed.
+
+    Raised by :func:`render_template` (the message is fit for a model) and by
+    the built-in kinds' ``build`` when a tool's templates do not compile.
+
+    Attributes:
+        line: The 1-based line inside the template, when known.
+    """
+
+    exit_code = 1
+
+    def __init__(self, message: str, *, line: int | None = None) -> None:
+        super().__init__(message)
+        self.line = line
+
+
+class _Undefined(jinja2.StrictUndefined):
+    """Strict undefined values whose messages name environment variables plainly and types by their short name."""
+
+    __slots__ = ()
+
+    @property
+    def _undefined_message(self) -> str:
+        obj, name = self._undefined_obj, self._undefined_name
+        if self._undefined_hint or obj is jinja2.utils.missing:
+            return super()._undefined_message
+        if isinstance(obj, TemplateEnv):
+            return f"environment variable {name!r} is not set"
+        # Jinja names the module of other types ('jinja2.runtime.Macro object'); the type is enough.
+        what = "attribute" if isinstance(name, str) else "element"
+        return f"{type(obj).__name__!r} object has no {what} {name!r}"
+
+
+def _finalize(value: Any) -> Any:
+    """Refuse to print functions, methods and classes: their text names Python internals."""
+    if callable(value) and not isinstance(value, jinja2.Undefined):
+        msg = f"cannot render a function or class ({type(value).__name__!r}); call it or pick a value"
+        raise SecurityError(msg)
+    return value
 
 
 @functools.cache
 def environment() -> ImmutableSandboxedEnvironment:
     """Return the shared sandboxed environment (autoescape off: results are not HTML)."""
     return ImmutableSandboxedEnvironment(
-        undefined=jinja2.StrictUndefined,
+        undefined=_Undefined,
         autoescape=False,
         keep_trailing_newline=True,
+        finalize=_finalize,
     )
 
 
@@ -47,8 +115,109 @@ def parse_template(source: str) -> jinja2.nodes.Template | TemplateProblem:
         return environment().parse(source)
     except jinja2.TemplateSyntaxError as exc:
         return TemplateProblem(message=exc.message or "template syntax error", line=exc.lineno or 1)
+    except RecursionError:
+        # Jinja's parser recurses once per nesting level.
+        return TemplateProblem(message=NESTING_MESSAGE, line=1)
 
 
 def template_variables(tree: jinja2.nodes.Template) -> AbstractSet[str]:
     """Return the free variables of a parsed template (those it reads but never sets)."""
     return jinja2.meta.find_undeclared_variables(tree)
+
+
+def compile_template(source: str) -> jinja2.Template | TemplateProblem:
+    """Compile *source* for rendering; return the template or the problem that stops it compiling.
+
+    Compiling goes further than :func:`parse_template`: unknown filters and
+    tests, and nesting beyond what Python compiles, are found here.
+    """
+    try:
+        return environment().from_string(source)
+    except jinja2.TemplateSyntaxError as exc:
+        return TemplateProblem(message=exc.message or "template syntax error", line=exc.lineno or 1)
+    except jinja2.TemplateError as exc:
+        return TemplateProblem(message=exc.message or "template error", line=1)
+    except RecursionError:
+        return TemplateProblem(message=NESTING_MESSAGE, line=1)
+    except SyntaxError as exc:
+        # Python refuses the generated code: too many nested parentheses or blocks.
+        return TemplateProblem(message=f"{NESTING_MESSAGE} ({exc.msg})", line=1)
+
+
+class TemplateEnv:
+    """The ``env`` of a template: exactly the listed environment variables, read when created.
+
+    ``env.NAME`` and ``env['NAME']`` give a listed variable's value; a listed
+    variable that is not set is undefined (so ``env.NAME | default('x')``
+    works, and a bare read is an error); reading a name that is not listed is
+    an error whatever the template does with it, with the message
+    ``environment variable 'NAME' <unlisted>``. The object has no public
+    attributes, so no variable name is shadowed by a method.
+    """
+
+    __slots__ = ("_listed", "_unlisted", "_values")
+
+    def __init__(
+        self,
+        listed: Iterable[str],
+        environ: Mapping[str, str],
+        *,
+        unlisted: str = "is not listed in the template's env",
+    ) -> None:
+        self._listed = tuple(dict.fromkeys(listed))
+        self._values = {name: environ[name] for name in self._listed if name in environ}
+        self._unlisted = unlisted
+
+    def __getitem__(self, name: object) -> str:
+        if isinstance(name, str) and name in self._values:
+            return self._values[name]
+        if name in self._listed:
+            raise KeyError(name)
+        msg = f"environment variable {name!r} {self._unlisted}"
+        raise jinja2.TemplateRuntimeError(msg)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._values
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __str__(self) -> str:
+        return f"env({', '.join(self._listed)})"
+
+    __repr__ = __str__
+
+
+def render_template(template: jinja2.Template, variables: Mapping[str, Any]) -> str:
+    """Render *template* with *variables*; never raises anything but :class:`TemplateError`.
+
+    Raises:
+        TemplateError: The rendering failed; the message says why without
+            naming Python internals (an undefined variable, a refused attribute,
+            an error raised by an operation of the template).
+    """
+    try:
+        return template.render(variables)
+    except SecurityError as exc:
+        msg = f"template refused unsafe access: {str(exc).rstrip('.')}"
+        raise TemplateError(msg) from None
+    except jinja2.UndefinedError as exc:
+        msg = f"template variable error: {exc.message or exc}"
+        raise TemplateError(msg) from None
+    except jinja2.TemplateError as exc:
+        msg = f"template error: {exc.message or exc}"
+        raise TemplateError(msg) from None
+    except RecursionError:
+        msg = "template error: recursion too deep"
+        raise TemplateError(msg) from None
+    except Exception as exc:  # noqa: BLE001 - any error of an operation inside the template is the template's failure
+        msg = f"template error: {type(exc).__name__}: {exc}"
+        raise TemplateError(msg) from None
+
+
+def template_environment() -> ImmutableSandboxedEnvironment:
+    """The sandboxed Jinja2 environment toolflow renders every template in (for plugin kinds)."""
+    return environment()

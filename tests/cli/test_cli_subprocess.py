@@ -113,8 +113,8 @@ def test_python_dash_m_toolflow() -> None:
     assert python("-m", "toolflow", "--help").returncode == 0
 
 
-def test_lint_does_not_import_trio_or_pluggy() -> None:
-    """A full ``toolflow lint`` run in a fresh interpreter leaves trio and pluggy unimported."""
+def test_lint_does_not_import_trio_or_implementations() -> None:
+    """A full ``toolflow lint`` run loads plugins but leaves trio, httpx and lazy implementations unimported."""
     write("specs/bad_name.yaml", BAD_NAME)
     script = textwrap.dedent(
         """\
@@ -132,8 +132,8 @@ def test_lint_does_not_import_trio_or_pluggy() -> None:
     top_level = {name.split(".")[0] for name in report["modules"]}
     assert "toolflow" in top_level
     assert "trio" not in top_level
-    assert "pluggy" not in top_level
-    assert not [name for name in report["modules"] if name.startswith("toolflow.default_plugins")]
+    assert "httpx" not in top_level
+    assert "toolflow_assistant.tools" not in report["modules"]
 
 
 @functools.cache

@@ -18,6 +18,7 @@ import attrs
 from toolflow._diagnostics import Severity
 from toolflow._errors import ConfigError, UsageError
 from toolflow._lint._rule import TARGETS, Rule
+from toolflow._project import find_pyproject
 from toolflow._schemas import did_you_mean
 
 __all__ = ["LintConfig", "RuleSet", "find_pyproject", "load_config"]
@@ -47,16 +48,6 @@ class LintConfig:
     fail_on: Severity = Severity.ERROR
     root: str = "."
     source: str | None = None
-
-
-def find_pyproject(start: str | os.PathLike[str] = ".") -> Path | None:
-    """Return the nearest ``pyproject.toml`` at or above *start*, if any."""
-    here = Path(start).resolve()
-    for folder in (here, *here.parents):
-        candidate = folder / "pyproject.toml"
-        if candidate.is_file():
-            return candidate
-    return None
 
 
 def load_config(path: str | os.PathLike[str] | None = None, *, rules: Sequence[Rule] = ()) -> LintConfig:

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import attrs
 
 from toolflow._diagnostics import Diagnostic, Severity
 from toolflow._lint._config import LintConfig, RuleSet
-from toolflow._lint._rule import LintContext, Rule
+from toolflow._lint._rule import LintContext, PluginFacts, Rule
 from toolflow._lint._suppress import Suppression, find_suppressions
 from toolflow._lint.rules import builtin_rules
-from toolflow._loader import load_specs
+from toolflow._loader import gc_paused, load_specs
 from toolflow._model import SpecFile
 
 __all__ = ["LintReport", "lint_paths"]
@@ -29,6 +30,8 @@ class LintReport:
     files: tuple[SpecFile, ...]
     rules: tuple[Rule, ...]
     config: LintConfig
+    crashed: tuple[str, ...] = ()
+    """One message per plugin rule that raised; its diagnostics are lost, the run goes on."""
 
     @property
     def tool_count(self) -> int:
@@ -57,28 +60,54 @@ def lint_paths(
     config: LintConfig | None = None,
     *,
     rules: Sequence[Rule] | None = None,
+    plugins: PluginFacts | None = None,
+    kinds: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> LintReport:
     """Lint the spec files named by *paths* (files or directories).
+
+    A built-in rule that raises is a bug and propagates; a plugin's rule that
+    raises is reported in ``LintReport.crashed`` and the run goes on.
 
     Args:
         paths: Spec files and directories.
         config: Selection, severities, targets; default: every rule, no target.
         rules: The rules to choose from (default: the built-in rules).
+        plugins: Facts about loaded plugins for the TF4xx rules (default: none loaded).
+        kinds: Implementation kinds added by plugins (spec key to schema), passed to the loader.
 
     Returns:
         The report; its ``exit_code`` is what ``toolflow lint`` exits with.
     """
     config = config or LintConfig()
     ruleset = RuleSet(rules if rules is not None else builtin_rules())
+    with gc_paused():  # the rules create many short-lived objects while the node trees stay alive
+        return _lint(paths, config, ruleset, plugins, kinds)
+
+
+def _lint(
+    paths: Iterable[str | os.PathLike[str]],
+    config: LintConfig,
+    ruleset: RuleSet,
+    plugins: PluginFacts | None,
+    kinds: Mapping[str, Mapping[str, Any]] | None,
+) -> LintReport:
     enabled = ruleset.enabled(config)
     enabled_codes = {r.code for r in enabled}
-    loaded = load_specs(paths)
-    context = LintContext(files=loaded.files, targets=config.target)
+    loaded = load_specs(paths, kinds=kinds)
+    context = LintContext(files=loaded.files, targets=config.target, plugins=plugins)
 
     found: list[Diagnostic] = list(loaded.diagnostics)
+    crashed: list[str] = []
     for rule in enabled:
-        if rule.check is not None:
+        if rule.check is None:
+            continue
+        if rule.plugin is None:
             found.extend(rule.check(context))
+            continue
+        try:
+            found.extend(list(rule.check(context)))
+        except Exception as exc:  # noqa: BLE001 - a crashing plugin rule must not stop the run
+            crashed.append(f"lint rule {rule.code} of plugin {rule.plugin!r} crashed: {type(exc).__name__}: {exc}")
 
     kept: list[Diagnostic] = []
     suppressions = {
@@ -102,6 +131,7 @@ def lint_paths(
         files=loaded.files,
         rules=enabled,
         config=config,
+        crashed=tuple(crashed),
     )
 
 

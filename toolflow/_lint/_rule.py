@@ -13,13 +13,28 @@ from toolflow._diagnostics import Diagnostic, Severity, Span
 from toolflow._model import SpecFile, ToolSpec
 from toolflow._schemas import fast_validator, iter_schema_problems, json_pointer
 
-__all__ = ["DOCS_URL", "LintContext", "Rule", "ToolMemo"]
+__all__ = ["DOCS_URL", "LintContext", "LintRule", "PluginFacts", "Rule", "ToolMemo"]
 
 DOCS_URL = "https://toolflow.dev/docs/rules"
 """Base of each rule's documentation page; ``{DOCS_URL}#tf203`` names one rule."""
 
 TARGETS = ("openai", "anthropic", "gemini", "mcp")
 """Providers and clients that ``--target`` can check specs against."""
+
+
+@attrs.frozen(kw_only=True)
+class PluginFacts:
+    """What the TF4xx rules need to know about plugins, as plain data (lint never imports plugins).
+
+    Attributes:
+        bindings: Implementation name to the names of the plugins that bind it.
+        targets: Implementation name to its target: the callable, or the lazy ``"module:attr"`` string.
+        failed: Plugin name to the error that stopped it loading.
+    """
+
+    bindings: Mapping[str, tuple[str, ...]] = attrs.field(factory=dict)
+    targets: Mapping[str, object] = attrs.field(factory=dict)
+    failed: Mapping[str, str] = attrs.field(factory=dict)
 
 
 @attrs.define(kw_only=True)
@@ -32,6 +47,8 @@ class LintContext:
 
     files: tuple[SpecFile, ...]
     targets: tuple[str, ...] = ()
+    plugins: PluginFacts | None = None
+    """Facts about plugins, or ``None`` when plugins were not loaded (TF4xx rules then stay silent)."""
     _schema_ok: dict[tuple[int, str], bool] = attrs.field(factory=dict, alias="_schema_ok")
     _validators: dict[tuple[int, str], Any] = attrs.field(factory=dict, alias="_validators")
 
@@ -157,3 +174,7 @@ class Rule:
             pointer=pointer,
             severity=severity or self.severity,
         )
+
+
+LintRule = Rule
+"""The public name of :class:`Rule`, for plugins that add lint rules."""

@@ -1,0 +1,157 @@
+"""The plugin itself: its entry point, what it registers, lazy imports, lint and ``Retry-After`` parsing."""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib.metadata
+import subprocess
+import sys
+
+import pytest
+from toolflow_http._request import parse_retry_after
+from toolflow_http._schema import SCHEMA
+
+from toolflow import load_plugins
+from toolflow.testing import IsolatedPlugins, ToolflowProject
+
+NOW = dt.datetime(2025, 12, 6, 12, 0, tzinfo=dt.UTC)
+
+
+def test_registers_the_http_kind_and_its_rules(http_plugins: IsolatedPlugins) -> None:
+    """The plugin provides the ``http`` kind with its schema, and the HTTP1xx lint rules."""
+    kinds = http_plugins.kinds()
+    (kind,) = kinds["http"]
+    assert kind.plugin == "http"
+    assert kind.schema is SCHEMA
+    assert callable(kind.build)
+    rules = [(plugin, rule.code, rule.name) for plugin, rule in http_plugins.lint_rules()]
+    assert rules == [("http", "HTTP101", "http-template-syntax"), ("http", "HTTP102", "http-unknown-variable")]
+
+
+def test_installed_entry_point_loads() -> None:
+    """The installed distribution is found through the ``toolflow`` entry-point group and loads cleanly."""
+    plugins = load_plugins(environ={"TOOLFLOW_LOAD_PLUGINS": "http"}, strict=True)
+    info = next(i for i in plugins.infos if i.name == "http")
+    assert (info.status, info.source, info.distribution, info.module) == (
+        "loaded",
+        "entry-point",
+        "toolflow-http",
+        "toolflow_http.plugin",
+    )
+    assert info.version == importlib.metadata.version("toolflow-http")
+    assert "http" in plugins.kinds()
+
+
+def test_loading_the_plugin_imports_neither_httpx_nor_trio() -> None:
+    """Linting loads the plugin for the schema; httpx (and trio) wait until a tool is built."""
+    code = (
+        "import sys, toolflow_http.plugin; print(sorted({'httpx', 'trio', 'toolflow_http._request'} & {*sys.modules}))"
+    )
+    output = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert output.strip() == "[]"
+
+
+def test_lint_checks_http_keys(toolflow_project: ToolflowProject) -> None:
+    """``toolflow lint`` knows the ``http`` key from the installed plugin and points at a misspelt setting."""
+    toolflow_project.write_spec(
+        "api.yaml",
+        """
+        toolflow: 1
+        tools:
+          search:
+            description: Search the example API for matching items.
+            parameters:
+              type: object
+              properties:
+                q: {type: string, minLength: 1, description: What to look for.}
+              required: [q]
+            http:
+              url: https://api.example.com/search
+              query: {q: "{{ q }}"}
+              methd: GET
+        """,
+    )
+    env = {"TOOLFLOW_LOAD_PLUGINS": "http", "TOOLFLOW_DISABLE_PLUGINS": None}
+    result = toolflow_project.lint(env=env)
+    assert result.exit_code == 1
+    assert (
+        "specs/api.yaml:13:7: TF101 unknown key 'methd' in 'http' of tool 'search'; did you mean 'method'?"
+        in result.stdout
+    )
+    toolflow_project.write_spec(
+        "api.yaml", (toolflow_project.specs_dir / "api.yaml").read_text().replace("methd", "method")
+    )
+    assert toolflow_project.lint(env=env).exit_code == 0
+
+
+@pytest.mark.parametrize(
+    ("header", "seconds"),
+    [
+        ("2", 2.0),
+        (" 120 ", 120.0),
+        ("1.5", 1.5),
+        ("0", 0.0),
+        ("Sat, 06 Dec 2025 12:00:30 GMT", 30.0),
+        ("Sat, 06 Dec 2025 11:00:00 GMT", 0.0),
+        ("Saturday, 06-Dec-25 12:01:00 GMT", 60.0),
+        ("-1", None),
+        ("soon", None),
+        ("", None),
+        (None, None),
+    ],
+)
+def test_parse_retry_after(header: str | None, seconds: float | None) -> None:
+    """Delay-seconds and HTTP dates (past ones give 0) become seconds; anything else is unreadable."""
+    assert parse_retry_after(header, now=NOW) == seconds
+
+
+def test_lint_rules_check_templates(toolflow_project: ToolflowProject) -> None:
+    """HTTP101 points at a template that does not compile; HTTP102 at variables that are not parameters."""
+    toolflow_project.write_spec(
+        "api.yaml",
+        """
+        toolflow: 1
+        tools:
+          search:
+            description: Search the example API for matching items.
+            parameters:
+              type: object
+              properties:
+                q: {type: string, minLength: 1, description: What to look for.}
+              required: [q]
+            http:
+              url: https://api.example.com/search/{{ q }
+              headers: {X-Key: "{{ env.API_KEY }}"}
+              query: {q: "{{ query }}", n: 10}
+              json: {a: ["{{ q }}", "{{ nope | default(1) }}"], "x/y": {"k": "{{ range(3) | list }}"}}
+          short:
+            description: A URL alone, whose template reads a missing argument.
+            parameters: {type: object, properties: {}}
+            http: https://api.example.com/{{ id }}
+          odd:
+            description: Parameters without properties are not checked for variables.
+            parameters: {type: object, properties: [1, 2]}
+            http: {url: "https://api.example.com/{{ anything }}", env: [API_KEY]}
+        """,
+    )
+    result = toolflow_project.lint(env={"TOOLFLOW_LOAD_PLUGINS": "http", "TOOLFLOW_DISABLE_PLUGINS": None})
+    assert result.exit_code == 1
+    assert result.stdout.splitlines()[:-1] == [
+        "specs/api.yaml:11:12: HTTP101 template of tool 'search' does not compile: unexpected '}' (template line 1)",
+        "specs/api.yaml:12:24: HTTP102 template of tool 'search' reads 'env' but 'http' lists no 'env' names",
+        "specs/api.yaml:13:18: HTTP102 template of tool 'search' reads 'query', which is not a parameter of the tool",
+        "specs/api.yaml:14:29: HTTP102 template of tool 'search' reads 'nope', which is not a parameter of the tool",
+        "specs/api.yaml:18:11: HTTP102 template of tool 'short' reads 'id', which is not a parameter of the tool",
+        "specs/api.yaml:21:44: TF204 invalid JSON Schema at 'parameters.properties': [1, 2] is not of type 'object'",
+    ]
+
+
+def test_lint_rules_are_selectable_by_code(toolflow_project: ToolflowProject) -> None:
+    """The plugin's rules take part in selection like built-in ones (``--ignore HTTP``)."""
+    toolflow_project.write_spec(
+        "api.yaml",
+        {"tools": {"t": {"description": "A tool with a typo in its URL template.", "http": "https://x.example/{{ a"}}},
+    )
+    env = {"TOOLFLOW_LOAD_PLUGINS": "http", "TOOLFLOW_DISABLE_PLUGINS": None}
+    assert "HTTP101" in toolflow_project.lint(env=env).stdout
+    assert toolflow_project.lint("--ignore", "HTTP", env=env).exit_code == 0

@@ -1,0 +1,194 @@
+"""Imports flow one way: each module imports only from its own layer or the layers below it.
+
+The layer table is DESIGN.md's, for the modules that exist (docs/design.md keeps the record).
+Every import counts, including those inside functions and under ``TYPE_CHECKING``.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "toolflow"
+
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("errors, diagnostics", ("toolflow._errors", "toolflow._diagnostics")),
+    ("model", ("toolflow._model", "toolflow._results")),
+    ("schemas, templates", ("toolflow._schemas", "toolflow._templates", "toolflow._checking", "toolflow._validation")),
+    ("yaml, loader", ("toolflow._yaml", "toolflow._loader", "toolflow._project")),
+    ("lint", ("toolflow._lint",)),
+    ("hookspecs, plugins", ("toolflow.hookspecs", "toolflow._plugins")),
+    ("registry, export", ("toolflow._registry", "toolflow._export")),
+    ("executor", ("toolflow._invoke",)),
+    (
+        "cli, testing, default plugins",
+        ("toolflow._cli", "toolflow._docgen", "toolflow.__main__", "toolflow.testing", "toolflow.default_plugins"),
+    ),
+)
+"""Lowest first; an entry names a module or a package (with everything under it)."""
+
+FRONT_DOOR = "toolflow"
+"""The package itself re-exports the public API lazily; it may import anything."""
+
+ANYWHERE_FROM_FRONT_DOOR = frozenset({"__version__"})
+"""Names any module may import from ``toolflow`` itself: constants that import nothing."""
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+MODULES = {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _layer(module: str) -> int | None:
+    for index, (_, members) in enumerate(LAYERS):
+        if any(module == m or module.startswith(m + ".") for m in members):
+            return index
+    return None
+
+
+def _imports(module: str) -> Iterator[tuple[str, int, str]]:
+    """Yield ``(imported toolflow module or top-level package, line, imported name)`` for *module*."""
+    path = MODULES[module]
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, node.lineno, ""
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                source = ".".join([*base, node.module] if node.module else base)
+            else:
+                source = node.module or ""
+            for alias in node.names:
+                candidate = f"{source}.{alias.name}"
+                yield (candidate if candidate in MODULES else source), node.lineno, alias.name
+
+
+def _top(name: str) -> str:
+    return name.split(".", 1)[0]
+
+
+def test_every_module_has_a_layer() -> None:
+    """Each module of the package is placed in the layer table (add new modules to it)."""
+    unplaced = [m for m in MODULES if m != FRONT_DOOR and _layer(m) is None]
+    assert not unplaced, f"add these modules to LAYERS in tests/test_architecture.py: {unplaced}"
+
+
+@pytest.mark.parametrize("module", [m for m in MODULES if m != FRONT_DOOR])
+def test_no_upward_imports(module: str) -> None:
+    """A module imports toolflow modules of its own layer or lower layers only."""
+    own = _layer(module)
+    assert own is not None
+    problems = []
+    for imported, line, name in _imports(module):
+        if _top(imported) != "toolflow":
+            continue
+        if imported == FRONT_DOOR:
+            if name not in ANYWHERE_FROM_FRONT_DOOR:
+                problems.append(f"line {line}: imports {name or 'toolflow'!r} from the public API (the top)")
+            continue
+        target = _layer(imported)
+        if target is None or target > own:
+            where = LAYERS[target][0] if target is not None else "no layer"
+            problems.append(f"line {line}: imports {imported} ({where}) from layer {LAYERS[own][0]!r}")
+    assert not problems, f"{module}:\n" + "\n".join(problems)
+
+
+def test_front_door_imports_lazily() -> None:
+    """toolflow/__init__.py imports no toolflow module at import time, only under TYPE_CHECKING or on use."""
+    tree = ast.parse((PACKAGE / "__init__.py").read_text(encoding="utf-8"))
+    eager = []
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom):
+            names = [node.module or ""]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        else:
+            continue
+        if any(_top(name) == "toolflow" for name in names):
+            eager.append(node.lineno)
+    assert not eager, f"eager imports on lines {eager}"
+
+
+TRIO_LAYERS = frozenset({"executor", "cli, testing, default plugins"})
+"""Only the executor (and the loop, later) and the front ends above it may import trio."""
+
+
+def test_trio_stays_above_the_registry() -> None:
+    """Modules below the executor never import trio, so loading, linting and the registry stay trio-free."""
+    offenders = [
+        f"{m}:{line}"
+        for m in MODULES
+        if m != FRONT_DOOR and LAYERS[_layer(m) or 0][0] not in TRIO_LAYERS
+        for imported, line, _ in _imports(m)
+        if _top(imported) == "trio"
+    ]
+    assert not offenders, f"trio imported at {offenders}"
+
+
+def test_lint_never_imports_pluggy() -> None:
+    """Lint modules stay free of the plugin system, so `toolflow lint` starts fast."""
+    lint = _layer("toolflow._lint")
+    offenders = [
+        f"{m}:{line}"
+        for m in MODULES
+        if _layer(m) == lint
+        for imported, line, _ in _imports(m)
+        if _top(imported) == "pluggy"
+    ]
+    assert not offenders, f"pluggy imported at {offenders}"
+
+
+def test_layer_table_matches_the_modules_present() -> None:
+    """Every entry of the layer table names a module or package that exists."""
+    for _, members in LAYERS:
+        for member in members:
+            assert member in MODULES, f"{member} is in LAYERS but not in the package"
+
+
+def test_import_parser_resolves_relative_and_submodule_imports() -> None:
+    """`from toolflow import _yaml` counts as importing toolflow._yaml, not the public API."""
+    imported = {name for name, _, _ in _imports("toolflow._loader")}
+    assert "toolflow._yaml" in imported
+    assert "toolflow" not in imported
+
+
+def test_lint_run_imports_neither_trio_nor_implementations(tmp_path: Path) -> None:
+    """Linting from the command line loads plugins but neither trio nor any plugin's implementations."""
+    spec = tmp_path / "say.yaml"
+    spec.write_text(
+        "toolflow: 1\ntools:\n  say:\n    description: Say something to the room.\n"
+        "    category: terminal\n    template: hello\n",
+        encoding="utf-8",
+    )
+    code = (
+        "import io, sys\n"
+        "from toolflow._cli import run\n"
+        "out = io.StringIO()\n"
+        f"status = run(['lint', '--isolated', {str(spec)!r}], stdout=out, stderr=out)\n"
+        "heavy = ('trio', 'httpx', 'toolflow_assistant.tools')\n"
+        "loaded = sorted(m for m in heavy if m in sys.modules)\n"
+        "print(status, loaded)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert result.stdout.strip() == "0 []", result.stdout + result.stderr
+
+
+def test_import_toolflow_loads_no_submodule() -> None:
+    """`import toolflow` alone imports none of its private modules."""
+    code = "import sys, toolflow\nprint(sorted(m for m in sys.modules if m.startswith('toolflow.')))\n"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert result.stdout.strip() == "[]"

@@ -1,0 +1,385 @@
+"""The built-in ``command`` kind: real subprocesses, no shell, capped output, and process-group clean-up."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+import yaml
+
+from toolflow import ToolSpec, load_specs
+from toolflow._plugins import ImplementationKind, load_plugins
+from toolflow._templates import TemplateError
+from toolflow.default_plugins.command import run_argv
+
+SCHEMA_FILE = Path(__file__).resolve().parent.parent / "toolflow" / "data" / "spec-v1.schema.json"
+PY = sys.executable
+PRINT_ARGV = "import sys, json; print(json.dumps(sys.argv[1:]))"
+
+Run = Callable[..., Coroutine[Any, Any, object]]
+
+PARAMETERS = {
+    "type": "object",
+    "properties": {
+        "arg": {"type": "string", "description": "An argument"},
+        "n": {"type": "integer", "description": "A number"},
+    },
+}
+
+
+def _kind() -> ImplementationKind:
+    kinds = load_plugins(entry_points=False).kinds()["command"]
+    assert len(kinds) == 1
+    return kinds[0]
+
+
+def _tool(tmp_path: Path, command: object) -> ToolSpec:
+    body = {"description": "A command tool", "parameters": PARAMETERS, "command": command}
+    path = tmp_path / "tools.yaml"
+    path.write_text(yaml.safe_dump({"toolflow": 1, "tools": {"t": body}}), encoding="utf-8")
+    loaded = load_specs([path])
+    assert loaded.ok, [d.render() for d in loaded.diagnostics]
+    (tool,) = loaded.tools
+    return tool
+
+
+def _build(tmp_path: Path, command: object) -> Run:
+    return _kind().build(_tool(tmp_path, command))
+
+
+async def _call(tmp_path: Path, command: object, **arguments: Any) -> dict[str, Any]:
+    with trio.fail_after(30):
+        result = await _build(tmp_path, command)(**arguments)
+    assert isinstance(result, dict)
+    return result
+
+
+def _alive(pid: int) -> bool:
+    """True while *pid* is a process that has not exited (a zombie awaiting its reaper counts as gone)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8")
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[0] != "Z"
+
+
+def _group_members(pgid: int) -> list[int]:
+    """Live processes whose process group is *pgid*."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text(encoding="utf-8").rpartition(")")[2].split()
+            except OSError:
+                continue
+            if fields[0] != "Z" and int(fields[2]) == pgid:
+                members.append(int(entry.name))
+    return members
+
+
+def _read_pids(path: Path) -> list[int]:
+    try:
+        return [int(line) for line in path.read_text(encoding="utf-8").split()]
+    except FileNotFoundError:
+        return []
+
+
+def _reaped(pid: int) -> bool:
+    """True when *pid* is no longer a child of this process (its parent reaped it)."""
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return True
+    return False
+
+
+async def _wait_for_pids(path: Path, count: int) -> list[int]:
+    while True:
+        pids = _read_pids(path)
+        if len(pids) >= count:
+            return pids
+        await trio.sleep(0.01)
+
+
+async def _wait_until_gone(pid: int) -> None:
+    with trio.move_on_after(5):
+        while True:
+            if not _alive(pid):
+                return
+            await trio.sleep(0.01)
+
+
+def test_registered_as_a_default_plugin_with_the_spec_schema() -> None:
+    """The command kind comes from the default plugin, with the spec schema's definition of `command`."""
+    kind = _kind()
+    assert kind.plugin == "toolflow.default_plugins.command"
+    assert kind.description
+    definitions = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))["definitions"]
+    assert kind.schema == definitions["command"]
+
+
+async def test_runs_the_program_and_captures_stdout(tmp_path: Path) -> None:
+    """The short form runs argv with templated items; stdout is the data, exit 0 is success."""
+    result = await _call(tmp_path, [PY, "-c", PRINT_ARGV, "--count={{ n }}", "{{ arg | upper }}"], n=3, arg="x")
+    assert result == {
+        "success": True,
+        "data": {"exit_code": 0, "stdout": '["--count=3", "X"]\n', "stderr": "", "truncated": False},
+    }
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        "; rm -rf /",
+        "$(id)",
+        "`id`",
+        "a && echo pwned",
+        "x || true",
+        "| cat /etc/passwd",
+        "*",
+        "~",
+        "'quoted' \"double\"",
+        "line one\nline two",
+        "$HOME ${PATH}",
+        "> /tmp/toolflow-redirect",
+        "--help",
+    ],
+)
+async def test_shell_syntax_in_an_argument_is_one_literal_argument(tmp_path: Path, hostile: str) -> None:
+    """No shell sees the argv: each argument reaches the program verbatim, as one item."""
+    result = await _call(tmp_path, [PY, "-c", PRINT_ARGV, "{{ arg }}", "after"], arg=hostile)
+    assert result["success"] is True
+    assert json.loads(result["data"]["stdout"]) == [hostile, "after"]
+
+
+async def test_injected_command_does_not_run(tmp_path: Path) -> None:
+    """An argument that would create a file through a shell creates nothing."""
+    marker = tmp_path / "pwned"
+    for hostile in (f"; touch {marker}", f"$(touch {marker})", f"`touch {marker}`", f"&& touch {marker}"):
+        result = await _call(tmp_path, ["echo", "{{ arg }}"], arg=hostile)
+        assert result["data"]["stdout"] == hostile + "\n"
+    assert not marker.exists()
+
+
+async def test_nonzero_exit_is_a_failure_naming_the_first_stderr_line(tmp_path: Path) -> None:
+    """Exit status decides success; the error gives the status and the first non-blank stderr line."""
+    code = "import sys; print('partial'); sys.stderr.write('\\n  boom: no such thing  \\nmore\\n'); sys.exit(3)"
+    result = await _call(tmp_path, [PY, "-c", code])
+    assert result == {
+        "success": False,
+        "data": {
+            "exit_code": 3,
+            "stdout": "partial\n",
+            "stderr": "\n  boom: no such thing  \nmore\n",
+            "truncated": False,
+        },
+        "error": "command exited with status 3: boom: no such thing",
+    }
+
+
+async def test_failure_without_stderr_gives_the_status_alone(tmp_path: Path) -> None:
+    """A program that fails silently is reported by its exit status."""
+    result = await _call(tmp_path, [PY, "-c", "raise SystemExit(1)"])
+    assert result["error"] == "command exited with status 1"
+
+
+async def test_program_killed_by_a_signal_is_named(tmp_path: Path) -> None:
+    """A program that dies of a signal is reported by the signal's name."""
+    result = await _call(tmp_path, [PY, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGTERM)"])
+    assert result["success"] is False
+    assert result["data"]["exit_code"] == -signal.SIGTERM
+    assert result["error"] == "command was killed by SIGTERM"
+
+
+async def test_output_is_capped_per_stream_and_marked_truncated(tmp_path: Path) -> None:
+    """Only max_output bytes of stdout and of stderr are kept; the program still runs to completion."""
+    code = (
+        "import sys\n"
+        "for _ in range(64): sys.stdout.write('o' * 65536); sys.stderr.write('e' * 65536)\n"
+        "sys.stdout.flush(); sys.stderr.write('\\nEND')\n"
+    )
+    result = await _call(tmp_path, {"argv": [PY, "-c", code], "max_output": 1000})
+    data = result["data"]
+    assert result["success"] is True
+    assert data["stdout"] == "o" * 1000
+    assert data["stderr"] == "e" * 1000
+    assert data["truncated"] is True
+
+
+async def test_output_below_the_cap_is_not_truncated(tmp_path: Path) -> None:
+    """Output of exactly max_output bytes is complete."""
+    result = await _call(tmp_path, {"argv": [PY, "-c", "print('x' * 9)"], "max_output": 10})
+    assert result["data"]["stdout"] == "x" * 9 + "\n"
+    assert result["data"]["truncated"] is False
+
+
+async def test_character_cut_by_the_cap_is_dropped_and_bad_bytes_replaced(tmp_path: Path) -> None:
+    """Truncation never leaves half a UTF-8 character; invalid bytes become replacement characters."""
+    code = "import sys; sys.stdout.buffer.write('é'.encode() * 10); sys.stderr.buffer.write(b'bad \\xff byte')"
+    result = await _call(tmp_path, {"argv": [PY, "-c", code], "max_output": 5})
+    assert result["data"]["stdout"] == "éé"
+    assert result["data"]["stderr"] == "bad \ufffd"
+
+
+async def test_working_directory_is_used(tmp_path: Path) -> None:
+    """`cwd` is the program's working directory."""
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    result = await _call(tmp_path, {"argv": [PY, "-c", "import os; print(os.getcwd())"], "cwd": str(workdir)})
+    assert result["data"]["stdout"] == f"{workdir.resolve()}\n"
+
+
+async def test_env_is_added_to_the_inherited_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`env` adds variables (as written, not templated) to the environment the program inherits."""
+    monkeypatch.setenv("TOOLFLOW_TEST_INHERITED", "inherited")
+    code = "import os; print(os.environ['TOOLFLOW_TEST_INHERITED'], os.environ['TOOLFLOW_TEST_EXTRA'])"
+    command = {"argv": [PY, "-c", code], "env": {"TOOLFLOW_TEST_EXTRA": "{{ arg }}"}}
+    result = await _call(tmp_path, command, arg="ignored")
+    assert result["data"]["stdout"] == "inherited {{ arg }}\n"
+
+
+async def test_stdin_is_empty(tmp_path: Path) -> None:
+    """The program reads end-of-file from stdin instead of waiting for input."""
+    result = await _call(tmp_path, [PY, "-c", "import sys; print(repr(sys.stdin.read()))"])
+    assert result["data"]["stdout"] == "''\n"
+
+
+async def test_argv_templates_cannot_read_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`env.NAME` in an argv item is a failure that points at `${NAME}`; the value never shows."""
+    monkeypatch.setenv("TOOLFLOW_TEST_SECRET", "hunter2")
+    result = await _call(tmp_path, ["echo", "{{ env.TOOLFLOW_TEST_SECRET }}"])
+    assert result["success"] is False
+    assert result["error"].startswith(
+        "command argv[1]: template error: environment variable 'TOOLFLOW_TEST_SECRET' is not readable"
+    )
+    assert "${NAME}" in result["error"]
+    assert "hunter2" not in result["error"]
+
+
+async def test_undefined_variable_in_argv_is_a_failure(tmp_path: Path) -> None:
+    """An argv item reading a variable the call lacks fails before anything runs."""
+    result = await _call(tmp_path, ["echo", "{{ arg }}", "{{ nope }}"], arg="a")
+    assert result == {"success": False, "error": "command argv[2]: template variable error: 'nope' is undefined"}
+
+
+async def test_sandbox_applies_to_argv(tmp_path: Path) -> None:
+    """Argv items render in the same sandbox as templates."""
+    result = await _call(tmp_path, ["echo", "{{ arg.__class__.__mro__ }}"], arg="a")
+    assert result["success"] is False
+    assert "unsafe" in result["error"]
+
+
+async def test_missing_program_is_a_failure(tmp_path: Path) -> None:
+    """A program that does not exist is a failure result, not an exception."""
+    result = await _call(tmp_path, ["toolflow-no-such-program-{{ arg }}", "x"], arg="1")
+    assert result == {"success": False, "error": "command not found: 'toolflow-no-such-program-1'"}
+
+
+async def test_program_that_is_not_executable_is_a_failure(tmp_path: Path) -> None:
+    """A file without execute permission is reported as not executable."""
+    script = tmp_path / "script.sh"
+    script.write_text("#!/bin/sh\necho hi\n", encoding="utf-8")
+    script.chmod(0o644)
+    result = await _call(tmp_path, [str(script)])
+    assert result == {"success": False, "error": f"command not executable: {str(script)!r}"}
+
+
+async def test_missing_working_directory_is_a_failure(tmp_path: Path) -> None:
+    """A working directory that does not exist is named in the failure."""
+    missing = tmp_path / "nowhere"
+    result = await _call(tmp_path, {"argv": [PY, "-c", "pass"], "cwd": str(missing)})
+    assert result == {"success": False, "error": f"working directory not found: {str(missing)!r}"}
+
+
+async def test_nul_character_in_an_argument_is_a_failure(tmp_path: Path) -> None:
+    """An argument that the operating system cannot pass is a failure result."""
+    result = await _call(tmp_path, ["echo", "{{ arg }}"], arg="a\x00b")
+    assert result["success"] is False
+    assert result["error"].startswith("cannot run command 'echo': ")
+
+
+def test_empty_argv_does_not_build(tmp_path: Path) -> None:
+    """An empty argv is refused when the tool is built."""
+    with pytest.raises(TemplateError, match=r"^the command has an empty argv$"):
+        _kind().build(_tool(tmp_path, {"argv": []}))
+
+
+def test_argv_item_that_does_not_compile_does_not_build(tmp_path: Path) -> None:
+    """A syntax error in an argv item fails the build and names the item."""
+    with pytest.raises(TemplateError, match=r"^command argv\[1\] does not compile: "):
+        _kind().build(_tool(tmp_path, ["echo", "{{ arg }"]))
+
+
+async def test_run_argv_refuses_an_empty_argv() -> None:
+    """The helper itself never raises on an empty argv."""
+    assert await run_argv([]) == {"success": False, "error": "the command has an empty argv"}
+
+
+async def test_cancellation_kills_the_whole_process_group(tmp_path: Path) -> None:
+    """Cancelling a call kills the program and the grandchild it spawned, and reaps the program."""
+    pids = tmp_path / "pids"
+    script = f"sleep 100 & echo $! > {pids}; echo $$ >> {pids}; wait"
+    run = _build(tmp_path, ["sh", "-c", script])
+    with trio.fail_after(20):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(run)
+            grandchild, child = await _wait_for_pids(pids, 2)
+            assert _alive(grandchild)
+            assert _alive(child)
+            nursery.cancel_scope.cancel()
+    assert not _alive(child)
+    assert _reaped(child)
+    await _wait_until_gone(grandchild)
+    assert not _alive(grandchild)
+    assert _group_members(child) == []
+
+
+async def test_timeout_cancels_promptly(tmp_path: Path) -> None:
+    """A deadline around a long-running command ends the call at the deadline, not when the program ends."""
+    run = _build(tmp_path, ["sleep", "100"])
+    start = time.monotonic()
+    with trio.fail_after(20), trio.move_on_after(0.3) as scope:
+        await run()
+    assert scope.cancelled_caught
+    assert time.monotonic() - start < 5
+
+
+async def test_background_process_left_behind_is_killed_on_exit(tmp_path: Path) -> None:
+    """A program that exits leaving a process in its group (holding stdout open) returns at once and leaves nothing."""
+    start = time.monotonic()
+    result = await _call(tmp_path, ["sh", "-c", "sleep 100 & echo $!"])
+    assert time.monotonic() - start < 5
+    assert result["success"] is True
+    leftover = int(result["data"]["stdout"])
+    await _wait_until_gone(leftover)
+    assert not _alive(leftover)
+
+
+async def test_many_concurrent_calls(tmp_path: Path) -> None:
+    """Concurrent calls of one tool each get their own output."""
+    run = _build(tmp_path, [PY, "-c", PRINT_ARGV, "{{ n }}"])
+    results: dict[int, object] = {}
+
+    async def one(n: int) -> None:
+        results[n] = await run(n=n)
+
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            for n in range(8):
+                nursery.start_soon(one, n)
+    for n in range(8):
+        result = results[n]
+        assert isinstance(result, dict)
+        assert json.loads(result["data"]["stdout"]) == [str(n)]

@@ -1,0 +1,229 @@
+"""Tool definitions for models and clients: OpenAI, Anthropic and MCP formats.
+
+Each exporter turns one :class:`~toolflow.ToolSpec` into a fresh JSON-ready
+``dict`` (nothing in it is shared with the spec, so callers may change it):
+
+- ``openai``: ``{"type": "function", "function": {"name", "description",
+  "parameters", "strict"}}``, the Chat Completions ``tools`` entry. ``strict``
+  is always written, because its default differs between OpenAI's APIs (Chat
+  Completions treats a missing ``strict`` as false, the Responses API as true
+  and then rewrites the schema). It is ``true`` exactly when the parameters
+  already qualify for strict mode: every object has ``additionalProperties:
+  false`` and lists every property in ``required``, and no keyword strict mode
+  refuses is used (the facts of lint rule TF302); otherwise ``false``.
+- ``anthropic``: ``{"name", "description", "input_schema"}``.
+- ``mcp``: an MCP ``Tool``: ``{"name", "title"?, "description", "inputSchema",
+  "outputSchema"?, "annotations"}``. ``title`` (also ``annotations.title``)
+  appears when the spec has one; ``outputSchema`` when the spec's
+  ``output_schema`` describes an object, since MCP (2025-06-18 and 2025-11-25)
+  requires ``type: object`` there.
+
+A tool that declares no parameters (``{"type": "object"}``) is exported with
+``{"type": "object", "properties": {}, "additionalProperties": false}``:
+OpenAI refuses an object schema without ``properties``, and the closed form
+qualifies for strict mode.
+
+MCP annotations follow from the category and implementation kind (the hints'
+own defaults, when a hint is left out, are the pessimistic readOnly false,
+destructive true, idempotent false, openWorld true, so every hint is written):
+
+============== ============ =============== ================== =================
+category       readOnlyHint destructiveHint idempotentHint     openWorldHint
+============== ============ =============== ================== =================
+safe_chain     true         false           true               by kind
+terminal       false        false           spec ``idempotent`` by kind
+dangerous      false        true            spec ``idempotent`` by kind
+async_required false        false           spec ``idempotent`` true
+other          false        true            spec ``idempotent`` by kind
+============== ============ =============== ================== =================
+
+"By kind": ``false`` for ``template`` and for ``implementation`` (a Python
+callable bound by a plugin), ``true`` for ``command`` and for every kind a
+plugin adds (``http`` and the like reach beyond the process). A read-only call
+changes nothing, so it is idempotent. A category a policy declares is unknown
+to the exporter and keeps the pessimistic destructive hint.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Literal, get_args
+
+from toolflow._errors import UsageError
+from toolflow._lint._target_facts import (
+    OPENAI_STRICT_MAX_DEPTH,
+    OPENAI_STRICT_MAX_ENUM_VALUES,
+    OPENAI_STRICT_MAX_PROPERTIES,
+    OPENAI_STRICT_UNSUPPORTED,
+    TOP_LEVEL_REJECTED,
+    is_object_schema,
+)
+from toolflow._model import Category, ToolSpec
+from toolflow._schemas import did_you_mean
+
+__all__ = [
+    "EXPORT_FORMATS",
+    "ExportFormat",
+    "anthropic_tool",
+    "export_tool",
+    "export_tools",
+    "input_schema",
+    "mcp_annotations",
+    "mcp_tool",
+    "openai_strict_compatible",
+    "openai_tool",
+]
+
+ExportFormat = Literal["openai", "anthropic", "mcp"]
+EXPORT_FORMATS: tuple[ExportFormat, ...] = get_args(ExportFormat)
+"""The formats :func:`export_tools` and ``toolflow schema --format`` accept."""
+
+CLOSED_WORLD_KINDS = frozenset({"implementation", "template"})
+"""Implementation kinds exported with ``openWorldHint: false`` (unless the category is async_required)."""
+
+_NO_PARAMETERS: Mapping[str, Any] = {"type": "object"}
+
+
+def input_schema(spec: ToolSpec) -> dict[str, Any]:
+    """A copy of the tool's parameter schema as it is sent to models and clients."""
+    if spec.parameters == _NO_PARAMETERS:
+        return {"type": "object", "properties": {}, "additionalProperties": False}
+    return copy.deepcopy(dict(spec.parameters))
+
+
+def openai_tool(spec: ToolSpec) -> dict[str, Any]:
+    """The OpenAI (Chat Completions) ``tools`` entry of *spec*."""
+    parameters = input_schema(spec)
+    return {
+        "type": "function",
+        "function": {
+            "name": spec.name,
+            "description": spec.description,
+            "parameters": parameters,
+            "strict": openai_strict_compatible(parameters),
+        },
+    }
+
+
+def anthropic_tool(spec: ToolSpec) -> dict[str, Any]:
+    """The Anthropic Messages API ``tools`` entry of *spec*."""
+    return {"name": spec.name, "description": spec.description, "input_schema": input_schema(spec)}
+
+
+def mcp_tool(spec: ToolSpec) -> dict[str, Any]:
+    """The MCP ``Tool`` definition of *spec* (as listed by ``tools/list``)."""
+    tool: dict[str, Any] = {"name": spec.name}
+    if spec.title:
+        tool["title"] = spec.title
+    tool["description"] = spec.description
+    tool["inputSchema"] = input_schema(spec)
+    output = spec.output_schema
+    if isinstance(output, Mapping) and output.get("type") == "object":
+        tool["outputSchema"] = copy.deepcopy(dict(output))
+    tool["annotations"] = mcp_annotations(spec)
+    return tool
+
+
+def mcp_annotations(spec: ToolSpec) -> dict[str, Any]:
+    """The MCP ``ToolAnnotations`` of *spec*, derived from its category and implementation kind."""
+    annotations: dict[str, Any] = {}
+    if spec.title:
+        annotations["title"] = spec.title
+    category = spec.category
+    read_only = category == Category.SAFE_CHAIN
+    known = category in {c.value for c in Category}
+    kind = spec.implementation.kind if spec.implementation else "implementation"
+    annotations["readOnlyHint"] = read_only
+    annotations["destructiveHint"] = category == Category.DANGEROUS or not known
+    annotations["idempotentHint"] = read_only or spec.idempotent
+    annotations["openWorldHint"] = category == Category.ASYNC_REQUIRED or kind not in CLOSED_WORLD_KINDS
+    return annotations
+
+
+_EXPORTERS: Mapping[str, Callable[[ToolSpec], dict[str, Any]]] = {
+    "openai": openai_tool,
+    "anthropic": anthropic_tool,
+    "mcp": mcp_tool,
+}
+
+
+def _exporter(format: str) -> Callable[[ToolSpec], dict[str, Any]]:  # noqa: A002 - the CLI option's name
+    exporter = _EXPORTERS.get(format)
+    if exporter is None:
+        msg = f"unknown export format {format!r}: use one of {', '.join(EXPORT_FORMATS)}"
+        raise UsageError(msg + did_you_mean(format, EXPORT_FORMATS))
+    return exporter
+
+
+def export_tool(spec: ToolSpec, format: str) -> dict[str, Any]:  # noqa: A002
+    """Export one tool in *format* (``openai``, ``anthropic`` or ``mcp``).
+
+    Raises:
+        UsageError: *format* is not one of :data:`EXPORT_FORMATS`.
+    """
+    return _exporter(format)(spec)
+
+
+def export_tools(specs: Iterable[ToolSpec], format: str) -> list[dict[str, Any]]:  # noqa: A002
+    """Export every tool of *specs*, in order, in *format*.
+
+    Raises:
+        UsageError: *format* is not one of :data:`EXPORT_FORMATS`.
+    """
+    exporter = _exporter(format)
+    return [exporter(spec) for spec in specs]
+
+
+def openai_strict_compatible(parameters: object) -> bool:
+    """True when *parameters* can be sent to OpenAI with ``strict: true`` as they are."""
+    if not isinstance(parameters, Mapping) or not is_object_schema(parameters):
+        return False
+    if any(keyword in parameters for keyword in TOP_LEVEL_REJECTED["openai"]):
+        return False
+    counts = {"properties": 0}
+    return _strict_schema(parameters, 0, counts) and counts["properties"] <= OPENAI_STRICT_MAX_PROPERTIES
+
+
+_SCHEMA_MAPS = ("properties", "$defs", "definitions")
+_SCHEMA_LISTS = ("anyOf", "prefixItems")
+
+
+def _strict_schema(schema: object, depth: int, counts: dict[str, int]) -> bool:
+    """Check one (sub)schema and everything below it; *depth* counts the objects it is nested in."""
+    if not isinstance(schema, Mapping):
+        return False
+    if "$ref" in schema or any(keyword in schema for keyword in OPENAI_STRICT_UNSUPPORTED):
+        return False
+    enum = schema.get("enum")
+    if isinstance(enum, list) and len(enum) > OPENAI_STRICT_MAX_ENUM_VALUES:
+        return False
+    if is_object_schema(schema):
+        depth += 1
+        if depth > OPENAI_STRICT_MAX_DEPTH or schema.get("additionalProperties") is not False:
+            return False
+        properties = schema.get("properties", {})
+        required = schema.get("required", [])
+        if not isinstance(properties, Mapping) or not isinstance(required, list):
+            return False
+        if not set(properties) <= set(required):
+            return False
+        counts["properties"] += len(properties)
+    children: list[object] = []
+    for key in _SCHEMA_MAPS:
+        value = schema.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, Mapping):
+            return False
+        children.extend(value.values())
+    for key in _SCHEMA_LISTS:
+        value = schema.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, list):
+            return False
+        children.extend(value)
+    if "items" in schema:
+        children.append(schema["items"])
+    return all(_strict_schema(child, depth, counts) for child in children)

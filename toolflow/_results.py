@@ -1,0 +1,157 @@
+"""The result of one tool call, as the engine hands it on: to the caller, to history, to the model.
+
+Every implementation's return value is normalised to a :class:`ToolResult` (see
+``toolflow._validation.ResultValidator``). Its dictionary form follows seed 000 §4::
+
+    {"success": true, "data": ..., "error": "..." (failures), "warnings": [...] (when any), ...extra}
+
+and :meth:`ToolResult.text_for_model` is that dictionary as compact JSON, capped in size.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping
+from types import MappingProxyType
+from typing import Any
+
+import attrs
+
+__all__ = ["DEFAULT_MAX_RESULT_CHARS", "RESERVED_RESULT_KEYS", "ToolResult", "truncate_text"]
+
+DEFAULT_MAX_RESULT_CHARS = 16_000
+"""Default cap on the text of one result handed to a model, in characters.
+
+About 4,000 tokens at the usual 3.5-4 characters per token: 3 % of a 128k-token context and
+12 % of a 32k one. Seed 001's token advisory warns at 60 % of the context, so one oversized
+result (a whole web page, a log dump) must not be able to reach that alone, while ordinary
+structured results (a location, a search page, a memory list) stay far below the cap and are
+never cut. Raise it per call for tools whose results are known to be large and useful.
+"""
+
+RESERVED_RESULT_KEYS = frozenset({"success", "data", "error", "warnings"})
+"""Keys of the result dictionary that :attr:`ToolResult.extra` may not use."""
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+def _freeze_extra(value: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    if not value:
+        return _EMPTY
+    return MappingProxyType(dict(value))
+
+
+def _to_tuple(value: Iterable[str]) -> tuple[str, ...]:
+    return value if isinstance(value, tuple) else tuple(value)
+
+
+def _check_extra(instance: ToolResult, attribute: attrs.Attribute[Any], value: Mapping[str, Any]) -> None:
+    clash = sorted(RESERVED_RESULT_KEYS.intersection(value))
+    if clash:
+        msg = f"extra keys must not be standard result keys, got {clash!r}"
+        raise ValueError(msg)
+
+
+@attrs.frozen(kw_only=True)
+class ToolResult:
+    """The normalised outcome of a tool call.
+
+    Attributes:
+        success: Whether the tool did what was asked.
+        data: The tool's output (any JSON-like value) for a success; may be set on failures too.
+        error: What went wrong, for failures.
+        warnings: Notes for the caller and the model (dropped parameters, truncation, ...).
+        extra: Any other keys the tool put in its result dictionary, kept in order; never one of
+            :data:`RESERVED_RESULT_KEYS`. Read-only.
+    """
+
+    success: bool
+    data: Any = None
+    error: str | None = None
+    warnings: tuple[str, ...] = attrs.field(default=(), converter=_to_tuple)
+    extra: Mapping[str, Any] = attrs.field(default=_EMPTY, converter=_freeze_extra, validator=_check_extra)
+
+    @classmethod
+    def failure(cls, error: str, **kw: Any) -> ToolResult:
+        """Return a failed result with *error*; other fields from *kw*."""
+        return cls(success=False, error=error, **kw)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the result as a plain dictionary, in the key order models and history see.
+
+        ``success`` and ``data`` always; ``error`` only when set; ``warnings`` only when there
+        are any; then the ``extra`` keys.
+        """
+        out: dict[str, Any] = {"success": self.success, "data": self.data}
+        if self.error is not None:
+            out["error"] = self.error
+        if self.warnings:
+            out["warnings"] = list(self.warnings)
+        out.update(self.extra)
+        return out
+
+    def text_for_model(self, max_chars: int = DEFAULT_MAX_RESULT_CHARS) -> str:
+        """Return :meth:`to_dict` as compact JSON of at most *max_chars* characters.
+
+        Longer text is cut and ends with the visible marker ``... [truncated N characters]``
+        (N counts the characters removed), so the model knows the result is incomplete; the
+        cut text is then no longer valid JSON. Values JSON cannot express are written as their
+        ``str()``. Never raises for odd data.
+
+        Raises:
+            ValueError: *max_chars* is not positive.
+        """
+        return truncate_text(_to_json(self.to_dict()), max_chars)
+
+
+def truncate_text(text: str, max_chars: int) -> str:
+    """Cap *text* at *max_chars* characters, ending a cut text with ``... [truncated N characters]``.
+
+    The marker counts against the cap; a cap smaller than the marker itself returns the marker
+    alone.
+
+    Raises:
+        ValueError: *max_chars* is not positive.
+    """
+    if max_chars <= 0:
+        msg = f"max_chars must be positive, got {max_chars!r}"
+        raise ValueError(msg)
+    if len(text) <= max_chars:
+        return text
+    # The marker's length depends on how much is cut, which depends on the marker: settle it.
+    # keep only ever shrinks, so this ends after a step or two.
+    keep = max_chars
+    while True:
+        marker = f"... [truncated {len(text) - keep} characters]"
+        fits = max(0, max_chars - len(marker))
+        if fits == keep:
+            return text[:keep] + marker
+        keep = fits
+
+
+def _to_json(value: Any) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=str)
+    except (TypeError, ValueError):
+        # Non-string keys, cycles, NaN: rebuild a JSON-safe copy and try again.
+        return json.dumps(_jsonable(value, set()), ensure_ascii=False, separators=(",", ":"))
+
+
+def _jsonable(value: Any, seen: set[int]) -> Any:
+    if value is None or isinstance(value, str | bool | int):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, Mapping | list | tuple | set | frozenset):
+        if id(value) in seen:
+            return "<cycle>"
+        seen = seen | {id(value)}
+        if isinstance(value, Mapping):
+            return {_key(k): _jsonable(v, seen) for k, v in value.items()}
+        return [_jsonable(v, seen) for v in value]
+    return str(value)
+
+
+def _key(key: object) -> str:
+    return key if isinstance(key, str) else str(key)

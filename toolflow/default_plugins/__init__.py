@@ -1,0 +1,1 @@
+"""toolflow's built-in behaviour, shipped as ordinary plugins and registered like any other."""

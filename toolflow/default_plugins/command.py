@@ -1,0 +1,286 @@
+"""The built-in ``command:`` implementation kind: run a program from an argv list, never through a shell.
+
+Each argv item is a template, compiled once per tool and rendered per call
+with the validated arguments as variables, so an argument such as
+``; rm -rf /`` or ``$(id)`` reaches the program as one literal argument. Command
+templates see only the arguments: ``env.NAME`` is refused (write ``${NAME}``
+in the spec to use a variable of the environment; the loader fills it in).
+``cwd`` and the values of ``env`` are used as written, not templated; ``env``
+is added to the inherited environment.
+
+The program runs in its own session (and so its own process group), with
+stdin from ``/dev/null``; stdout and stderr are read as they arrive and the
+first ``max_output`` bytes of each are kept (the rest is read and dropped, and
+``truncated`` is set), so a chatty program never fills memory. When the program
+exits, whatever it left running in its process group is killed (a daemon must
+detach with its own session). When the call is cancelled (a timeout, a stop),
+the whole process group is killed with ``SIGKILL`` and the program reaped
+before the cancellation goes on.
+
+The result is ``{"success": exit status == 0, "data": {"exit_code", "stdout",
+"stderr", "truncated"}}``, with ``"error": "command exited with status N:
+<first line of stderr>"`` on failure. A program that cannot be started (not
+found, not executable, a missing working directory) is a failure result too.
+"""
+
+from __future__ import annotations
+
+import codecs
+import contextlib
+import os
+import signal
+import subprocess
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from toolflow import hookspecs
+from toolflow._model import ToolSpec
+from toolflow._plugins import ImplementationKind
+
+if TYPE_CHECKING:
+    import trio
+
+__all__ = ["DEFAULT_MAX_OUTPUT", "KIND", "SCHEMA", "build", "run_argv", "toolflow_register_kinds"]
+
+SCHEMA: Mapping[str, Any] = {
+    "description": (
+        "A program to run, never through a shell: an argv list whose items are templated like `template`,"
+        " or a mapping with `argv`."
+    ),
+    "type": ["array", "object"],
+    "items": {"type": "string"},
+    "required": ["argv"],
+    "additionalProperties": False,
+    "properties": {
+        "argv": {
+            "type": "array",
+            "items": {"type": "string"},
+            "description": "The program and its arguments; each item is a template.",
+        },
+        "cwd": {"type": "string", "description": "Working directory (default: the current directory)."},
+        "env": {
+            "type": "object",
+            "additionalProperties": {"type": "string"},
+            "description": "Extra environment variables for the program.",
+        },
+        "max_output": {
+            "type": "integer",
+            "minimum": 1,
+            "description": "Bytes of stdout and of stderr kept (default 65536).",
+        },
+    },
+}
+"""JSON Schema (draft-07) of the ``command:`` value; the same as the spec schema's ``definitions/command``."""
+
+DEFAULT_MAX_OUTPUT = 65536
+"""Bytes of stdout and of stderr kept when the spec does not say."""
+
+_CHUNK = 65536
+_DRAIN_GRACE = 1.0
+"""Seconds to finish reading output after the program's group is gone (a detached process may hold the pipes)."""
+_ERROR_LINE_CHARS = 200
+_UNLISTED = (
+    "is not readable by command templates; they see only the arguments"
+    " (write ${NAME} in the spec to use a variable of the environment)"
+)
+
+
+def build(spec: ToolSpec) -> Callable[..., Coroutine[Any, Any, object]]:
+    """Compile the argv templates of *spec* and return the async callable that runs the program per call.
+
+    Raises:
+        TemplateError: The argv is empty or one of its items does not compile.
+    """
+    from toolflow._templates import (  # noqa: PLC0415 - Jinja2 is imported only when a command tool is built
+        TemplateEnv,
+        TemplateError,
+        TemplateProblem,
+        compile_template,
+        render_template,
+    )
+
+    config = _config(spec)
+    if config is None or not config["argv"]:
+        msg = "the command has an empty argv"
+        raise TemplateError(msg)
+    templates = []
+    for index, item in enumerate(config["argv"]):
+        template = compile_template(item)
+        if isinstance(template, TemplateProblem):
+            msg = f"command argv[{index}] does not compile: {template.message}"
+            raise TemplateError(msg, line=template.line)
+        templates.append(template)
+    cwd: str | None = config["cwd"]
+    extra_env: dict[str, str] = config["env"]
+    max_output: int = config["max_output"]
+
+    async def run(**arguments: Any) -> object:
+        variables = {"env": TemplateEnv((), {}, unlisted=_UNLISTED), **arguments}
+        argv = []
+        for index, template in enumerate(templates):
+            try:
+                argv.append(render_template(template, variables))
+            except TemplateError as exc:
+                return {"success": False, "error": f"command argv[{index}]: {exc}"}
+        env = {**os.environ, **extra_env} if extra_env else None
+        return await run_argv(argv, cwd=cwd, env=env, max_output=max_output)
+
+    run.__name__ = run.__qualname__ = f"command:{spec.name}"
+    return run
+
+
+def _config(spec: ToolSpec) -> dict[str, Any] | None:
+    """The tool's ``command`` settings, normalised as the loader does; ``None`` when there is no argv."""
+    config = next((impl.config for impl in spec.implementations if impl.kind == "command"), None)
+    if isinstance(config, list):
+        config = {"argv": config}
+    if not isinstance(config, Mapping) or not isinstance(config.get("argv"), list):
+        return None
+    return {
+        "argv": [str(item) for item in config["argv"]],
+        "cwd": config.get("cwd"),
+        "env": {str(k): str(v) for k, v in (config.get("env") or {}).items()},
+        "max_output": config.get("max_output") or DEFAULT_MAX_OUTPUT,
+    }
+
+
+@attrs.define
+class _Capture:
+    """The first *limit* bytes of a stream; the rest is read and dropped."""
+
+    _limit: int
+    _data: bytearray = attrs.field(factory=bytearray)
+    truncated: bool = False
+
+    async def drain(self, stream: trio.abc.ReceiveStream) -> None:
+        while chunk := await stream.receive_some(_CHUNK):
+            room = self._limit - len(self._data)
+            if room > 0:
+                self._data += chunk[:room]
+            if len(chunk) > room:
+                self.truncated = True
+
+    def text(self) -> str:
+        """The kept bytes as text; invalid UTF-8 is replaced, and a character cut by the limit dropped."""
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        return decoder.decode(bytes(self._data), final=not self.truncated)
+
+
+async def run_argv(
+    argv: Sequence[str],
+    *,
+    cwd: str | None = None,
+    env: Mapping[str, str] | None = None,
+    max_output: int = DEFAULT_MAX_OUTPUT,
+) -> dict[str, Any]:
+    """Run *argv* (no shell) in its own process group and return the command result dict.
+
+    Args:
+        argv: The program and its arguments.
+        cwd: Working directory (default: the current one).
+        env: The whole environment of the program (default: inherited).
+        max_output: Bytes of stdout and of stderr kept.
+
+    Returns:
+        ``{"success", "data": {"exit_code", "stdout", "stderr", "truncated"}}``
+        plus ``"error"`` when the program failed or could not be started.
+
+    Raises:
+        trio.Cancelled: The call was cancelled; the process group was killed and
+            the program reaped first. Nothing else escapes.
+    """
+    import trio  # noqa: PLC0415 - trio is imported only when a command runs
+
+    if not argv:
+        return {"success": False, "error": "the command has an empty argv"}
+    try:
+        process = await trio.lowlevel.open_process(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=cwd,
+            env=env,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        return {"success": False, "error": _start_error(argv[0], cwd, exc)}
+    except ValueError as exc:  # a NUL character in an argument or in the environment
+        return {"success": False, "error": f"cannot run command {argv[0]!r}: {exc}"}
+    stdout, stderr = process.stdout, process.stderr
+    assert stdout is not None
+    assert stderr is not None
+    out, err = _Capture(max_output), _Capture(max_output)
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(out.drain, stdout)
+            nursery.start_soon(err.drain, stderr)
+            await process.wait()
+            _kill_group(process)
+            nursery.cancel_scope.deadline = trio.current_time() + _DRAIN_GRACE
+        incomplete = nursery.cancel_scope.cancelled_caught
+    finally:
+        # Also on cancellation: nothing of the command may outlive the call, and the program is reaped.
+        _kill_group(process)
+        with trio.CancelScope(shield=True):
+            await process.wait()
+            await stdout.aclose()
+            await stderr.aclose()
+    code = process.returncode
+    stderr_text = err.text()
+    data = {
+        "exit_code": code,
+        "stdout": out.text(),
+        "stderr": stderr_text,
+        "truncated": out.truncated or err.truncated or incomplete,
+    }
+    if code == 0:
+        return {"success": True, "data": data}
+    return {"success": False, "data": data, "error": _exit_error(code, stderr_text)}
+
+
+def _kill_group(process: trio.Process) -> None:
+    """SIGKILL the process group of *process* (its session); a group already gone is fine."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+
+
+def _start_error(program: str, cwd: str | None, exc: OSError) -> str:
+    if cwd is not None and exc.filename == cwd and not os.path.isdir(cwd):
+        return f"working directory not found: {cwd!r}"
+    if isinstance(exc, FileNotFoundError):
+        return f"command not found: {program!r}"
+    if isinstance(exc, PermissionError):
+        return f"command not executable: {program!r}"
+    return f"cannot run command {program!r}: {exc.strerror or exc}"
+
+
+def _exit_error(code: int | None, stderr: str) -> str:
+    if code is not None and code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        text = f"command was killed by {name}"
+    else:
+        text = f"command exited with status {code}"
+    line = next((line.strip() for line in stderr.splitlines() if line.strip()), "")
+    if len(line) > _ERROR_LINE_CHARS:
+        line = line[:_ERROR_LINE_CHARS] + "..."
+    return f"{text}: {line}" if line else text
+
+
+KIND = ImplementationKind(
+    name="command",
+    schema=SCHEMA,
+    build=build,
+    description="A program run from an argv list of templates, never through a shell; its exit status decides.",
+)
+
+
+@hookspecs.hookimpl
+def toolflow_register_kinds(register: Callable[[Any], None]) -> None:
+    """Register the ``command`` kind."""
+    register(KIND)

@@ -1,0 +1,132 @@
+"""The plugin hooks of toolflow: every hook a plugin may implement, with its contract.
+
+Plugins implement hooks with the ``toolflow.hookimpl`` marker, in functions or
+methods named exactly like the hook. Hooks follow the register-callback style:
+toolflow calls the hook once with a ``register`` callable and the plugin calls
+it for each thing it contributes, so that one plugin may contribute many::
+
+    import toolflow
+
+    @toolflow.hookimpl
+    def toolflow_register_implementations(register):
+        register("assistant.say", "toolflow_assistant.tools:say")   # lazy: imported on first call
+        register("assistant.look", look)                            # or the callable itself
+
+Every hook is documented in ``docs/plugin-hooks.md`` as well; a test keeps the
+two in step. A misspelt hook name in a plugin is an error, with a suggestion.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pluggy
+
+__all__ = [
+    "hookimpl",
+    "hookspec",
+    "toolflow_after_call",
+    "toolflow_before_call",
+    "toolflow_register_cache_backends",
+    "toolflow_register_implementations",
+    "toolflow_register_kinds",
+    "toolflow_register_lint_rules",
+    "toolflow_register_model_providers",
+    "toolflow_retryable",
+    "toolflow_wrap_call",
+]
+
+PROJECT = "toolflow"
+
+hookspec = pluggy.HookspecMarker(PROJECT)
+"""Marks a hook specification (used by this module only)."""
+
+hookimpl = pluggy.HookimplMarker(PROJECT)
+"""Marks a plugin's hook implementation: ``@toolflow.hookimpl``."""
+
+
+@hookspec
+def toolflow_register_implementations(register: Callable[[str, Any], None]) -> None:
+    """Bind implementation names to Python callables.
+
+    Call ``register(name, target)`` once per implementation. ``name`` is what
+    specs write after ``implementation:``; ``target`` is a callable (sync or
+    async) or a lazy ``"module:attribute"`` string that is imported only when
+    the tool is first called, so that linting and listing never import heavy
+    SDKs. The callable receives the validated arguments as keyword arguments;
+    an async callable may also accept a ``ctx`` keyword with the call's context.
+
+    Two plugins registering the same name is an error naming both.
+    """
+
+
+@hookspec
+def toolflow_register_kinds(register: Callable[[Any], None]) -> None:
+    """Add implementation kinds: ways to implement a tool other than a bound name.
+
+    Call ``register(kind)`` with a :class:`toolflow.ImplementationKind`: its
+    ``name`` is the spec key that selects it (``template``, ``command``, ``http``),
+    ``schema`` the JSON Schema of that key's value (so the linter checks it), and
+    ``build(spec)`` returns the callable that runs a tool of that kind. The
+    built-in ``template`` and ``command`` kinds are registered this way.
+    """
+
+
+@hookspec
+def toolflow_register_lint_rules(register: Callable[[Any], None]) -> None:
+    """Add lint rules.
+
+    Call ``register(rule)`` with a :class:`toolflow.LintRule` whose code starts
+    with the plugin's own prefix (letters then digits, e.g. ``ACME101``), never
+    with ``TF``. The rule's ``check(ctx)`` yields diagnostics like the built-in
+    rules; a rule that raises is reported once as a warning naming its plugin.
+    """
+
+
+@hookspec
+def toolflow_register_cache_backends(register: Callable[[str, Any], None]) -> None:
+    """Provide cache backends for the ``persistent`` cache scope.
+
+    Call ``register(name, factory)``; the engine calls ``factory(**options)`` to
+    open the backend named by its configuration. Used by the executor.
+    """
+
+
+@hookspec
+def toolflow_register_model_providers(register: Callable[[str, Any], None]) -> None:
+    """Provide model providers for ``toolflow run --model NAME:...``.
+
+    Call ``register(name, factory)``; the agent loop calls the factory with the
+    text after ``NAME:``. Used by the agent loop.
+    """
+
+
+@hookspec
+def toolflow_before_call(call: Any) -> None:
+    """Observe a tool call after its arguments were validated, before it runs."""
+
+
+@hookspec
+def toolflow_after_call(call: Any, result: Any) -> None:
+    """Observe a tool call's normalised result (success or failure)."""
+
+
+@hookspec
+def toolflow_wrap_call(call: Any) -> Any:
+    """Wrap a tool call in middleware (tracing, auth, metering).
+
+    Return an async context manager that the engine enters around the call's
+    execution, or ``None`` to leave the call alone. Wrappers nest in plugin
+    registration order.
+    """
+
+
+@hookspec(firstresult=True)
+def toolflow_retryable(call: Any, error: BaseException) -> bool | None:
+    """Decide whether *error*, raised by a tool, may be retried.
+
+    Return ``True`` or ``False`` to decide, ``None`` to leave it to the spec's
+    ``retry.on`` classes. The first plugin that decides wins. ``trio.Cancelled``
+    never reaches this hook.
+    """
