@@ -11,6 +11,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from toolflow._calls import MalformedCall, ToolCall, parse_tool_call, parse_tool_calls
     from toolflow._diagnostics import Diagnostic, Severity, Span
     from toolflow._errors import ConfigError, SpecError, ToolflowError, UsageError
     from toolflow._invoke import invoke
@@ -79,6 +80,7 @@ _EXPORTS = {
     "LintContext": "toolflow._lint._rule",
     "LintRule": "toolflow._lint._rule",
     "LoadResult": "toolflow._model",
+    "MalformedCall": "toolflow._calls",
     "ParameterError": "toolflow._validation",
     "ParameterRule": "toolflow._model",
     "PluginError": "toolflow._plugins",
@@ -97,6 +99,7 @@ _EXPORTS = {
     "TEMPLATE_GLOBALS": "toolflow._templates",
     "TemplateError": "toolflow._templates",
     "TemplateProblem": "toolflow._templates",
+    "ToolCall": "toolflow._calls",
     "ToolDependency": "toolflow._model",
     "ToolResult": "toolflow._results",
     "ToolSpec": "toolflow._model",
@@ -115,6 +118,8 @@ _EXPORTS = {
     "load_specs": "toolflow._loader",
     "parse_duration": "toolflow._model",
     "parse_template": "toolflow._templates",
+    "parse_tool_call": "toolflow._calls",
+    "parse_tool_calls": "toolflow._calls",
     "render_template": "toolflow._templates",
     "template_environment": "toolflow._templates",
     "template_variables": "toolflow._templates",
@@ -136,6 +141,7 @@ __all__ = [
     "LintContext",
     "LintRule",
     "LoadResult",
+    "MalformedCall",
     "ParameterError",
     "ParameterRule",
     "PluginError",
@@ -153,6 +159,7 @@ __all__ = [
     "SpecFile",
     "TemplateError",
     "TemplateProblem",
+    "ToolCall",
     "ToolDependency",
     "ToolResult",
     "ToolSpec",
@@ -172,6 +179,8 @@ __all__ = [
     "load_specs",
     "parse_duration",
     "parse_template",
+    "parse_tool_call",
+    "parse_tool_calls",
     "render_template",
     "template_environment",
     "template_variables",

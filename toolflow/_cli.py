@@ -98,9 +98,15 @@ def _parser() -> argparse.ArgumentParser:
     plugins.set_defaults(handler=_cmd_plugins)
 
     call = commands.add_parser("call", help="run one tool: validate the arguments, call it, print the result as JSON")
-    call.add_argument("name", metavar="NAME", help="the tool to call")
+    call.add_argument("name", nargs="?", metavar="NAME", help="the tool to call (with --raw: optional, checked)")
     call.add_argument(
         "arguments", nargs="?", metavar="ARGS_JSON", help="the arguments, a JSON object (default: {}; '-': stdin)"
+    )
+    call.add_argument(
+        "--raw",
+        action="store_true",
+        help="ARGS_JSON is a whole tool call as a model sends it (OpenAI, Anthropic, "
+        '{"tool", "parameters"} or {"name", "args"}); its tool must be NAME when NAME is given',
     )
     call.add_argument(
         "--specs", action="append", metavar="PATH", help="spec file or directory (repeatable; default: specs/)"
@@ -134,6 +140,15 @@ def run(argv: Sequence[str], *, stdout: TextIO, stderr: TextIO) -> int:
         return exc.exit_code
     except BrokenPipeError:
         return 1
+    except KeyboardInterrupt:
+        print("toolflow: interrupted", file=stderr)
+        return 130
+    except BaseExceptionGroup as group:  # trio wraps an interrupt that arrives inside a nursery
+        interrupts, others = group.split(KeyboardInterrupt)
+        if interrupts is None or others is not None:
+            raise
+        print("toolflow: interrupted", file=stderr)
+        return 130
     except Exception:  # noqa: BLE001 - a bug must still exit 2, apart from "problems found"
         import traceback  # noqa: PLC0415
 
@@ -222,7 +237,9 @@ def _cmd_rule(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
 def _cmd_list(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     from toolflow._loader import load_specs  # noqa: PLC0415
 
-    result = load_specs(_spec_paths(args.paths))
+    plugins = _load_plugins(stderr)
+    kinds = {name: found[0].schema for name, found in plugins.kinds().items()}
+    result = load_specs(_spec_paths(args.paths), kinds=kinds)
     for diagnostic in result.diagnostics:
         print(diagnostic.render(), file=stderr)
     rows = []
@@ -337,20 +354,39 @@ def _cmd_plugins(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> in
 
 
 def _cmd_call(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    import attrs  # noqa: PLC0415
     import trio  # noqa: PLC0415
 
+    from toolflow._calls import MalformedCall, parse_tool_call  # noqa: PLC0415
     from toolflow._errors import UsageError  # noqa: PLC0415
     from toolflow._invoke import invoke  # noqa: PLC0415
     from toolflow._registry import load_registry  # noqa: PLC0415
 
-    text = sys.stdin.read() if args.arguments == "-" else args.arguments
+    # With --raw, a single positional is the call itself: NAME is then optional.
+    name, text = (None, args.name) if args.raw and args.arguments is None else (args.name, args.arguments)
+    text = sys.stdin.read() if text == "-" else text
     try:
         arguments = json.loads(text) if text else {}
     except json.JSONDecodeError as exc:
-        msg = f"ARGS_JSON is not valid JSON: {exc}"
+        msg = f"{'the tool call' if args.raw else 'ARGS_JSON'} is not valid JSON: {exc}"
         raise UsageError(msg) from None
+    warnings: tuple[str, ...] = ()
+    if args.raw:
+        call = parse_tool_call(arguments)
+        if isinstance(call, MalformedCall):
+            stdout.write(json.dumps(call.to_result().to_dict(), indent=2, ensure_ascii=False) + "\n")
+            return 1
+        if name is not None and name != call.name:
+            msg = f"NAME {name!r} is not the tool of the call, {call.name!r}"
+            raise UsageError(msg)
+        name, arguments, warnings = call.name, call.arguments, call.warnings
+    if name is None:
+        msg = "call: NAME is required (or give a whole tool call with --raw)"
+        raise UsageError(msg)
     registry = load_registry(_spec_paths(args.specs or []), plugins=_load_plugins(stderr))
-    tool = registry.get(args.name)
+    tool = registry.get(name)
     result = trio.run(invoke, tool, arguments)
+    if warnings:
+        result = attrs.evolve(result, warnings=(*warnings, *result.warnings))
     stdout.write(json.dumps(result.to_dict(), indent=2, ensure_ascii=False, default=str) + "\n")
     return 0 if result.success else 1

@@ -391,8 +391,10 @@ def _retry(default: Any, own: Any, *, dangerous: bool) -> RetryPolicy:
     if merged is False:
         return NO_RETRY
     settings = merged if isinstance(merged, dict) else {}
-    if dangerous and (merged is None or (isinstance(merged, dict) and "attempts" not in merged)):
-        # A dangerous tool that is not idempotent is retried only when a spec asks for it by number.
+    asked = own is True or merged is True or "attempts" in settings
+    if dangerous and not asked:
+        # A dangerous tool that is not idempotent is retried only when a spec asks for it:
+        # "retry: true", or a number of attempts.
         return NO_RETRY
     return RetryPolicy(
         attempts=settings.get("attempts", RetryPolicy().attempts),

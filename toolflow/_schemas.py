@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import functools
 import json
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from importlib import resources
 from typing import Any, cast
@@ -236,11 +237,20 @@ def _value_message(error: Any, label: str, path: list[str | int]) -> str:
 # --- parameter schemas (JSON Schema 2020-12) ---------------------------------------
 
 
+_KNOWN_DIALECT = re.compile(r"^https?://json-schema\.org/(draft-0[467]/|draft/(2019-09|2020-12)/)schema#?$")
+
+
 def iter_schema_problems(schema: Mapping[str, Any]) -> Iterator[tuple[str, list[str | int]]]:
     """Yield ``(message, path)`` for each way *schema* is not valid JSON Schema 2020-12.
 
     The path is relative to the schema. Nothing is yielded for a valid schema.
+    A ``$schema`` naming a dialect other than the known JSON Schema drafts is
+    one problem: it is never fetched.
     """
+    dialect = schema.get("$schema") if isinstance(schema, Mapping) else None
+    if dialect is not None and not (isinstance(dialect, str) and _KNOWN_DIALECT.match(dialect)):
+        yield f"unsupported $schema {dialect!r}; use a JSON Schema draft (2020-12 by default)", ["$schema"]
+        return
     if jsonschema_rs.meta.is_valid(cast("dict[str, Any]", schema)):
         return
     import jsonschema  # noqa: PLC0415 - imported only to explain failures
@@ -259,13 +269,21 @@ def _leaves(error: Any) -> Iterator[Any]:
         yield from _leaves(child)
 
 
-def fast_validator(schema: Mapping[str, Any]) -> Any:
-    """Compile *schema* (2020-12 unless it names its ``$schema``) for fast ``is_valid`` checks."""
+def fast_validator(schema: Mapping[str, Any], *, validate_formats: bool = False) -> Any:
+    """Compile *schema* (2020-12 unless it names its ``$schema``) for fast ``is_valid`` checks.
+
+    With *validate_formats*, ``format`` is asserted whatever the dialect, as the runtime
+    validators (``toolflow._checking.CompiledSchema``) do; unknown formats are ignored. Without
+    it, the dialect decides, as ``jsonschema_rs`` does by default: asserted in drafts 4 to 7,
+    an annotation in 2019-09 and 2020-12.
+    """
     document = cast("dict[str, Any]", schema)
+    # None is jsonschema_rs's "as the dialect says"; False would turn it off for draft-07 too.
+    formats = True if validate_formats else None
     # offline: a remote "$ref" is an error, never a request from the linter or the engine.
     if "$schema" in document:
-        return jsonschema_rs.validator_for(document, offline=True)
-    return jsonschema_rs.Draft202012Validator(document, offline=True)
+        return jsonschema_rs.validator_for(document, offline=True, validate_formats=formats)
+    return jsonschema_rs.Draft202012Validator(document, offline=True, validate_formats=formats)
 
 
 def iter_instance_errors(schema: Mapping[str, Any], instance: object) -> Iterator[tuple[str, list[str | int]]]:
@@ -289,7 +307,7 @@ def compile_parameter_rules(rules: Sequence[ParameterRule], *, draft7: bool = Fa
     """
     fragments: list[dict[str, Any]] = []
     for rule in rules:
-        names = list(rule.params)
+        names = list(dict.fromkeys(rule.params))  # a name listed twice counts once
         if rule.kind == "requires":
             if rule.when_values is not None:
                 condition = {

@@ -268,7 +268,8 @@ def make_tool(rng: random.Random, shape: Shape, verb: str, domain: str, earlier:
     tool["parameters"] = {"type": "object", "properties": properties, "required": required}
     if explicit:
         tool["parameters"]["additionalProperties"] = False
-    optional = [n for n in names if n not in required]
+    # A default would be filled in before the rules are checked (TF223), so rules use parameters without one.
+    optional = [n for n in names if n not in required and "default" not in properties[n]]
     rules: list[dict[str, Any]] = []
     if len(optional) >= 2 and rng.random() < shape.rules:
         rules.append({"exclusive": optional[:2]})

@@ -208,7 +208,7 @@ def test_github_escapes_line_breaks_in_messages() -> None:
     diagnostic = Diagnostic(
         code="TF201", name="invalid-tool-name", message="100% wrong:\r\nsee, here", file="a.yaml", line=2, column=3
     )
-    report = LintReport(diagnostics=(diagnostic,), files=(), rules=(), config=LintConfig())
+    report = LintReport(diagnostics=(diagnostic,), files=(), tool_count=0, rules=(), config=LintConfig())
     first = render_github(report).split("\n", 1)[0]
     assert first == (
         "::error file=a.yaml,line=2,col=3,endLine=2,endColumn=3,title=TF201 invalid-tool-name::"

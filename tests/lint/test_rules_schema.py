@@ -149,7 +149,7 @@ def test_example_with_unknown_argument_under_rules_names_the_rule(tmp_path: Path
     )
     spec = _spec(tmp_path / "s.yaml", {"search": tool})
     assert _lint(spec) == [
-        ("TF210", "examples[0] args break a parameter rule: when 'since' is given, 'until' must be given"),
+        ("TF210", "examples[0] args are rejected: until: 'until' is required when 'since' is given"),
     ]
 
 

@@ -147,6 +147,7 @@ def test_undeclared_variable_messages(tmp_path: Path) -> None:
     assert [d.message for d in _lint(spec)] == [
         "template reads 'mesage', which is not a parameter of tool 'say'; did you mean 'message'?",
         "command argv[1] reads 'text', but tool 'echo' declares no parameters",
+        "command argv[2] reads env.NAME, which commands cannot; write ${HOME}",
     ]
 
 

@@ -14,7 +14,6 @@ from toolflow._lint._rule import LintContext, PluginFacts, Rule
 from toolflow._lint._suppress import Suppression, find_suppressions
 from toolflow._lint.rules import builtin_rules
 from toolflow._loader import gc_paused, load_specs
-from toolflow._model import SpecFile
 
 __all__ = ["LintReport", "lint_paths"]
 
@@ -24,19 +23,21 @@ UNKNOWN_RULE = "TF902"
 
 @attrs.frozen(kw_only=True)
 class LintReport:
-    """The outcome of linting: sorted diagnostics and what was looked at."""
+    """The outcome of linting: sorted diagnostics and what was looked at.
+
+    The report is plain data: it keeps the paths of the files linted, not the
+    loaded specs, so that everything loading built is freed when linting ends.
+    """
 
     diagnostics: tuple[Diagnostic, ...]
-    files: tuple[SpecFile, ...]
+    files: tuple[str, ...]
+    """The spec files linted (readable or not), in load order."""
+    tool_count: int
+    """Number of tools declared across the files."""
     rules: tuple[Rule, ...]
     config: LintConfig
     crashed: tuple[str, ...] = ()
     """One message per plugin rule that raised; its diagnostics are lost, the run goes on."""
-
-    @property
-    def tool_count(self) -> int:
-        """Number of tools declared across the files."""
-        return sum(len(f.tools) for f in self.files)
 
     def count(self, severity: Severity) -> int:
         """Number of diagnostics of *severity*."""
@@ -128,7 +129,8 @@ def _lint(
         kept.extend(_suppression_problems(path, comments, ruleset, enabled_codes, config))
     return LintReport(
         diagnostics=tuple(sorted(kept, key=Diagnostic.sort_key)),
-        files=loaded.files,
+        files=tuple(f.path for f in loaded.files),
+        tool_count=len(loaded.tools),
         rules=enabled,
         config=config,
         crashed=tuple(crashed),

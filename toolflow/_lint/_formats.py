@@ -161,7 +161,7 @@ def render_junit(report: LintReport) -> str:
     by_file: dict[str, list[Diagnostic]] = collections.defaultdict(list)
     for d in report.diagnostics:
         by_file[d.file].append(d)
-    files = [f.path for f in report.files] + [p for p in by_file if p not in {f.path for f in report.files}]
+    files = [*report.files, *(p for p in by_file if p not in set(report.files))]
     failures = sum(1 for p in files if by_file.get(p))
     cases = []
     for path in files:

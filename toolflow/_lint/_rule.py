@@ -5,18 +5,22 @@ from __future__ import annotations
 import functools
 import weakref
 from collections.abc import Callable, Hashable, Iterable, Mapping
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Literal, TypeVar, overload
 
 import attrs
 
+from toolflow._checking import _DIALECT as _KNOWN_DIALECT  # the dialects the runtime validators accept
 from toolflow._diagnostics import Diagnostic, Severity, Span
 from toolflow._model import SpecFile, ToolSpec
-from toolflow._schemas import fast_validator, iter_schema_problems, json_pointer
+from toolflow._schemas import iter_schema_problems, json_pointer
+from toolflow._validation import ArgumentValidator, ResultValidator
 
 __all__ = ["DOCS_URL", "LintContext", "LintRule", "PluginFacts", "Rule", "ToolMemo"]
 
 DOCS_URL = "https://toolflow.dev/docs/rules"
 """Base of each rule's documentation page; ``{DOCS_URL}#tf203`` names one rule."""
+
+_DIALECT_2020_12 = "https://json-schema.org/draft/2020-12/schema"
 
 TARGETS = ("openai", "anthropic", "gemini", "mcp")
 """Providers and clients that ``--target`` can check specs against."""
@@ -66,23 +70,50 @@ class LintContext:
         return {name: tuple(tools) for name, tools in grouped.items()}
 
     def schema_ok(self, tool: ToolSpec, field: str = "parameters") -> bool:
-        """True when the tool's ``parameters`` (or ``output_schema``) is valid JSON Schema 2020-12."""
+        """True when the tool's ``parameters`` (or ``output_schema``) is valid JSON Schema.
+
+        Valid in the dialect its ``$schema`` names, 2020-12 when it names none. A ``$schema`` the
+        validators do not know is never fetched: the schema is not ok, as no call could use it.
+        """
         key = (id(tool), field)
         if key not in self._schema_ok:
             schema = getattr(tool, field)
-            self._schema_ok[key] = schema is not None and next(iter_schema_problems(schema), None) is None
+            dialect = schema.get("$schema", _DIALECT_2020_12) if isinstance(schema, Mapping) else _DIALECT_2020_12
+            self._schema_ok[key] = (
+                schema is not None
+                and isinstance(dialect, str)
+                and _KNOWN_DIALECT.fullmatch(dialect) is not None
+                and next(iter_schema_problems(schema), None) is None
+            )
         return self._schema_ok[key]
 
-    def validator(self, tool: ToolSpec, field: str = "parameters") -> Any:
-        """A compiled fast validator of the tool's schema, or ``None`` when the schema is invalid."""
+    @overload
+    def validator(self, tool: ToolSpec, field: Literal["parameters"] = ...) -> ArgumentValidator | None: ...
+    @overload
+    def validator(self, tool: ToolSpec, field: Literal["output_schema"]) -> ResultValidator | None: ...
+    @overload
+    def validator(self, tool: ToolSpec, field: str) -> ArgumentValidator | ResultValidator | None: ...
+    def validator(self, tool: ToolSpec, field: str = "parameters") -> ArgumentValidator | ResultValidator | None:
+        """The runtime's own validator of the tool's calls, compiled once per lint run and shared.
+
+        For ``parameters``, the :class:`~toolflow._validation.ArgumentValidator` every call's
+        arguments go through (``parameter_rules``, coercion, defaults, unknown keys, ``format``
+        asserted, ECMA-262 patterns); for ``output_schema``, the
+        :class:`~toolflow._validation.ResultValidator` of its results. ``None`` when the schema is
+        not :meth:`schema_ok` (TF204 reports it). The validator's own ``problem`` is left for the
+        rules to judge: the ``parameter_rules`` may make valid ``parameters`` unusable.
+        """
         key = (id(tool), field)
         if key not in self._validators:
-            schema = getattr(tool, field)
-            try:
-                self._validators[key] = fast_validator(schema) if self.schema_ok(tool, field) else None
-            except Exception:  # noqa: BLE001 - a schema the metaschema accepts may still fail to compile (bad $ref)
-                self._validators[key] = None
-        return self._validators[key]
+            found: ArgumentValidator | ResultValidator | None = None
+            if self.schema_ok(tool, field):  # for_spec never raises
+                if field == "parameters":
+                    found = ArgumentValidator.for_spec(tool)
+                elif field == "output_schema":
+                    found = ResultValidator.for_spec(tool)
+            self._validators[key] = found
+        shared: ArgumentValidator | ResultValidator | None = self._validators[key]
+        return shared
 
 
 Check = Callable[[LintContext], Iterable[Diagnostic]]

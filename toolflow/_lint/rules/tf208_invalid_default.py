@@ -5,12 +5,16 @@ Checks, in `parameters` and `output_schema`, each `default` against the
 schema it belongs to (with its `enum`, if any) and each `enum` value against
 the rest of its schema, and reports the values that do not validate: a string
 default of an integer parameter, a default that is not one of the enum
-values, an enum value of the wrong type.
+values, an enum value of the wrong type, a default that is not the `format`
+it declares. Values are judged as the runtime validators judge arguments and
+results: `format` is asserted (email, date, uri, ...; unknown formats are
+ignored) and `pattern` is an ECMA-262 regular expression.
 
 ## Why is this bad?
-Models copy defaults and enum values into their calls. A value the schema
-rejects makes the call fail validation, or, when the model is told a value is
-allowed that the implementation never expects, produces wrong results.
+Models copy defaults and enum values into their calls, and a parameter's
+default is filled in before the call's arguments are validated. A value the
+schema rejects makes the call fail validation, or, when the model is told a
+value is allowed that the implementation never expects, produces wrong results.
 
 ## Example
 ```yaml
@@ -27,6 +31,11 @@ tools:
           type: string
           enum: [relevance, newest, 1]
           description: How to sort the results
+        notify:
+          type: string
+          format: email
+          default: nobody
+          description: Who to tell when the search is done
 ```
 
 ## Use instead
@@ -44,6 +53,11 @@ tools:
           type: string
           enum: [relevance, newest, oldest]
           description: How to sort the results
+        notify:
+          type: string
+          format: email
+          default: search-bot@example.com
+          description: Who to tell when the search is done
 ```
 """
 
@@ -52,6 +66,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from toolflow._checking import CompiledSchema, ParameterError
 from toolflow._diagnostics import Diagnostic, Severity
 from toolflow._lint._rule import LintContext, Rule
 from toolflow._lint._schema_facts import (
@@ -63,7 +78,7 @@ from toolflow._lint._schema_facts import (
     subschemas,
 )
 from toolflow._model import ToolSpec
-from toolflow._schemas import fast_validator, iter_instance_errors, json_pointer
+from toolflow._schemas import fast_validator, json_pointer
 
 SCHEMA_FIELDS = ("parameters", "output_schema")
 
@@ -82,7 +97,6 @@ _NOT_ASSERTIONS = frozenset(
         "deprecated",
         "readOnly",
         "writeOnly",
-        "format",
         "contentMediaType",
         "contentEncoding",
     }
@@ -119,7 +133,8 @@ def _standalone(root: dict[str, Any], refs: Refs, sub: Subschema, drop: tuple[st
 
 def _compiled(schema: dict[str, Any]) -> Any:
     try:
-        return fast_validator(schema)
+        # Formats asserted, as CompiledSchema (the runtime's validators) does.
+        return fast_validator(schema, validate_formats=True)
     except Exception:  # noqa: BLE001 - a part that does not compile alone is TF204's business, not ours
         return None
 
@@ -164,6 +179,7 @@ def _explain(
         validator = _compiled(schema)
         if validator is None:
             continue
+        explaining: CompiledSchema | None = None
         label = friendly_label(field, sub.path)
         base = f"{tool.pointer}/{field}{json_pointer(sub.path)}"
         values = (
@@ -174,10 +190,27 @@ def _explain(
         for where, value in values:
             if validator.is_valid(value):
                 continue
-            error = next((m for m, _ in iter_instance_errors(schema, value)), "it is not valid")
+            # The runtime's engines: jsonschema_rs decided, jsonschema (made to agree with it) explains.
+            explaining = explaining or CompiledSchema.compile(schema)
+            error = _first_error(explaining, value)
             what = "default" if kind == "default" else "enum value"
             message = f"{what} {_short(value)} of {label} does not match its schema: {error}"
             yield RULE.diag(tool, f"{base}/{where}", message)
+
+
+def _first_error(compiled: CompiledSchema, value: object) -> str:
+    """The most relevant reason *value* is rejected, in the ``jsonschema`` library's words."""
+    import jsonschema  # noqa: PLC0415 - imported only to explain a failure
+
+    errors = list(compiled.iter_errors(value))
+    problem = next((e for e in errors if isinstance(e, ParameterError)), None)
+    if problem is not None:
+        return problem.message[:1].lower() + problem.message[1:]
+    try:
+        best = jsonschema.exceptions.best_match(errors)
+    except TypeError:  # paths that do not compare (keys and indexes at one depth) cannot be ranked
+        best = errors[0] if errors else None
+    return "it is not valid" if best is None else str(best.message)
 
 
 RULE = Rule(code="TF208", name="invalid-default", severity=Severity.ERROR, doc=__doc__ or "", check=check)

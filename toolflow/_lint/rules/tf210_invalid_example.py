@@ -1,10 +1,15 @@
-"""An example's arguments or result do not match the tool's schemas.
+"""An example's arguments or result would be rejected by the tool's own validators.
 
 ## What it does
-Validates each entry of `examples` the way a real call would be validated:
-its `args` against `parameters` together with the tool's `parameter_rules`,
-and its `result`, when given, against `output_schema`, when declared. Reports
-one problem per example, at the failing argument when one can be named.
+Runs each entry of `examples` through the validators a real call goes
+through. Its `args` are checked exactly as a call's arguments are: strings
+coerced to the declared types (unless the tool is `strict`), defaults filled
+in, undeclared keys dropped (or rejected where `additionalProperties` is
+`false`), then `parameters` with `format` asserted and ECMA-262 `pattern`s,
+then the `parameter_rules`. Its `result`, when given, is checked as a result's
+data is, against `output_schema`, when declared. Reports one problem per
+example, the first error in the validator's own words, at the failing argument
+when the error names one.
 
 ## Why is this bad?
 Examples document how to call the tool and are shown to models and readers
@@ -14,89 +19,58 @@ rejected, and usually means the schema and the examples drifted apart.
 ## Example
 ```yaml
 tools:
-  search:
+  notify:
     parameters:
       type: object
       properties:
-        query:
+        to:
           type: string
-          description: What to look for
-        limit:
+          format: email
+          description: Who to write to
+        retries:
           type: integer
-          description: Most results to return
-      required: [query]
+          description: How often to try again
+      required: [to]
     examples:
-      - args: {query: lamps, limit: "5"}
+      - args: {to: the manager, retries: "twice"}
 ```
 
 ## Use instead
 ```yaml
 tools:
-  search:
+  notify:
     parameters:
       type: object
       properties:
-        query:
+        to:
           type: string
-          description: What to look for
-        limit:
+          format: email
+          description: Who to write to
+        retries:
           type: integer
-          description: Most results to return
-      required: [query]
+          description: How often to try again
+      required: [to]
     examples:
-      - args: {query: lamps, limit: 5}
+      - args: {to: manager@example.com, retries: 2}
 ```
 """  # noqa: D214, D405, D411 - `examples:` here is YAML, not a docstring section
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
+import re
+from collections.abc import Iterator, Mapping, Sequence
 
+from toolflow._checking import ARGUMENTS, CompiledSchema, ErrorExplainer, ParameterError, show
 from toolflow._diagnostics import Diagnostic, Severity
 from toolflow._lint._rule import LintContext, Rule
 from toolflow._lint._schema_facts import has_remote_ref
-from toolflow._model import Example, ParameterRule, ToolSpec
-from toolflow._schemas import (
-    compile_parameter_rules,
-    fast_validator,
-    iter_instance_errors,
-    json_pointer,
-)
+from toolflow._model import Example, ToolSpec
+from toolflow._results import ToolResult
+from toolflow._schemas import json_pointer
 
-
-def _names(names: tuple[str, ...]) -> str:
-    return ", ".join(repr(n) for n in names)
-
-
-def describe_rule(rule: ParameterRule) -> str:
-    """Say what a parameter rule demands, in words."""
-    if rule.kind == "requires":
-        if rule.when_values is not None:
-            condition = " and ".join(f"{k!r} is {v!r}" for k, v in rule.when_values.items())
-        else:
-            condition = f"{rule.when!r} is given"
-        return f"when {condition}, {_names(rule.params)} must be given"
-    if rule.kind == "exclusive":
-        return f"at most one of {_names(rule.params)} may be given"
-    if rule.kind == "at_least_one":
-        return f"at least one of {_names(rule.params)} must be given"
-    return f"exactly one of {_names(rule.params)} must be given"
-
-
-def _compiled(schema: dict[str, Any]) -> Any:
-    try:
-        return fast_validator(schema)
-    except Exception:  # noqa: BLE001 - a schema that does not compile is TF204's to report
-        return None
-
-
-def _broken_rule(tool: ToolSpec, args: object) -> ParameterRule | None:
-    for rule in tool.parameter_rules:
-        validator = _compiled({"allOf": compile_parameter_rules([rule])})
-        if validator is not None and not validator.is_valid(args):
-            return rule
-    return None
+_INDEX = re.compile(r"\[(\d+)\]")
+_UNKNOWN_KEY = ("additionalProperties:", "unevaluatedProperties:")
+_NONE = object()
 
 
 def check(ctx: LintContext) -> Iterator[Diagnostic]:
@@ -108,43 +82,111 @@ def check(ctx: LintContext) -> Iterator[Diagnostic]:
 
 
 def _check_args(ctx: LintContext, tool: ToolSpec) -> Iterator[Diagnostic]:
-    if not ctx.schema_ok(tool) or has_remote_ref(tool):
+    if has_remote_ref(tool):
         return
-    plain = ctx.validator(tool)
-    if plain is None:
-        return
-    # Arguments valid against the parameters and against the rules' fragments are valid against
-    # validation_schema(parameters, rules), the schema calls are checked with (an
-    # unevaluatedProperties in the parameters aside). Checking the two apart reuses the shared
-    # validator and compiles only the small fragments, not the parameters a second time.
-    fragments = compile_parameter_rules(tool.parameter_rules)
-    rules = _compiled({"allOf": fragments}) if fragments else None
-    for i, example in enumerate(tool.examples):
-        if not plain.is_valid(example.args):
-            message, path = next(iter_instance_errors(tool.parameters, example.args), ("it is not valid", []))
-            yield _at(tool, example, "args", path, f"examples[{i}] args do not match the parameters: {message}")
-        elif rules is not None and not rules.is_valid(example.args):
-            rule = _broken_rule(tool, example.args)
-            why = describe_rule(rule) if rule is not None else "the arguments break a parameter rule"
-            yield _at(tool, example, "args", [], f"examples[{i}] args break a parameter rule: {why}")
-
-
-def _check_results(ctx: LintContext, tool: ToolSpec) -> Iterator[Diagnostic]:
-    schema = tool.output_schema
-    if schema is None or not ctx.schema_ok(tool, "output_schema") or has_remote_ref(tool, "output_schema"):
-        return
-    validator = ctx.validator(tool, "output_schema")
+    validator = ctx.validator(tool)
     if validator is None:
         return
     for i, example in enumerate(tool.examples):
-        if example.has_result and not validator.is_valid(example.result):
-            message, path = next(iter_instance_errors(schema, example.result), ("it is not valid", []))
-            yield _at(tool, example, "result", path, f"examples[{i}] result does not match 'output_schema': {message}")
+        outcome = validator.validate(example.args)
+        if outcome.valid:
+            continue
+        first = outcome.errors[0]
+        path = [] if first.parameter == ARGUMENTS else _path_named(first.parameter, example.args)
+        unknown = bool(path) and (first.constraint or "").startswith(_UNKNOWN_KEY)
+        message = f"examples[{i}] args are rejected: {first.describe()}{_more(outcome.errors)}"
+        yield _at(tool, example, "args", path, message, key=unknown or not path)
 
 
-def _at(tool: ToolSpec, example: Example, part: str, path: list[str | int], message: str) -> Diagnostic:
+def _check_results(ctx: LintContext, tool: ToolSpec) -> Iterator[Diagnostic]:
+    if tool.output_schema is None or has_remote_ref(tool, "output_schema"):
+        return
+    validator = ctx.validator(tool, "output_schema")
+    if validator is None or validator.compiled is None:
+        return
+    for i, example in enumerate(tool.examples):
+        if not example.has_result:
+            continue
+        # The verdict is the runtime's: the example's result is the data of a successful call.
+        if validator.normalize(ToolResult(success=True, data=example.result)).success:
+            continue
+        problems = _result_problems(validator.compiled, example.result)
+        if not problems:
+            continue
+        first = problems[0]
+        path = _path_named(first.parameter.removeprefix("data"), example.result, dotted=True)
+        message = f"examples[{i}] result does not match 'output_schema': {first.describe()}{_more(problems)}"
+        yield _at(tool, example, "result", path, message, key=not path)
+
+
+def _result_problems(compiled: CompiledSchema, data: object) -> list[ParameterError]:
+    """The problems of *data*, as ``ResultValidator.normalize`` words them."""
+    explainer = ErrorExplainer(root="data", noun="property", under_root=True)
+    problems: list[ParameterError] = []
+    for error in compiled.iter_errors(data, root="data"):
+        if isinstance(error, ParameterError):
+            problems.append(error)
+        else:
+            explainer.explain(error)
+    problems.extend(explainer.result(()))
+    return problems
+
+
+def _more(errors: Sequence[ParameterError]) -> str:
+    return f"; and {len(errors) - 1} more" if len(errors) > 1 else ""
+
+
+def _path_named(label: str, instance: object, *, dotted: bool = False) -> list[str | int]:
+    """The path into *instance* that a validator's label names (``address.city``, ``tags[0]``).
+
+    Only as much of the path as exists in *instance* is returned: a missing parameter, one filled
+    in from its default, or the names of a rule (``a, b``) give the path of what holds them.
+    Keys are matched against *instance*'s own keys, so names with dots or brackets resolve too.
+    *dotted* says that a key is preceded by a dot even at the top (``.count`` under ``data``).
+    """
+    path: list[str | int] = []
+    node, rest = instance, label
+    while rest:
+        if isinstance(node, list) and (index := _INDEX.match(rest)):
+            position = int(index[1])
+            if position >= len(node):
+                break
+            path.append(position)
+            node, rest = node[position], rest[index.end() :]
+        elif isinstance(node, Mapping):
+            if dotted or path:
+                if not rest.startswith("."):
+                    break
+                rest = rest[1:]
+            key = _longest_key(node, rest)
+            if key is _NONE:
+                break
+            path.append(key if isinstance(key, str) else show(key))
+            node, rest = node[key], rest[len(_spelt(key)) :]
+        else:
+            break
+    return path
+
+
+def _spelt(key: object) -> str:
+    return key if isinstance(key, str) else show(key)
+
+
+def _longest_key(node: Mapping[object, object], rest: str) -> object:
+    """The longest key of *node* that *rest* starts with, followed by nothing, a dot or a bracket; else ``_NONE``."""
+    found: object = _NONE
+    for key in node:
+        text = _spelt(key)
+        if (rest == text or rest.startswith((text + ".", text + "["))) and (
+            found is _NONE or len(text) > len(_spelt(found))
+        ):
+            found = key
+    return found
+
+
+def _at(tool: ToolSpec, example: Example, part: str, path: list[str | int], message: str, *, key: bool) -> Diagnostic:
     pointer = f"{example.pointer}/{part}{json_pointer(path)}"
-    return RULE.diag(tool, pointer, message, key=not path)
+    return RULE.diag(tool, pointer, message, key=key)
 
 
 RULE = Rule(code="TF210", name="invalid-example", severity=Severity.ERROR, doc=__doc__ or "", check=check)

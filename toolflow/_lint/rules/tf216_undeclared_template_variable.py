@@ -7,6 +7,10 @@ that are neither parameters of the tool nor template globals (`env`, `range`,
 reports environment variables read as `env.NAME` that the template's `env:` list
 does not name (the string form lists none).
 
+It also reports `env.NAME` in a `command:` argv item (commands take environment
+values through `${NAME}`, which the loader interpolates), and a template with an
+`env:` list on a tool that has a parameter named `env`, which would hide it.
+
 ## Why is this bad?
 Templates render with strict undefined variables: reading a name that is not
 an argument fails the call at run time, typically after a parameter was renamed
@@ -67,10 +71,18 @@ def check(ctx: LintContext) -> Iterator[Diagnostic]:
                 unknown = [v for v in unknown if v not in declared]
                 if unknown:
                     yield RULE.diag(tool, facts.pointer, _unknown_message(what, tool.name, unknown, declared))
-            if facts.env_listed is not None:
-                unlisted = [n for n in facts.env_reads if n not in facts.env_listed]
-                if unlisted:
-                    yield RULE.diag(tool, facts.pointer, _env_message(what, unlisted, sorted(facts.env_listed)))
+            if facts.env_listed is None:
+                if facts.env_reads:
+                    # The command kind refuses env.NAME at run time: the loader interpolates ${NAME} instead.
+                    names = ", ".join(f"${{{n}}}" for n in facts.env_reads)
+                    yield RULE.diag(tool, facts.pointer, f"{what} reads env.NAME, which commands cannot; write {names}")
+                continue
+            unlisted = [n for n in facts.env_reads if n not in facts.env_listed]
+            if unlisted:
+                yield RULE.diag(tool, facts.pointer, _env_message(what, unlisted, sorted(facts.env_listed)))
+            if facts.env_listed and declared is not None and "env" in declared:
+                message = f"tool {tool.name!r} has a parameter named 'env', which hides the template's environment"
+                yield RULE.diag(tool, facts.pointer, message)
 
 
 def _listing(names: Sequence[str], choices: Sequence[str], prefix: str = "") -> str:

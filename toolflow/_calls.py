@@ -1,0 +1,511 @@
+r"""Extract tool calls from whatever a model sent (seed 000, step 1).
+
+:func:`parse_tool_call` turns one raw call into a :class:`ToolCall`, or into a
+:class:`MalformedCall` whose model-readable error (seed 003's runtime messages)
+becomes the call's failure result. It never raises. It recognises four shapes,
+given as a mapping, as JSON text, or as an SDK object with ``model_dump()``:
+
+``openai``
+    A Chat Completions tool call, as in ``message.tool_calls`` (openai-python
+    ``types/chat/chat_completion_message_function_tool_call.py``, seed 003)::
+
+        {"id": "call_abc123", "type": "function",
+         "function": {"name": "inspect_location", "arguments": "{\"detail_level\": \"full\"}"}}
+
+    ``arguments`` is JSON text that the model wrote and that may be invalid;
+    an empty string means ``{}``, and an already decoded object is accepted
+    (as some OpenAI-compatible servers send it, without ``id`` or ``type``).
+    Also read as ``openai``: a Responses API item ``{"type": "function_call",
+    "call_id", "name", "arguments"}`` (its ``call_id`` is the id results refer
+    to) and a legacy ``function_call`` ``{"name", "arguments"}``.
+``anthropic``
+    A Messages API ``tool_use`` content block (anthropic-sdk-python
+    ``types/tool_use_block.py``)::
+
+        {"type": "tool_use", "id": "toolu_01A09q90qw90lq917835lq9", "name": "say", "input": {"message": "hi"}}
+``fallback``
+    Seed 000's JSON in the message content, for models without native tool
+    calling: ``{"tool": NAME, "parameters": {...}, "reasoning": "..."}``.
+``text``
+    Seed 004's text protocol, the JSON inside a ``<tool_call>`` block:
+    ``{"name": NAME, "args": {...}}``. Finding the blocks in the model's text
+    (and skipping those inside code fences) is the caller's job.
+
+Defensive parsing (seed 000): when a ``fallback`` or ``text`` call has no (or
+empty) ``parameters``/``args`` but other top-level keys, those keys are taken
+as the arguments and the call carries a warning saying so; keys beside
+non-empty arguments are ignored, also with a warning. Arguments that were
+JSON-encoded twice (a JSON string holding an object) are decoded with a warning.
+
+The size guard: arguments whose JSON is larger than ``max_argument_bytes``
+(default :data:`DEFAULT_MAX_ARGUMENT_BYTES`, 1 MiB) make a malformed call. JSON
+text is measured exactly in UTF-8 bytes; arguments that arrive already decoded
+are measured by a cheap estimate of their compact JSON size. Seed 003's system
+used 2 KB; pass such a limit where the tools take only short arguments.
+
+Call ids: a call keeps the id its provider gave it (results must refer to it).
+A call without one (``fallback`` and ``text`` never have one) gets
+``call_<n>``, *n* being its position in the batch (``id_prefix`` changes
+``call_``); :func:`parse_tool_calls` also renames later calls that repeat an
+earlier call's id, so the ids of one batch are unique, deterministically.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from types import MappingProxyType
+from typing import Any, TypeAlias
+
+import attrs
+
+from toolflow._results import ToolResult
+
+__all__ = [
+    "CALL_FORMATS",
+    "DEFAULT_MAX_ARGUMENT_BYTES",
+    "MalformedCall",
+    "ParsedCall",
+    "ToolCall",
+    "parse_tool_call",
+    "parse_tool_calls",
+]
+
+CALL_FORMATS = ("openai", "fallback", "anthropic", "text")
+"""The values of :attr:`ToolCall.format`; a :class:`MalformedCall` may also say ``"unknown"``."""
+
+DEFAULT_MAX_ARGUMENT_BYTES = 1 << 20
+"""Default cap on the JSON of one call's arguments: 1 MiB.
+
+Generous on purpose: it stops a runaway generation or a hostile payload from
+being decoded and validated, and no sensible tool argument comes near it. Tools
+that take only short arguments can use a much smaller cap (seed 003: 2 KB).
+"""
+
+_ENVELOPE_BYTES = 64 * 1024
+"""Allowance on top of the argument cap for the rest of a call given as JSON text (name, id, reasoning)."""
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+# isinstance() tuples, built once (``X | Y`` in a call builds a union each time); dict before the slow ABC.
+_TEXT_TYPES = (str, bytes, bytearray)
+_MAPPING_TYPES = (dict, Mapping)
+_SMALL_TYPES = (bool, float)
+_SEQUENCE_TYPES = (list, tuple)
+_FALLBACK_KEYS = frozenset({"tool", "parameters", "reasoning"})
+_TEXT_KEYS = frozenset({"name", "args", "reasoning"})
+_EXPECTED = (
+    'expected an OpenAI tool call {"id", "type": "function", "function": {"name", "arguments"}}, '
+    'an Anthropic tool_use block {"type": "tool_use", "id", "name", "input"}, '
+    '{"tool": NAME, "parameters": {...}} or {"name": NAME, "args": {...}}'
+)
+
+
+def _copy(value: Mapping[str, Any]) -> Mapping[str, Any]:
+    # A plain dict, not a read-only proxy: the argument validator's fast path takes dicts only.
+    return dict(value)
+
+
+def _to_tuple(value: Iterable[str]) -> tuple[str, ...]:
+    return value if isinstance(value, tuple) else tuple(value)
+
+
+@attrs.frozen(kw_only=True)
+class ToolCall:
+    """One well-formed tool call, ready for look-up and validation.
+
+    Attributes:
+        id: The provider's call id, or ``call_<n>`` when it sent none (see the module docs);
+            the result handed back to the model refers to it.
+        name: The tool asked for (not yet looked up).
+        arguments: The arguments as sent (not yet validated): the call's own copy, a plain
+            ``dict`` (the validator's fast path takes dicts); treat it as read-only.
+        reasoning: Why the model made the call, when the format carries it (``fallback``).
+        format: How the call was written: one of :data:`CALL_FORMATS`.
+        warnings: What defensive parsing corrected; pass them on with the call's result.
+        raw: What the model sent, as given; not compared, not shown in ``repr``.
+    """
+
+    id: str
+    name: str
+    arguments: Mapping[str, Any] = attrs.field(converter=_copy)
+    reasoning: str = ""
+    format: str
+    warnings: tuple[str, ...] = attrs.field(default=(), converter=_to_tuple)
+    raw: Any = attrs.field(default=None, eq=False, repr=False)
+
+
+@attrs.frozen(kw_only=True)
+class MalformedCall:
+    """A call that cannot be run as sent; the model gets :attr:`error` as the call's result.
+
+    Attributes:
+        id: As :attr:`ToolCall.id`.
+        name: The tool asked for, when the call named one as a string.
+        error: What is wrong, for the model: ``Error: Invalid JSON arguments - ...``,
+            ``Error: Arguments must be a JSON object, got list``, ``Error: Missing tool name``, ...
+        format: As :attr:`ToolCall.format`, or ``"unknown"`` when the shape was not recognised.
+        raw: What the model sent, as given; not compared, not shown in ``repr``.
+    """
+
+    id: str
+    name: str | None = None
+    error: str
+    format: str
+    raw: Any = attrs.field(default=None, eq=False, repr=False)
+
+    def to_result(self) -> ToolResult:
+        """Return the failure result that answers this call: its :attr:`error`, nothing else."""
+        return ToolResult.failure(self.error)
+
+
+ParsedCall: TypeAlias = ToolCall | MalformedCall
+"""What parsing one raw call gives."""
+
+
+def parse_tool_call(
+    raw: object,
+    *,
+    index: int = 0,
+    id_prefix: str = "call_",
+    max_argument_bytes: int = DEFAULT_MAX_ARGUMENT_BYTES,
+) -> ParsedCall:
+    """Read one tool call in any of the formats of the module docs; never raises on *raw*.
+
+    Args:
+        raw: The call: a mapping, JSON text, or an object with ``model_dump()`` (SDK models).
+        index: The call's position in its batch; a call without an id gets ``f"{id_prefix}{index}"``.
+        id_prefix: The prefix of generated ids.
+        max_argument_bytes: The largest JSON of the arguments accepted (see the module docs).
+
+    Raises:
+        ValueError: *max_argument_bytes* is not positive.
+    """
+    _check_limit(max_argument_bytes)
+    return _parse_safely(raw, f"{id_prefix}{index}", max_argument_bytes)[0]
+
+
+def parse_tool_calls(
+    raw_calls: Iterable[object] | None,
+    *,
+    id_prefix: str = "call_",
+    max_argument_bytes: int = DEFAULT_MAX_ARGUMENT_BYTES,
+) -> list[ParsedCall]:
+    """Read the calls of one model turn, in order, with unique ids; never raises on a call.
+
+    A call without an id gets ``f"{id_prefix}{n}"`` (*n* its 0-based position). A
+    call repeating the id of an earlier call keeps its place but gets a generated
+    id, with a warning when it is well-formed. A generated id that some provider
+    id of the batch already uses gets a suffix (``call_1_2``). *raw_calls* may also
+    be ``None`` (no calls) or a single call (a mapping or JSON text).
+
+    Raises:
+        ValueError: *max_argument_bytes* is not positive.
+    """
+    _check_limit(max_argument_bytes)
+    if raw_calls is None:
+        return []
+    items: Iterable[object]
+    if isinstance(raw_calls, str | bytes | bytearray | Mapping) or not isinstance(raw_calls, Iterable):
+        items = [raw_calls]
+    else:
+        items = raw_calls
+    parsed = [_parse_safely(raw, f"{id_prefix}{n}", max_argument_bytes) for n, raw in enumerate(items)]
+    provided = {call.id for call, given in parsed if given}
+    used: set[str] = set()
+    calls: list[ParsedCall] = []
+    for n, (call, given) in enumerate(parsed):
+        if given and call.id not in used:
+            used.add(call.id)
+            calls.append(call)
+            continue
+        fresh = f"{id_prefix}{n}"
+        suffix = 1
+        while fresh in provided or fresh in used:
+            suffix += 1
+            fresh = f"{id_prefix}{n}_{suffix}"
+        used.add(fresh)
+        if fresh == call.id:
+            calls.append(call)
+        elif given and isinstance(call, ToolCall):
+            note = f"call id {call.id!r} was already used by an earlier call of this turn; renamed to {fresh!r}"
+            calls.append(attrs.evolve(call, id=fresh, warnings=(*call.warnings, note)))
+        else:
+            calls.append(attrs.evolve(call, id=fresh))
+    return calls
+
+
+def _check_limit(limit: int) -> None:
+    if limit <= 0:
+        msg = f"max_argument_bytes must be positive, got {limit!r}"
+        raise ValueError(msg)
+
+
+def _parse_safely(raw: object, default_id: str, limit: int) -> tuple[ParsedCall, bool]:
+    """Parse *raw*; also say whether the call's id came from the provider."""
+    try:
+        return _parse(raw, default_id, limit)
+    except Exception as exc:  # noqa: BLE001 - odd objects (a mapping whose items() raises, ...) are malformed calls
+        error = f"Error: Could not read the tool call - {type(exc).__name__}: {exc}"
+        return MalformedCall(id=default_id, error=error, format="unknown", raw=raw), False
+
+
+def _parse(raw: object, default_id: str, limit: int) -> tuple[ParsedCall, bool]:
+    value, error = _load(raw, limit)
+    if error is not None or not isinstance(value, _MAPPING_TYPES):
+        error = error or f"Error: Unrecognised tool call - {_EXPECTED}; got {_kind(value, article=True)}"
+        return MalformedCall(id=default_id, error=error, format="unknown", raw=raw), False
+
+    kind = value.get("type")
+    reasoning: object = None
+    warnings: tuple[str, ...] = ()
+    if kind == "tool_use" or (
+        "name" in value and isinstance(value.get("input"), _MAPPING_TYPES) and "args" not in value
+    ):
+        fmt, call_id, name, arguments = "anthropic", value.get("id"), value.get("name"), value.get("input")
+    elif "function" in value:
+        fmt, call_id, function = "openai", value.get("id"), value["function"]
+        problem = None
+        if kind is not None and kind != "function":
+            problem = f"Error: Unsupported tool call type {kind!r} - only 'function' tool calls can be run"
+        elif not isinstance(function, _MAPPING_TYPES):
+            problem = f"Error: 'function' must be an object with 'name' and 'arguments', got {_kind(function)}"
+        if problem is not None:
+            given = _id(call_id)
+            return MalformedCall(id=given or default_id, error=problem, format=fmt, raw=raw), given is not None
+        name, arguments = function.get("name"), function.get("arguments")
+    elif kind == "function_call":  # the Responses API
+        fmt, call_id = "openai", value.get("call_id", value.get("id"))
+        name, arguments = value.get("name"), value.get("arguments")
+    elif "tool" in value:
+        fmt, call_id = "fallback", None
+        name, arguments, reasoning, warnings = _defensive(value, "tool", "parameters", _FALLBACK_KEYS)
+    elif "name" in value and "arguments" in value:  # a legacy function_call
+        fmt, call_id, name, arguments = "openai", value.get("id"), value["name"], value["arguments"]
+    elif "name" in value:
+        fmt, call_id = "text", None
+        name, arguments, reasoning, warnings = _defensive(value, "name", "args", _TEXT_KEYS)
+    else:
+        error = f"Error: Unrecognised tool call - {_EXPECTED}; got {_kind(value, article=True)}"
+        return MalformedCall(id=default_id, error=error, format="unknown", raw=raw), False
+
+    given = _id(call_id)
+    ident = given or default_id
+    if call_id is not None and given is None:
+        warnings = (*warnings, f"call id {call_id!r} is not a non-empty string; using {ident!r}")
+    checked, problem = _check_name(name)
+    if problem is not None:
+        return MalformedCall(id=ident, error=problem, format=fmt, raw=raw), given is not None
+    decoded, problem, notes = _decode_arguments(arguments, limit)
+    if problem is not None:
+        return MalformedCall(id=ident, name=checked, error=problem, format=fmt, raw=raw), given is not None
+    call = ToolCall(
+        id=ident,
+        name=checked,
+        arguments=decoded,
+        reasoning=_reasoning(reasoning),
+        format=fmt,
+        warnings=(*warnings, *notes),
+        raw=raw,
+    )
+    return call, given is not None
+
+
+def _load(raw: object, limit: int) -> tuple[object, str | None]:
+    """Decode a call given as JSON text or as an SDK model; return ``(value, error)``."""
+    if isinstance(raw, _TEXT_TYPES):
+        if _text_size_over(raw, limit + _ENVELOPE_BYTES):
+            return None, f"Error: Tool call is too large - more than {limit + _ENVELOPE_BYTES} bytes of JSON"
+        try:
+            return json.loads(raw), None
+        except (ValueError, RecursionError) as exc:
+            return None, f"Error: Invalid JSON tool call - {_json_error(exc)}"
+    if not isinstance(raw, _MAPPING_TYPES):
+        dump = getattr(raw, "model_dump", None)
+        if callable(dump):
+            return dump(), None
+    return raw, None
+
+
+def _defensive(
+    value: Mapping[Any, Any], name_key: str, arguments_key: str, meta: frozenset[str]
+) -> tuple[object, object, object, tuple[str, ...]]:
+    """Read a ``fallback`` or ``text`` call: ``(name, arguments, reasoning, warnings)``.
+
+    Stray top-level keys become the arguments when the call has none (seed 000's defensive parsing).
+    """
+    stray = {key: item for key, item in value.items() if key not in meta}
+    arguments = value.get(arguments_key)
+    if stray and _is_empty(arguments):
+        note = f"parameters were sent at the top level of the call; accepted: {_names(stray)}"
+        return value.get(name_key), stray, value.get("reasoning"), (note,)
+    warnings = (f"keys outside {arguments_key!r} were ignored: {_names(stray)}",) if stray else ()
+    return value.get(name_key), arguments, value.get("reasoning"), warnings
+
+
+def _is_empty(arguments: object) -> bool:
+    if arguments is None:
+        return True
+    if isinstance(arguments, str):
+        return not arguments.strip() or arguments.strip() in ("{}", "null")
+    return isinstance(arguments, Mapping) and not arguments
+
+
+def _id(value: object) -> str | None:
+    return value if isinstance(value, str) and value.strip() else None
+
+
+def _check_name(name: object) -> tuple[str, str | None]:
+    if name is None or (isinstance(name, str) and not name.strip()):
+        return "", "Error: Missing tool name"
+    if not isinstance(name, str):
+        return "", f"Error: Tool name must be a string, got {_kind(name)}"
+    return name.strip(), None
+
+
+def _decode_arguments(arguments: object, limit: int) -> tuple[Mapping[str, Any], str | None, tuple[str, ...]]:
+    """Return ``(arguments, error, warnings)``; *error* is ``None`` when they are usable."""
+    notes: tuple[str, ...] = ()
+    value = arguments
+    if value is None:
+        return _EMPTY, None, notes
+    if isinstance(value, str):
+        if _text_size_over(value, limit):
+            return (
+                _EMPTY,
+                f"Error: Arguments are too large - more than {limit} bytes of JSON; send smaller arguments",
+                notes,
+            )
+        if not value.strip():
+            return _EMPTY, None, notes
+        try:
+            value = json.loads(value)
+        except (ValueError, RecursionError) as exc:
+            return _EMPTY, f"Error: Invalid JSON arguments - {_json_error(exc)}", notes
+        if value is None:
+            return _EMPTY, None, notes
+        if isinstance(value, str) and value.lstrip().startswith("{"):
+            try:
+                inner = json.loads(value)
+            except (ValueError, RecursionError):
+                inner = None
+            if isinstance(inner, dict):
+                value = inner
+                notes = ("the arguments were JSON-encoded twice; decoded them",)
+        if not isinstance(value, dict):
+            return _EMPTY, f"Error: Arguments must be a JSON object, got {_kind(value)}", notes
+        return value, None, notes  # decoded JSON: string keys only
+    if not isinstance(value, _MAPPING_TYPES):
+        return _EMPTY, f"Error: Arguments must be a JSON object, got {_kind(value)}", notes
+    problem = _object_problem(value, limit)
+    if problem is not None:
+        return _EMPTY, problem, notes
+    return value, None, notes
+
+
+def _object_problem(value: Mapping[Any, Any], limit: int) -> str | None:
+    """Check decoded arguments: string keys, and JSON of at most *limit* bytes (estimated)."""
+    size = 2
+    nested: list[object] = []
+    for key, member in value.items():
+        if not isinstance(key, str):
+            return f"Error: Argument names must be strings, got {key!r}"
+        size += len(key) + 4
+        if isinstance(member, str):
+            size += len(member) + 2
+        elif isinstance(member, _SMALL_TYPES) or member is None:
+            size += 6
+        elif isinstance(member, int):
+            size += member.bit_length() // 3 + 1
+        else:
+            nested.append(member)
+        if size > limit:
+            break
+    if size <= limit and nested:
+        size += _estimated_json_size(nested, limit - size)
+    if size > limit:
+        return f"Error: Arguments are too large - more than {limit} bytes of JSON; send smaller arguments"
+    return None
+
+
+def _text_size_over(text: str | bytes | bytearray, limit: int) -> bool:
+    """Whether *text* is more than *limit* bytes in UTF-8, encoding it only when its length cannot tell."""
+    if not isinstance(text, str) or len(text) > limit:
+        return len(text) > limit
+    if len(text) * 4 <= limit or text.isascii():
+        return False
+    return len(text.encode("utf-8", "surrogatepass")) > limit
+
+
+def _estimated_json_size(value: object, limit: int) -> int:
+    """Estimate the size of *value*'s compact JSON, stopping as soon as it passes *limit*.
+
+    Iterative, so deep nesting cannot overflow the stack; a cycle only grows the
+    estimate until it passes the limit.
+    """
+    size = 0
+    stack = [value]
+    while stack and size <= limit:
+        item = stack.pop()
+        if isinstance(item, str):
+            size += len(item) + 3
+        elif isinstance(item, _SMALL_TYPES) or item is None:
+            size += 6
+        elif isinstance(item, int):
+            size += item.bit_length() // 3 + 2
+        elif isinstance(item, _MAPPING_TYPES):
+            size += 2
+            for key, member in item.items():
+                size += len(key) + 4 if isinstance(key, str) else 24
+                stack.append(member)
+        elif isinstance(item, _SEQUENCE_TYPES):
+            size += 2
+            stack.extend(item)
+        else:
+            size += 24
+    return size
+
+
+def _json_error(exc: BaseException) -> str:
+    if isinstance(exc, RecursionError):
+        return "nested too deeply"
+    if isinstance(exc, json.JSONDecodeError):
+        return str(exc)
+    # Python's own limits (a number of over 4,300 digits): the advice after ";" is for programmers.
+    return str(exc).split(";", 1)[0]
+
+
+def _reasoning(value: object) -> str:
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else str(value)
+
+
+def _names(mapping: Mapping[Any, Any]) -> str:
+    return ", ".join(repr(key) for key in mapping)
+
+
+def _kind(value: object, *, article: bool = False) -> str:
+    """Name *value*'s type the way a model reads JSON (seed 003 says ``got list``)."""
+    if isinstance(value, Mapping):
+        if not article:
+            return "object"
+        keys = list(value)
+        shown = ", ".join(repr(key) for key in keys[:8]) + (", ..." if len(keys) > 8 else "")
+        return f"an object with keys {shown}" if keys else "an empty object"
+    if value is None:
+        name = "null"
+    elif isinstance(value, bool):
+        name = "boolean"
+    elif isinstance(value, int):
+        name = "integer"
+    elif isinstance(value, float):
+        name = "number"
+    elif isinstance(value, str):
+        name = "string"
+    elif isinstance(value, _SEQUENCE_TYPES):
+        name = "list"
+    else:
+        name = type(value).__name__
+    if not article:
+        return name
+    return f"{'an' if name[0] in 'aeiou' else 'a'} {name}" if name != "null" else "null"
