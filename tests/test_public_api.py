@@ -16,6 +16,7 @@ EXPECTED = [
     "Binding",
     "CachePolicy",
     "CacheScope",
+    "CallHookWarning",
     "Category",
     "ConfigError",
     "Diagnostic",

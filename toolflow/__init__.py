@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from toolflow._calls import MalformedCall, ToolCall, parse_tool_call, parse_tool_calls
     from toolflow._diagnostics import Diagnostic, Severity, Span
     from toolflow._errors import ConfigError, SpecError, ToolflowError, UsageError
-    from toolflow._invoke import invoke
+    from toolflow._invoke import CallHookWarning, invoke
     from toolflow._lint._rule import LintContext, LintRule
     from toolflow._loader import load_specs, validate_specs
     from toolflow._model import (
@@ -71,6 +71,7 @@ _EXPORTS = {
     "Binding": "toolflow._plugins",
     "CachePolicy": "toolflow._model",
     "CacheScope": "toolflow._model",
+    "CallHookWarning": "toolflow._invoke",
     "Category": "toolflow._model",
     "ConfigError": "toolflow._errors",
     "Diagnostic": "toolflow._diagnostics",
@@ -132,6 +133,7 @@ __all__ = [
     "Binding",
     "CachePolicy",
     "CacheScope",
+    "CallHookWarning",
     "Category",
     "ConfigError",
     "Diagnostic",

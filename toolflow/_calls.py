@@ -71,7 +71,8 @@ __all__ = [
     "parse_tool_calls",
 ]
 
-CALL_FORMATS = ("openai", "fallback", "anthropic", "text")
+CALL_FORMATS = ("openai", "fallback", "anthropic", "text", "direct")
+"""``direct`` is a call made through the API or ``toolflow call``, not parsed from a model's output."""
 """The values of :attr:`ToolCall.format`; a :class:`MalformedCall` may also say ``"unknown"``."""
 
 DEFAULT_MAX_ARGUMENT_BYTES = 1 << 20

@@ -354,12 +354,15 @@ def _cmd_plugins(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> in
 
 
 def _cmd_call(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    import functools  # noqa: PLC0415
+    import warnings as warnings_module  # noqa: PLC0415
+
     import attrs  # noqa: PLC0415
     import trio  # noqa: PLC0415
 
     from toolflow._calls import MalformedCall, parse_tool_call  # noqa: PLC0415
     from toolflow._errors import UsageError  # noqa: PLC0415
-    from toolflow._invoke import invoke  # noqa: PLC0415
+    from toolflow._invoke import CallHookWarning, invoke  # noqa: PLC0415
     from toolflow._registry import load_registry  # noqa: PLC0415
 
     # With --raw, a single positional is the call itself: NAME is then optional.
@@ -383,9 +386,15 @@ def _cmd_call(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     if name is None:
         msg = "call: NAME is required (or give a whole tool call with --raw)"
         raise UsageError(msg)
-    registry = load_registry(_spec_paths(args.specs or []), plugins=_load_plugins(stderr))
+    plugins = _load_plugins(stderr)
+    registry = load_registry(_spec_paths(args.specs or []), plugins=plugins)
     tool = registry.get(name)
-    result = trio.run(invoke, tool, arguments)
+    call_id = call.id if args.raw else "call_0"
+    with warnings_module.catch_warnings(record=True) as caught:
+        warnings_module.simplefilter("always", CallHookWarning)
+        result = trio.run(functools.partial(invoke, tool, arguments, plugins=plugins, call_id=call_id))
+    for warning in caught:
+        print(f"toolflow: warning: {warning.message}", file=stderr)
     if warnings:
         result = attrs.evolve(result, warnings=(*warnings, *result.warnings))
     stdout.write(json.dumps(result.to_dict(), indent=2, ensure_ascii=False, default=str) + "\n")
