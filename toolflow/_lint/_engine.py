@@ -123,7 +123,11 @@ def _lint(
             continue
         if _suppressed(diagnostic, rule, suppressions.get(diagnostic.file, ()), ruleset):
             continue
-        kept.append(attrs.evolve(diagnostic, name=rule.name, severity=ruleset.severity(config, rule)))
+        severity = ruleset.severity(config, rule)
+        if diagnostic.name == rule.name and diagnostic.severity is severity:
+            kept.append(diagnostic)  # rules set both already; evolving thousands of records is not free
+        else:
+            kept.append(attrs.evolve(diagnostic, name=rule.name, severity=severity))
 
     for path, comments in suppressions.items():
         kept.extend(_suppression_problems(path, comments, ruleset, enabled_codes, config))

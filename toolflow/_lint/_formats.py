@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import collections
-import hashlib
 import json
 import os
-import urllib.parse
 from collections.abc import Callable
 from typing import Any
-from xml.sax.saxutils import quoteattr
 
 from toolflow._diagnostics import Diagnostic, Severity
 from toolflow._lint._engine import LintReport
@@ -106,6 +103,8 @@ def render_github(report: LintReport) -> str:
 
 def render_sarif(report: LintReport) -> str:
     """A SARIF 2.1.0 log with one run, the enabled rules, and one result per diagnostic."""
+    from urllib.parse import quote  # noqa: PLC0415 - only this format needs it
+
     rules: list[Rule] = list(report.rules)
     index = {r.code: i for i, r in enumerate(rules)}
     results = []
@@ -121,7 +120,7 @@ def render_sarif(report: LintReport) -> str:
             "locations": [
                 {
                     "physicalLocation": {
-                        "artifactLocation": {"uri": urllib.parse.quote(d.file.replace("\\", "/"))},
+                        "artifactLocation": {"uri": quote(d.file.replace("\\", "/"))},
                         "region": region,
                     }
                 }
@@ -158,6 +157,8 @@ def render_sarif(report: LintReport) -> str:
 
 def render_junit(report: LintReport) -> str:
     """JUnit XML: one test case per file, one failure per diagnostic."""
+    from xml.sax.saxutils import quoteattr  # noqa: PLC0415 - only this format needs it (and it is slow to import)
+
     by_file: dict[str, list[Diagnostic]] = collections.defaultdict(list)
     for d in report.diagnostics:
         by_file[d.file].append(d)
@@ -189,6 +190,8 @@ def _xml_text(text: str) -> str:
 
 def render_gitlab(report: LintReport) -> str:
     """GitLab Code Quality report: a JSON list of issues with stable fingerprints."""
+    import hashlib  # noqa: PLC0415 - only this format needs it
+
     issues = []
     seen: collections.Counter[str] = collections.Counter()
     for d in report.diagnostics:

@@ -10,6 +10,7 @@ items such as ``--query={{ query }}`` recur across tools).
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Iterator
 
 import attrs
@@ -98,11 +99,43 @@ def _analyse(source: str) -> Analysis:
     """Problems, free variables and ``env`` reads of *source*; the same text in many tools is analysed once."""
     if "{{" not in source and "{%" not in source and "{#" not in source:
         return _PLAIN  # no Jinja syntax at all: plain text, as most argv items are
+    simple = _simple(source)
+    if simple is not None:
+        return simple
     try:
         return _analyse_tree(source)
     except RecursionError:
         # Jinja's parser and code generator recurse once per nesting level.
         return (TemplateProblem(message="the template nests too deeply", line=1),), frozenset(), ()
+
+
+_SIMPLE_TEMPLATE = re.compile(
+    r"(?:[^{]|\{(?![{%#]))*(?:\{\{-?[ \t]*[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*[ \t]*-?\}\}"
+    r"(?:[^{]|\{(?![{%#]))*)*"
+)
+_SIMPLE_EXPRESSION = re.compile(r"\{\{-?[ \t]*([A-Za-z_][A-Za-z0-9_]*)(?:\.([A-Za-z_][A-Za-z0-9_]*))?")
+_CONSTANTS = frozenset({"true", "false", "none", "True", "False", "None"})
+
+
+def _simple(source: str) -> Analysis | None:
+    """The analysis of a template made only of text and ``{{ name }}`` / ``{{ name.attr }}``, else None.
+
+    Such templates (most argv items and one-line templates) cannot fail to parse,
+    and their free variables are the names they print, so Jinja's parser, several
+    times slower, has nothing to add.
+    """
+    if _SIMPLE_TEMPLATE.fullmatch(source) is None:
+        return None
+    names: set[str] = set()
+    env_reads: list[str] = []
+    for match in _SIMPLE_EXPRESSION.finditer(source):
+        name, attribute = match[1], match[2]
+        if name in _CONSTANTS:
+            return None
+        names.add(name)
+        if name == "env" and attribute is not None and attribute not in env_reads:
+            env_reads.append(attribute)
+    return (), frozenset(names - environment().globals.keys() - {"self"}), tuple(env_reads)
 
 
 def _analyse_tree(source: str) -> Analysis:
