@@ -23,7 +23,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("yaml, loader", ("toolflow._yaml", "toolflow._loader", "toolflow._project")),
     ("lint", ("toolflow._lint",)),
     ("hookspecs, plugins", ("toolflow.hookspecs", "toolflow._plugins")),
-    ("registry, export", ("toolflow._registry", "toolflow._export")),
+    ("registry, export", ("toolflow._registry", "toolflow._export", "toolflow._retrying", "toolflow._cache")),
     ("executor", ("toolflow._invoke",)),
     (
         "cli, testing, default plugins",
