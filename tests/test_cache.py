@@ -275,7 +275,7 @@ def test_sqlite_two_processes_write_concurrently(tmp_path: Path) -> None:
         import sys
         from toolflow._cache import SQLiteCache
         from toolflow._results import ToolResult
-        cache = SQLiteCache(sys.argv[1], busy_timeout=5.0)
+        cache = SQLiteCache(sys.argv[1], busy_timeout=30.0)
         for i in range(300):
             cache.set(f"{sys.argv[2]}-{i}", ToolResult(success=True, data=i), None)
             cache.get(f"{sys.argv[2]}-{i // 2}")

@@ -1,0 +1,346 @@
+"""The trio executor: every tool call looked up, gated, validated, cached, timed out, retried and recorded.
+
+:func:`open_engine` yields an :class:`Engine`. :meth:`Engine.call` runs one call through
+issue 4's flow (seed 000, steps 3-8):
+
+1. look the tool up (unknown: a failure result naming the nearest tools);
+2. gate it: an allowlist in force blocks a tool outside it (a model-visible ``blocked``
+   result, nothing dispatched); a ``depends_on`` tool that has not yet succeeded (in this
+   loop, see :meth:`Engine.new_loop`, or in this session) makes a result saying what must
+   run first;
+3. validate the arguments with the tool's validator;
+4. look the result up in the cache of the tool's ``cache`` scope (``tick``, ``session`` or
+   ``persistent``), keyed by :func:`toolflow._cache.cache_key`;
+5. run attempts, each under ``trio.fail_after(spec.timeout)``: async implementations are
+   awaited, sync ones run in a worker thread that is abandoned at the timeout; a timeout is
+   the failure ``timed out after 30s``;
+6. retry what :mod:`toolflow._retrying` says may be retried, sleeping the backoff with
+   ``trio.sleep``; a ``dangerous`` tool is retried only when ``idempotent``; the result's
+   ``extra["attempts"]`` says how many attempts ran;
+7. normalise, cache a success, run the plugins' ``after_call`` hooks and log the duration at
+   INFO (``Function call completed: name (12ms)``).
+
+Nothing escapes :meth:`Engine.call` but cancellation: ``trio.Cancelled`` (and other
+``BaseException``) is never caught, never retried and never cached.
+
+:meth:`Engine.run_batch` runs the calls of one model turn: non-dangerous calls concurrently in
+a nursery, then ``dangerous`` calls one after another, at most one per tick (the others get a
+model-visible failure); one result per call, in the order of the calls.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import os
+import time
+import warnings
+from collections.abc import AsyncIterator, Callable, Collection, Iterable
+from typing import Any
+
+import attrs
+import trio
+
+from toolflow._cache import CacheBackend, MemoryCache, cache_key, open_cache
+from toolflow._calls import MalformedCall, ToolCall, parse_tool_calls
+from toolflow._invoke import CallHookWarning, _observe, _wrappers
+from toolflow._model import CacheScope, Category, ToolSpec
+from toolflow._plugins import PluginError, Plugins
+from toolflow._registry import RegisteredTool, Registry, UnknownToolError
+from toolflow._results import ToolResult
+from toolflow._retrying import classify, may_retry_automatically, next_delay
+
+__all__ = ["ONE_DANGEROUS_PER_TURN", "Engine", "open_engine"]
+
+logger = logging.getLogger("toolflow")
+
+ONE_DANGEROUS_PER_TURN = "Error: one dangerous action per turn - {name!r} was not run; call it again next turn"
+"""The failure of a dangerous call after the first of its tick."""
+
+
+def _seconds(value: float) -> str:
+    return f"{value:g}s"
+
+
+class Engine:
+    """Runs tool calls of one registry; made by :func:`open_engine`, valid inside its ``async with``."""
+
+    def __init__(
+        self,
+        registry: Registry,
+        *,
+        plugins: Plugins | None,
+        allowlist: Collection[str] | None,
+        max_concurrency: int,
+        cache_path: str | os.PathLike[str] | None,
+        clock: Callable[[], float],
+    ) -> None:
+        if max_concurrency < 1:
+            msg = f"max_concurrency must be at least 1, got {max_concurrency!r}"
+            raise ValueError(msg)
+        self.registry = registry
+        self.plugins = plugins
+        self.allowlist = None if allowlist is None else frozenset(allowlist)
+        self._clock = clock
+        self._cache_path = cache_path
+        self._global = trio.CapacityLimiter(max_concurrency)
+        self._threads = trio.CapacityLimiter(max_concurrency)
+        self._per_tool: dict[str, trio.CapacityLimiter] = {}
+        self._caches: dict[CacheScope, CacheBackend] = {}
+        self._succeeded_loop: set[str] = set()
+        self._succeeded_session: set[str] = set()
+        self._dangerous_this_tick = 0
+
+    # --- lifecycle -----------------------------------------------------------------------
+
+    def tick(self) -> None:
+        """Start a new tick (model turn): clear the tick cache and allow one dangerous call again."""
+        tick_cache = self._caches.get(CacheScope.TICK)
+        if tick_cache is not None:
+            tick_cache.clear()
+        self._dangerous_this_tick = 0
+
+    def new_loop(self) -> None:
+        """Start a new agent loop: ``depends_on`` rules of scope ``loop`` must be satisfied again."""
+        self._succeeded_loop.clear()
+
+    def close(self) -> None:
+        """Close every cache (done by :func:`open_engine` on exit)."""
+        for cache in self._caches.values():
+            cache.close()
+        self._caches.clear()
+
+    # --- one call --------------------------------------------------------------------------
+
+    async def call(self, name: str, arguments: object, *, call_id: str = "call_0") -> ToolResult:
+        """Run one call of tool *name* with *arguments* and return its result; only cancellation escapes."""
+        try:
+            tool = self.registry.get(name)
+        except UnknownToolError as exc:
+            return ToolResult.failure(f"Error: {exc}")
+        if self.allowlist is not None and name not in self.allowlist:
+            allowed = sorted(self.allowlist)
+            listed = ", ".join(repr(n) for n in allowed) or "none"
+            return ToolResult.failure(
+                f"Error: tool {name!r} is not available now; allowed tools: {listed}",
+                extra={"status": "blocked", "allowed": allowed},
+            )
+        missing = self._unmet_dependencies(tool.spec)
+        if missing:
+            first = ", ".join(repr(n) for n in missing)
+            return ToolResult.failure(
+                f"Error: {name!r} cannot run yet - run {first} successfully first",
+                extra={"status": "dependency", "requires": missing},
+            )
+        validation = tool.validator.validate(arguments)
+        if validation.valid:
+            cleaned = dict(validation.cleaned)
+        else:
+            cleaned = dict(arguments) if isinstance(arguments, dict) else {}
+        call = ToolCall(id=call_id, name=name, arguments=cleaned, format="direct")
+        result = await self._run(tool, validation, call)
+        if validation.warnings:
+            result = attrs.evolve(result, warnings=(*validation.warnings, *result.warnings))
+        if result.success:
+            self._succeeded_loop.add(name)
+            self._succeeded_session.add(name)
+        if self.plugins is not None:
+            _observe(self.plugins, "toolflow_after_call", call=call, result=result)
+        return result
+
+    def _unmet_dependencies(self, spec: ToolSpec) -> list[str]:
+        missing: list[str] = []
+        for dependency in spec.depends_on:
+            done = self._succeeded_session if dependency.scope == "session" else self._succeeded_loop
+            if dependency.tool not in done:
+                missing.append(dependency.tool)
+        return missing
+
+    async def _run(self, tool: RegisteredTool, validation: Any, call: ToolCall) -> ToolResult:
+        if not validation.valid:
+            return ToolResult.failure(validation.format_for_llm(tool.name))
+        spec = tool.spec
+        cache, key = self._cache_for(spec, call)
+        if cache is not None and key is not None:
+            hit = cache.get(key)
+            if hit is not None:
+                return attrs.evolve(hit, extra={**hit.extra, "attempts": 0, "cached": True})
+        try:
+            implementation = tool.resolve()
+            is_async = tool.is_async
+        except PluginError as exc:
+            return ToolResult.failure(str(exc), extra={"attempts": 0})
+        if self.plugins is not None:
+            _observe(self.plugins, "toolflow_before_call", call=call)
+        function: Callable[[], Any] = functools.partial(implementation, **validation.cleaned)
+        started = trio.current_time()
+        result, attempts = await self._attempts(tool, call, function, is_async=is_async)
+        elapsed_ms = (trio.current_time() - started) * 1000
+        logger.info("Function call completed: %s (%dms)", tool.name, round(elapsed_ms))
+        if cache is not None and key is not None and result.success:
+            cache.set(key, result, spec.cache.ttl if spec.cache is not None else None)
+        return attrs.evolve(result, extra={**result.extra, "attempts": attempts})
+
+    def _cache_for(self, spec: ToolSpec, call: ToolCall) -> tuple[CacheBackend | None, str | None]:
+        if spec.cache is None:
+            return None, None
+        scope = CacheScope(spec.cache.scope)
+        cache = self._caches.get(scope)
+        if cache is None:
+            if scope is CacheScope.PERSISTENT:
+                cache = open_cache(scope, path=self._cache_path, plugins=self.plugins, clock=self._clock)
+            else:
+                cache = MemoryCache(clock=self._clock)
+            self._caches[scope] = cache
+        return cache, cache_key(spec, call.arguments)
+
+    def _limiter(self, spec: ToolSpec) -> trio.CapacityLimiter | None:
+        if spec.concurrency is None:
+            return None
+        limiter = self._per_tool.get(spec.name)
+        if limiter is None:
+            limiter = self._per_tool[spec.name] = trio.CapacityLimiter(spec.concurrency)
+        return limiter
+
+    async def _attempts(
+        self, tool: RegisteredTool, call: ToolCall, function: Callable[[], Any], *, is_async: bool
+    ) -> tuple[ToolResult, int]:
+        spec = tool.spec
+        policy = spec.retry
+        retry_allowed = may_retry_automatically(spec)
+        attempt = 0
+        while True:
+            attempt += 1
+            result, error = await self._attempt(tool, call, function, is_async=is_async)
+            if result.success or not retry_allowed:
+                return result, attempt
+            decision = classify(error if error is not None else result, policy, verdict=self._verdict(call, error))
+            delay = next_delay(policy, attempt, decision)
+            if delay is None:
+                return result, attempt
+            await trio.sleep(delay)
+
+    async def _attempt(
+        self, tool: RegisteredTool, call: ToolCall, function: Callable[[], Any], *, is_async: bool
+    ) -> tuple[ToolResult, Exception | None]:
+        """Run one attempt; return its result and the exception it raised, if any."""
+        spec = tool.spec
+        per_tool = self._limiter(spec)
+        try:
+            async with contextlib.AsyncExitStack() as limits:
+                if per_tool is not None:
+                    await limits.enter_async_context(per_tool)
+                await limits.enter_async_context(self._global)
+                with trio.fail_after(spec.timeout):
+                    async with contextlib.AsyncExitStack() as stack:
+                        for wrapper in _wrappers(self.plugins, call):
+                            await stack.enter_async_context(wrapper)
+                        if is_async:
+                            value = await function()
+                        else:
+                            value = await trio.to_thread.run_sync(
+                                function, abandon_on_cancel=True, limiter=self._threads
+                            )
+        except trio.TooSlowError:
+            message = f"timed out after {_seconds(spec.timeout)}"
+            return ToolResult.failure(message), TimeoutError(message)
+        except Exception as exc:  # noqa: BLE001 - a failing tool is a result the model sees; Cancelled is not an Exception
+            return ToolResult.failure(f"{type(exc).__name__}: {exc}"), exc
+        return tool.result_validator.normalize(value), None
+
+    def _verdict(self, call: ToolCall, error: Exception | None) -> bool | None:
+        """The first decision of a plugin's ``toolflow_retryable`` hook about *error*, if any."""
+        if self.plugins is None or error is None:
+            return None
+        for impl in self.plugins.manager.hook.toolflow_retryable.get_hookimpls():
+            kwargs = {"call": call, "error": error}
+            try:
+                verdict = impl.function(**{name: kwargs[name] for name in impl.argnames})
+            except Exception as exc:  # noqa: BLE001 - a hook must never fail the call
+                message = f"toolflow_retryable of plugin {impl.plugin_name!r} raised {type(exc).__name__}: {exc}"
+                warnings.warn(CallHookWarning(message), stacklevel=2)
+                continue
+            if isinstance(verdict, bool):
+                return verdict
+        return None
+
+    # --- batches ---------------------------------------------------------------------------
+
+    async def run_batch(self, calls: Iterable[object] | None) -> list[ToolResult]:
+        """Run the raw tool calls of one model turn; return one result per call, in their order.
+
+        Malformed calls answer with their error. Calls of non-dangerous tools (and unknown
+        ones) run concurrently; then ``dangerous`` calls run one at a time, and only the first
+        of the tick is dispatched.
+        """
+        parsed = parse_tool_calls(calls)
+        results: list[ToolResult | None] = [None] * len(parsed)
+        dangerous: list[tuple[int, ToolCall]] = []
+
+        async def run_one(index: int, call: ToolCall) -> None:
+            result = await self.call(call.name, call.arguments, call_id=call.id)
+            if call.warnings:
+                result = attrs.evolve(result, warnings=(*call.warnings, *result.warnings))
+            results[index] = result
+
+        async with trio.open_nursery() as nursery:
+            for index, item in enumerate(parsed):
+                if isinstance(item, MalformedCall):
+                    results[index] = item.to_result()
+                elif item.name in self.registry and self.registry.get(item.name).category == Category.DANGEROUS:
+                    dangerous.append((index, item))
+                else:
+                    nursery.start_soon(run_one, index, item)
+        for index, item in dangerous:
+            if self._dangerous_this_tick >= 1:
+                results[index] = ToolResult.failure(
+                    ONE_DANGEROUS_PER_TURN.format(name=item.name), extra={"status": "blocked"}
+                )
+                continue
+            self._dangerous_this_tick += 1
+            await run_one(index, item)
+        done: list[ToolResult] = []
+        for result in results:
+            if result is None:  # pragma: no cover - every index is filled above
+                msg = "a call of the batch got no result"
+                raise AssertionError(msg)
+            done.append(result)
+        return done
+
+
+@contextlib.asynccontextmanager
+async def open_engine(
+    registry: Registry,
+    *,
+    plugins: Plugins | None = None,
+    allowlist: Collection[str] | None = None,
+    max_concurrency: int = 64,
+    cache_path: str | os.PathLike[str] | None = None,
+    clock: Callable[[], float] | None = None,
+) -> AsyncIterator[Engine]:
+    """Open an :class:`Engine` over *registry*; its caches are closed on exit.
+
+    Args:
+        registry: The tools to run.
+        plugins: Plugins whose call hooks take part in every call (and that may provide cache backends).
+        allowlist: When given, only these tools may run; others get a model-visible ``blocked`` result.
+        max_concurrency: At most this many attempts run at once, across all tools.
+        cache_path: The SQLite file of the ``persistent`` cache (default: ``.toolflow/cache.sqlite3``).
+        clock: Wall-clock seconds for cache expiry (default ``time.time``).
+
+    Raises:
+        ValueError: *max_concurrency* is less than 1.
+    """
+    engine = Engine(
+        registry,
+        plugins=plugins,
+        allowlist=allowlist,
+        max_concurrency=max_concurrency,
+        cache_path=cache_path,
+        clock=clock if clock is not None else time.time,
+    )
+    try:
+        yield engine
+    finally:
+        engine.close()
