@@ -12,7 +12,9 @@ import toolflow
 
 EXPECTED = [
     "TEMPLATE_GLOBALS",
+    "Abort",
     "ArgumentValidator",
+    "BatchOutcome",
     "Binding",
     "CachePolicy",
     "CacheScope",
@@ -20,7 +22,9 @@ EXPECTED = [
     "Category",
     "ConfigError",
     "Diagnostic",
+    "Engine",
     "Example",
+    "HistoryEntry",
     "Implementation",
     "ImplementationKind",
     "LintContext",
@@ -62,6 +66,7 @@ EXPECTED = [
     "load_plugins",
     "load_registry",
     "load_specs",
+    "open_engine",
     "parse_duration",
     "parse_template",
     "parse_tool_call",

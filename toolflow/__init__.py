@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from toolflow._calls import MalformedCall, ToolCall, parse_tool_call, parse_tool_calls
     from toolflow._diagnostics import Diagnostic, Severity, Span
     from toolflow._errors import ConfigError, SpecError, ToolflowError, UsageError
+    from toolflow._executor import Abort, BatchOutcome, Engine, HistoryEntry, open_engine
     from toolflow._invoke import CallHookWarning, invoke
     from toolflow._lint._rule import LintContext, LintRule
     from toolflow._loader import load_specs, validate_specs
@@ -67,7 +68,9 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 _EXPORTS = {
+    "Abort": "toolflow._executor",
     "ArgumentValidator": "toolflow._validation",
+    "BatchOutcome": "toolflow._executor",
     "Binding": "toolflow._plugins",
     "CachePolicy": "toolflow._model",
     "CacheScope": "toolflow._model",
@@ -75,7 +78,9 @@ _EXPORTS = {
     "Category": "toolflow._model",
     "ConfigError": "toolflow._errors",
     "Diagnostic": "toolflow._diagnostics",
+    "Engine": "toolflow._executor",
     "Example": "toolflow._model",
+    "HistoryEntry": "toolflow._executor",
     "Implementation": "toolflow._model",
     "ImplementationKind": "toolflow._plugins",
     "LintContext": "toolflow._lint._rule",
@@ -117,6 +122,7 @@ _EXPORTS = {
     "load_plugins": "toolflow._plugins",
     "load_registry": "toolflow._registry",
     "load_specs": "toolflow._loader",
+    "open_engine": "toolflow._executor",
     "parse_duration": "toolflow._model",
     "parse_template": "toolflow._templates",
     "parse_tool_call": "toolflow._calls",
@@ -129,7 +135,9 @@ _EXPORTS = {
 
 __all__ = [
     "TEMPLATE_GLOBALS",
+    "Abort",
     "ArgumentValidator",
+    "BatchOutcome",
     "Binding",
     "CachePolicy",
     "CacheScope",
@@ -137,7 +145,9 @@ __all__ = [
     "Category",
     "ConfigError",
     "Diagnostic",
+    "Engine",
     "Example",
+    "HistoryEntry",
     "Implementation",
     "ImplementationKind",
     "LintContext",
@@ -179,6 +189,7 @@ __all__ = [
     "load_plugins",
     "load_registry",
     "load_specs",
+    "open_engine",
     "parse_duration",
     "parse_template",
     "parse_tool_call",

@@ -111,6 +111,12 @@ def _parser() -> argparse.ArgumentParser:
     call.add_argument(
         "--specs", action="append", metavar="PATH", help="spec file or directory (repeatable; default: specs/)"
     )
+    call.add_argument(
+        "--no-cache", action="store_true", help="use no cache at all: neither read nor write the tool's cache"
+    )
+    call.add_argument(
+        "--trace", action="store_true", help="print the attempts, the duration and the cache use on standard error"
+    )
     call.set_defaults(handler=_cmd_call)
     return parser
 
@@ -353,17 +359,68 @@ def _cmd_plugins(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> in
     return 1 if any(info.status == "failed" for info in plugins.infos) else 0
 
 
+_TRACE_KEYS = ("attempts", "cached")
+"""Bookkeeping keys the engine adds to a result; ``toolflow call`` reports them with ``--trace`` only."""
+
+
 def _cmd_call(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
-    import functools  # noqa: PLC0415
+    import time  # noqa: PLC0415
     import warnings as warnings_module  # noqa: PLC0415
 
     import attrs  # noqa: PLC0415
     import trio  # noqa: PLC0415
 
+    from toolflow._cache import CacheWarning, default_cache_path  # noqa: PLC0415
+    from toolflow._executor import open_engine  # noqa: PLC0415
+    from toolflow._invoke import CallHookWarning  # noqa: PLC0415
+    from toolflow._project import load_project  # noqa: PLC0415
+    from toolflow._registry import Registry, load_registry  # noqa: PLC0415
+    from toolflow._results import ToolResult  # noqa: PLC0415
+
+    request = _call_request(args, stdout)
+    if request is None:
+        return 1
+    name, arguments, warnings, call_id = request
+    plugins = _load_plugins(stderr)
+    registry = load_registry(_spec_paths(args.specs or []), plugins=plugins)
+    tool = registry.get(name)  # an unknown tool is a usage error (exit 2), before the engine opens
+    if args.no_cache:
+        tool = attrs.evolve(tool, spec=attrs.evolve(tool.spec, cache=None))
+        registry = Registry(tools={name: tool})
+    cache_path = default_cache_path(load_project().root)
+    elapsed = 0.0
+
+    async def run_call() -> ToolResult:
+        nonlocal elapsed
+        async with open_engine(registry, plugins=plugins, cache_path=cache_path) as engine:
+            started = time.perf_counter()
+            try:
+                return await engine.call(name, arguments, call_id=call_id)
+            finally:
+                elapsed = time.perf_counter() - started
+
+    with warnings_module.catch_warnings(record=True) as caught:
+        warnings_module.simplefilter("always", CallHookWarning)
+        warnings_module.simplefilter("always", CacheWarning)
+        result = trio.run(run_call)
+    for warning in caught:
+        print(f"toolflow: warning: {warning.message}", file=stderr)
+    if warnings:
+        result = attrs.evolve(result, warnings=(*warnings, *result.warnings))
+    if args.trace:
+        scope = tool.spec.cache.scope.value if tool.spec.cache is not None else None
+        attempts = result.extra.get("attempts", 0)
+        cached = result.extra.get("cached") is True
+        print(_trace_line(name, result.success, attempts, elapsed, scope, cached=cached), file=stderr)
+    printed = attrs.evolve(result, extra={k: v for k, v in result.extra.items() if k not in _TRACE_KEYS})
+    stdout.write(json.dumps(printed.to_dict(), indent=2, ensure_ascii=False, default=str) + "\n")
+    return 0 if result.success else 1
+
+
+def _call_request(args: argparse.Namespace, stdout: TextIO) -> tuple[str, object, tuple[str, ...], str] | None:
+    """NAME, arguments, parse warnings and call id of ``toolflow call``; None once a malformed call is printed."""
     from toolflow._calls import MalformedCall, parse_tool_call  # noqa: PLC0415
     from toolflow._errors import UsageError  # noqa: PLC0415
-    from toolflow._invoke import CallHookWarning, invoke  # noqa: PLC0415
-    from toolflow._registry import load_registry  # noqa: PLC0415
 
     # With --raw, a single positional is the call itself: NAME is then optional.
     name, text = (None, args.name) if args.raw and args.arguments is None else (args.name, args.arguments)
@@ -374,28 +431,25 @@ def _cmd_call(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         msg = f"{'the tool call' if args.raw else 'ARGS_JSON'} is not valid JSON: {exc}"
         raise UsageError(msg) from None
     warnings: tuple[str, ...] = ()
+    call_id = "call_0"
     if args.raw:
         call = parse_tool_call(arguments)
         if isinstance(call, MalformedCall):
             stdout.write(json.dumps(call.to_result().to_dict(), indent=2, ensure_ascii=False) + "\n")
-            return 1
+            return None
         if name is not None and name != call.name:
             msg = f"NAME {name!r} is not the tool of the call, {call.name!r}"
             raise UsageError(msg)
-        name, arguments, warnings = call.name, call.arguments, call.warnings
+        name, arguments, warnings, call_id = call.name, call.arguments, call.warnings, call.id
     if name is None:
         msg = "call: NAME is required (or give a whole tool call with --raw)"
         raise UsageError(msg)
-    plugins = _load_plugins(stderr)
-    registry = load_registry(_spec_paths(args.specs or []), plugins=plugins)
-    tool = registry.get(name)
-    call_id = call.id if args.raw else "call_0"
-    with warnings_module.catch_warnings(record=True) as caught:
-        warnings_module.simplefilter("always", CallHookWarning)
-        result = trio.run(functools.partial(invoke, tool, arguments, plugins=plugins, call_id=call_id))
-    for warning in caught:
-        print(f"toolflow: warning: {warning.message}", file=stderr)
-    if warnings:
-        result = attrs.evolve(result, warnings=(*warnings, *result.warnings))
-    stdout.write(json.dumps(result.to_dict(), indent=2, ensure_ascii=False, default=str) + "\n")
-    return 0 if result.success else 1
+    return name, arguments, warnings, call_id
+
+
+def _trace_line(name: str, success: bool, attempts: object, elapsed: float, scope: str | None, *, cached: bool) -> str:
+    """The ``--trace`` line: ``toolflow: trace: NAME: success, 1 attempt, 12.3ms, cache miss (session)``."""
+    cache_text = "no cache" if scope is None else f"cache {'hit' if cached else 'miss'} ({scope})"
+    noun = "attempt" if attempts == 1 else "attempts"
+    outcome = "success" if success else "failure"
+    return f"toolflow: trace: {name}: {outcome}, {attempts} {noun}, {elapsed * 1000:.1f}ms, {cache_text}"

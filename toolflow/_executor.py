@@ -25,7 +25,17 @@ Nothing escapes :meth:`Engine.call` but cancellation: ``trio.Cancelled`` (and ot
 
 :meth:`Engine.run_batch` runs the calls of one model turn: non-dangerous calls concurrently in
 a nursery, then ``dangerous`` calls one after another, at most one per tick (the others get a
-model-visible failure); one result per call, in the order of the calls.
+model-visible failure); one result per call, in the order of the calls. It is built on
+:meth:`Engine.execute_batch`, which returns seed 002's discriminated outcome: a
+:class:`HistoryEntry` per call, in call order, or one :class:`Abort` accounting for every call
+of the batch (``stopped``: :meth:`Engine.request_stop` before a call was dispatched;
+``killed``: :meth:`Engine.kill` cancelled the batch, and no killed tool's result becomes an
+entry; ``malformed_calls``: more than ``max_malformed`` malformed calls). A plain timeout stays
+a failure entry the model sees.
+
+Sync tools run in worker threads behind ``max_threads`` tokens; an abandoned (timed out or
+killed) thread gives its token back at once, so hung sync tools never starve the others (the
+thread itself runs on until its function returns).
 """
 
 from __future__ import annotations
@@ -37,13 +47,13 @@ import os
 import time
 import warnings
 from collections.abc import AsyncIterator, Callable, Collection, Iterable
-from typing import Any
+from typing import Any, Literal, TypeAlias, cast
 
 import attrs
 import trio
 
 from toolflow._cache import CacheBackend, MemoryCache, cache_key, open_cache
-from toolflow._calls import MalformedCall, ToolCall, parse_tool_calls
+from toolflow._calls import MalformedCall, ParsedCall, ToolCall, parse_tool_calls
 from toolflow._invoke import CallHookWarning, _observe, _wrappers
 from toolflow._model import CacheScope, Category, ToolSpec
 from toolflow._plugins import PluginError, Plugins
@@ -51,7 +61,16 @@ from toolflow._registry import RegisteredTool, Registry, UnknownToolError
 from toolflow._results import ToolResult
 from toolflow._retrying import classify, may_retry_automatically, next_delay
 
-__all__ = ["ONE_DANGEROUS_PER_TURN", "Engine", "open_engine"]
+__all__ = [
+    "ONE_DANGEROUS_PER_TURN",
+    "Abort",
+    "AbortReason",
+    "BatchOutcome",
+    "Engine",
+    "HistoryEntry",
+    "Outcome",
+    "open_engine",
+]
 
 logger = logging.getLogger("toolflow")
 
@@ -61,6 +80,82 @@ ONE_DANGEROUS_PER_TURN = "Error: one dangerous action per turn - {name!r} was no
 
 def _seconds(value: float) -> str:
     return f"{value:g}s"
+
+
+AbortReason: TypeAlias = Literal["stopped", "killed", "malformed_calls"]
+"""Why a batch was aborted (seed 002's ``abort``)."""
+
+
+@attrs.frozen(kw_only=True)
+class HistoryEntry:
+    """A call that ran to a result the model sees (seed 002's ``history``), success or failure.
+
+    Attributes:
+        call_id: The id the result refers to (``tool_call_id``).
+        tool_name: The tool asked for (``""`` for a malformed call that named none).
+        call: The parsed call; a :class:`~toolflow._calls.MalformedCall` when it could not be run.
+        result: The result handed to the model.
+        success: ``result.success``.
+    """
+
+    call_id: str
+    tool_name: str
+    call: ParsedCall
+    result: ToolResult
+    success: bool
+
+
+@attrs.frozen(kw_only=True)
+class Abort:
+    """The batch ended without results for the model (seed 002's ``abort``).
+
+    Attributes:
+        reason: ``stopped``, ``killed`` or ``malformed_calls``.
+        message: What happened, for logs and the user.
+        call_ids: The ids of every call of the batch, each once, in call order.
+        finished: Entries of calls that completed before a stop (empty for ``killed``: a
+            killed batch's results never become history entries).
+    """
+
+    reason: AbortReason
+    message: str
+    call_ids: tuple[str, ...]
+    finished: tuple[HistoryEntry, ...] = ()
+
+
+Outcome: TypeAlias = HistoryEntry | Abort
+"""What :meth:`Engine.execute` returns."""
+
+BatchOutcome: TypeAlias = tuple[HistoryEntry, ...] | Abort
+"""What :meth:`Engine.execute_batch` returns: one entry per call in call order, or an abort."""
+
+
+class _ThreadSlot:
+    """A per-call limiter for ``trio.to_thread.run_sync`` whose token can be given back early.
+
+    trio releases a thread's token only when the thread ends, so a hung, abandoned sync tool
+    would hold it forever; :meth:`abandon` returns the token to *pool* as soon as the call gives
+    up on the thread, and the late release from trio is then a no-op.
+    """
+
+    __slots__ = ("_borrower", "_pool")
+
+    def __init__(self, pool: trio.CapacityLimiter) -> None:
+        self._pool = pool
+        self._borrower: object | None = None
+
+    async def acquire_on_behalf_of(self, borrower: object) -> None:
+        await self._pool.acquire_on_behalf_of(borrower)
+        self._borrower = borrower
+
+    def release_on_behalf_of(self, borrower: object) -> None:
+        if self._borrower is borrower:
+            self._borrower = None
+            self._pool.release_on_behalf_of(borrower)
+
+    def abandon(self) -> None:
+        if self._borrower is not None:
+            self.release_on_behalf_of(self._borrower)
 
 
 class Engine:
@@ -75,9 +170,17 @@ class Engine:
         max_concurrency: int,
         cache_path: str | os.PathLike[str] | None,
         clock: Callable[[], float],
+        max_threads: int | None = None,
+        max_malformed: int = 3,
     ) -> None:
         if max_concurrency < 1:
             msg = f"max_concurrency must be at least 1, got {max_concurrency!r}"
+            raise ValueError(msg)
+        if max_threads is not None and max_threads < 1:
+            msg = f"max_threads must be at least 1, got {max_threads!r}"
+            raise ValueError(msg)
+        if max_malformed < 0:
+            msg = f"max_malformed must not be negative, got {max_malformed!r}"
             raise ValueError(msg)
         self.registry = registry
         self.plugins = plugins
@@ -85,7 +188,10 @@ class Engine:
         self._clock = clock
         self._cache_path = cache_path
         self._global = trio.CapacityLimiter(max_concurrency)
-        self._threads = trio.CapacityLimiter(max_concurrency)
+        self._threads = trio.CapacityLimiter(max_concurrency if max_threads is None else max_threads)
+        self.max_malformed = max_malformed
+        self._stop_requested = False
+        self._batch_scopes: set[trio.CancelScope] = set()
         self._per_tool: dict[str, trio.CapacityLimiter] = {}
         self._caches: dict[CacheScope, CacheBackend] = {}
         self._succeeded_loop: set[str] = set()
@@ -95,7 +201,8 @@ class Engine:
     # --- lifecycle -----------------------------------------------------------------------
 
     def tick(self) -> None:
-        """Start a new tick (model turn): clear the tick cache and allow one dangerous call again."""
+        """Start a new tick (model turn): clear the tick cache, allow one dangerous call again, clear a stop."""
+        self._stop_requested = False
         tick_cache = self._caches.get(CacheScope.TICK)
         if tick_cache is not None:
             tick_cache.clear()
@@ -104,6 +211,21 @@ class Engine:
     def new_loop(self) -> None:
         """Start a new agent loop: ``depends_on`` rules of scope ``loop`` must be satisfied again."""
         self._succeeded_loop.clear()
+
+    @property
+    def stop_requested(self) -> bool:
+        """Whether a stop (or kill) is pending; :meth:`tick` clears it."""
+        return self._stop_requested
+
+    def request_stop(self) -> None:
+        """Stop this turn: calls not yet dispatched abort as ``stopped``; calls in flight finish."""
+        self._stop_requested = True
+
+    def kill(self) -> None:
+        """Cancel every batch in flight at once (each aborts as ``killed``) and stop the turn."""
+        self._stop_requested = True
+        for scope in self._batch_scopes:
+            scope.cancel()
 
     def close(self) -> None:
         """Close every cache (done by :func:`open_engine` on exit)."""
@@ -239,15 +361,22 @@ class Engine:
                         if is_async:
                             value = await function()
                         else:
-                            value = await trio.to_thread.run_sync(
-                                function, abandon_on_cancel=True, limiter=self._threads
-                            )
+                            value = await self._in_thread(function)
         except trio.TooSlowError:
             message = f"timed out after {_seconds(spec.timeout)}"
             return ToolResult.failure(message), TimeoutError(message)
         except Exception as exc:  # noqa: BLE001 - a failing tool is a result the model sees; Cancelled is not an Exception
             return ToolResult.failure(f"{type(exc).__name__}: {exc}"), exc
         return tool.result_validator.normalize(value), None
+
+    async def _in_thread(self, function: Callable[[], Any]) -> Any:
+        slot = _ThreadSlot(self._threads)
+        try:
+            # trio takes any object with acquire_on_behalf_of/release_on_behalf_of as limiter.
+            limiter = cast("trio.CapacityLimiter", slot)
+            return await trio.to_thread.run_sync(function, abandon_on_cancel=True, limiter=limiter)
+        finally:
+            slot.abandon()  # a no-op unless the thread was abandoned
 
     def _verdict(self, call: ToolCall, error: Exception | None) -> bool | None:
         """The first decision of a plugin's ``toolflow_retryable`` hook about *error*, if any."""
@@ -270,43 +399,90 @@ class Engine:
     async def run_batch(self, calls: Iterable[object] | None) -> list[ToolResult]:
         """Run the raw tool calls of one model turn; return one result per call, in their order.
 
-        Malformed calls answer with their error. Calls of non-dangerous tools (and unknown
-        ones) run concurrently; then ``dangerous`` calls run one at a time, and only the first
-        of the tick is dispatched.
+        The simple path over :meth:`execute_batch`: when the batch aborts, each call that did
+        not finish gets a failure result with the abort's message and ``extra`` ``{"status":
+        "aborted", "reason": ...}``.
         """
-        parsed = parse_tool_calls(calls)
-        results: list[ToolResult | None] = [None] * len(parsed)
+        outcome = await self.execute_batch(calls)
+        if not isinstance(outcome, Abort):
+            return [entry.result for entry in outcome]
+        finished = {entry.call_id: entry.result for entry in outcome.finished}
+        aborted = ToolResult.failure(outcome.message, extra={"status": "aborted", "reason": outcome.reason})
+        return [finished.get(call_id, aborted) for call_id in outcome.call_ids]
+
+    async def execute(self, raw_call: object) -> Outcome:
+        """Run one raw tool call; return its :class:`HistoryEntry` or an :class:`Abort`."""
+        outcome = await self.execute_batch([raw_call])
+        return outcome if isinstance(outcome, Abort) else outcome[0]
+
+    async def execute_batch(self, raw_calls: Iterable[object] | None) -> BatchOutcome:
+        """Run the raw tool calls of one model turn; return seed 002's discriminated outcome.
+
+        One :class:`HistoryEntry` per call, in call order, or one :class:`Abort` naming every
+        call id once. Malformed calls answer with their error (more than ``max_malformed`` of
+        them abort the batch before anything runs). Calls of non-dangerous tools (and unknown
+        ones) run concurrently; then ``dangerous`` calls run one at a time, and only the first
+        of the tick is dispatched. A pending stop aborts calls not yet dispatched; a kill
+        cancels the whole batch. Only cancellation from outside escapes.
+        """
+        parsed = parse_tool_calls(raw_calls)
+        ids = tuple(item.id for item in parsed)
+        malformed = sum(isinstance(item, MalformedCall) for item in parsed)
+        if malformed > self.max_malformed:
+            message = f"{malformed} malformed tool calls in one batch (at most {self.max_malformed} allowed)"
+            return Abort(reason="malformed_calls", message=message, call_ids=ids)
+        entries: list[HistoryEntry | None] = [None] * len(parsed)
         dangerous: list[tuple[int, ToolCall]] = []
+        stopped = False
 
         async def run_one(index: int, call: ToolCall) -> None:
+            nonlocal stopped
+            if self._stop_requested:
+                stopped = True
+                return
             result = await self.call(call.name, call.arguments, call_id=call.id)
             if call.warnings:
                 result = attrs.evolve(result, warnings=(*call.warnings, *result.warnings))
-            results[index] = result
+            entries[index] = _entry(call, result)
 
-        async with trio.open_nursery() as nursery:
-            for index, item in enumerate(parsed):
-                if isinstance(item, MalformedCall):
-                    results[index] = item.to_result()
-                elif item.name in self.registry and self.registry.get(item.name).category == Category.DANGEROUS:
-                    dangerous.append((index, item))
-                else:
-                    nursery.start_soon(run_one, index, item)
-        for index, item in dangerous:
-            if self._dangerous_this_tick >= 1:
-                results[index] = ToolResult.failure(
-                    ONE_DANGEROUS_PER_TURN.format(name=item.name), extra={"status": "blocked"}
-                )
-                continue
-            self._dangerous_this_tick += 1
-            await run_one(index, item)
-        done: list[ToolResult] = []
-        for result in results:
-            if result is None:  # pragma: no cover - every index is filled above
-                msg = "a call of the batch got no result"
-                raise AssertionError(msg)
-            done.append(result)
+        with trio.CancelScope() as scope:
+            self._batch_scopes.add(scope)
+            try:
+                async with trio.open_nursery() as nursery:
+                    for index, item in enumerate(parsed):
+                        if isinstance(item, MalformedCall):
+                            entries[index] = _entry(item, item.to_result())
+                        elif self._is_dangerous(item.name):
+                            dangerous.append((index, item))
+                        else:
+                            nursery.start_soon(run_one, index, item)
+                for index, item in dangerous:
+                    if self._stop_requested:
+                        stopped = True
+                    elif self._dangerous_this_tick >= 1:
+                        result = ToolResult.failure(
+                            ONE_DANGEROUS_PER_TURN.format(name=item.name), extra={"status": "blocked"}
+                        )
+                        entries[index] = _entry(item, result)
+                    else:
+                        self._dangerous_this_tick += 1
+                        await run_one(index, item)
+            finally:
+                self._batch_scopes.discard(scope)
+        if scope.cancel_called:
+            return Abort(reason="killed", message="the turn was killed while its tools ran", call_ids=ids)
+        done = tuple(entry for entry in entries if entry is not None)
+        if stopped or len(done) != len(parsed):
+            message = "stop requested: calls not yet dispatched were not run"
+            return Abort(reason="stopped", message=message, call_ids=ids, finished=done)
         return done
+
+    def _is_dangerous(self, name: str) -> bool:
+        return name in self.registry and self.registry.get(name).category == Category.DANGEROUS
+
+
+def _entry(call: ParsedCall, result: ToolResult) -> HistoryEntry:
+    return HistoryEntry(call_id=call.id, tool_name=call.name or "", call=call, result=result, success=result.success)
 
 
 @contextlib.asynccontextmanager
@@ -318,6 +494,8 @@ async def open_engine(
     max_concurrency: int = 64,
     cache_path: str | os.PathLike[str] | None = None,
     clock: Callable[[], float] | None = None,
+    max_threads: int | None = None,
+    max_malformed: int = 3,
 ) -> AsyncIterator[Engine]:
     """Open an :class:`Engine` over *registry*; its caches are closed on exit.
 
@@ -328,9 +506,12 @@ async def open_engine(
         max_concurrency: At most this many attempts run at once, across all tools.
         cache_path: The SQLite file of the ``persistent`` cache (default: ``.toolflow/cache.sqlite3``).
         clock: Wall-clock seconds for cache expiry (default ``time.time``).
+        max_threads: At most this many sync tools run in worker threads at once (default
+            *max_concurrency*); an abandoned thread gives its place back at once.
+        max_malformed: A batch with more malformed calls than this aborts as ``malformed_calls``.
 
     Raises:
-        ValueError: *max_concurrency* is less than 1.
+        ValueError: *max_concurrency* or *max_threads* is less than 1, or *max_malformed* is negative.
     """
     engine = Engine(
         registry,
@@ -339,6 +520,8 @@ async def open_engine(
         max_concurrency=max_concurrency,
         cache_path=cache_path,
         clock=clock if clock is not None else time.time,
+        max_threads=max_threads,
+        max_malformed=max_malformed,
     )
     try:
         yield engine

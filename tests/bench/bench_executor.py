@@ -1,0 +1,209 @@
+"""Benchmark the executor (issue 4, section 5): per-call overhead and a batch of 2,000 concurrent calls.
+
+1. Per-call overhead: ``await engine.call("add", {"a": 1, "b": 2})`` on a trivial async tool
+   with a timeout (lookup, gates, validation, one attempt under ``trio.fail_after``, result
+   normalisation) against a bare ``await add(a=1, b=2)`` under ``trio.fail_after``. The two run
+   interleaved in short rounds in one ``trio.run`` so that they share the machine's noise; the
+   table reports the median and the best round per call. Target: engine median at most 8 us.
+2. A batch: 2,000 calls that each ``await trio.sleep(0.05)``, in one ``engine.run_batch``
+   (``max_concurrency=2000``, and the default 64 for scale) against a bare nursery running the
+   same sleeps. Wall time is the median of a few runs without tracing; memory is the
+   ``tracemalloc`` peak of a separate run. Targets: at most 1.5x the nursery's wall time, at
+   most 15 MiB more memory.
+
+Run it from the repository root (it is not collected by pytest)::
+
+    .venv/bin/python tests/bench/bench_executor.py
+    .venv/bin/python tests/bench/bench_executor.py --rounds 50 --calls 2000
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import platform
+import statistics
+import tempfile
+import time
+import tracemalloc
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import trio
+
+import toolflow
+from toolflow._executor import Engine, open_engine
+
+SPEC = """\
+toolflow: 1
+tools:
+  add:
+    description: Add two integers.
+    parameters:
+      type: object
+      properties:
+        a: {type: integer, description: The first}
+        b: {type: integer, description: The second}
+      required: [a, b]
+    timeout: 5s
+    implementation: bench.add
+  nap:
+    description: Sleep 50 ms.
+    parameters: {type: object, properties: {}}
+    timeout: 5s
+    implementation: bench.nap
+"""
+
+BATCH = 2_000
+NAP = 0.05
+
+
+async def add(a: int, b: int) -> int:
+    """The trivial tool of the overhead benchmark."""
+    return a + b
+
+
+async def nap() -> str:
+    """The tool of the batch benchmark."""
+    await trio.sleep(NAP)
+    return "ok"
+
+
+class Bench:
+    """The plugin binding ``bench.add`` and ``bench.nap``."""
+
+    @toolflow.hookimpl
+    def toolflow_register_implementations(self, register: Callable[[str, Any], None]) -> None:
+        """Bind the two tools."""
+        register("bench.add", add)
+        register("bench.nap", nap)
+
+
+def _registry(folder: Path) -> tuple[toolflow.Registry, toolflow.Plugins]:
+    spec = folder / "bench.yaml"
+    spec.write_text(SPEC, encoding="utf-8")
+    plugins = toolflow.load_plugins(entry_points=False)
+    plugins.register(Bench(), "bench")
+    return toolflow.load_registry([spec], plugins=plugins), plugins
+
+
+# --- 1. per-call overhead -------------------------------------------------------------------
+
+
+async def _engine_round(engine: Engine, calls: int) -> float:
+    arguments = {"a": 1, "b": 2}
+    start = time.perf_counter()
+    for _ in range(calls):
+        await engine.call("add", arguments)
+    return (time.perf_counter() - start) / calls
+
+
+async def _bare_round(calls: int) -> float:
+    start = time.perf_counter()
+    for _ in range(calls):
+        with trio.fail_after(5):
+            await add(a=1, b=2)
+    return (time.perf_counter() - start) / calls
+
+
+async def _overhead(
+    registry: toolflow.Registry, plugins: toolflow.Plugins, rounds: int, calls: int
+) -> dict[str, list[float]]:
+    times: dict[str, list[float]] = {"engine.call": [], "bare await under fail_after": []}
+    async with open_engine(registry, plugins=plugins) as engine:
+        check = await engine.call("add", {"a": 1, "b": 2})
+        assert check.success and check.data == 3, check  # noqa: PT018 - a script, not a test
+        await _engine_round(engine, calls)  # warm up: resolve the binding, fill caches
+        await _bare_round(calls)
+        for _ in range(rounds):
+            gc.collect()
+            times["engine.call"].append(await _engine_round(engine, calls))
+            times["bare await under fail_after"].append(await _bare_round(calls))
+    return times
+
+
+# --- 2. a batch of concurrent sleeps --------------------------------------------------------
+
+
+async def _bare_batch() -> None:
+    async with trio.open_nursery() as nursery:
+        for _ in range(BATCH):
+            nursery.start_soon(trio.sleep, NAP)
+
+
+def _engine_batch(registry: toolflow.Registry, plugins: toolflow.Plugins, limit: int) -> Callable[[], Awaitable[None]]:
+    calls = [{"tool": "nap", "parameters": {}} for _ in range(BATCH)]
+
+    async def run() -> None:
+        async with open_engine(registry, plugins=plugins, max_concurrency=limit) as engine:
+            results = await engine.run_batch(calls)
+        assert len(results) == BATCH
+        assert all(r.success for r in results), next(r for r in results if not r.success)
+
+    return run
+
+
+def _wall(run: Callable[[], Awaitable[None]], repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        gc.collect()
+        start = time.perf_counter()
+        trio.run(run)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def _peak(run: Callable[[], Awaitable[None]]) -> float:
+    gc.collect()
+    tracemalloc.start()
+    try:
+        trio.run(run)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return peak / 2**20
+
+
+def main() -> None:
+    """Run both benchmarks and print markdown tables."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=30, help="rounds of the overhead benchmark (default 30)")
+    parser.add_argument("--calls", type=int, default=2000, help="calls per round (default 2000)")
+    parser.add_argument("--repeats", type=int, default=5, help="runs of each batch for its median wall time")
+    options = parser.parse_args()
+    with tempfile.TemporaryDirectory() as folder:
+        registry, plugins = _registry(Path(folder))
+        times = trio.run(_overhead, registry, plugins, options.rounds, options.calls)
+        print(
+            f"Python {platform.python_version()}, trio {trio.__version__}, "
+            f"{options.rounds} rounds of {options.calls:,} calls\n"
+        )
+        print("| per call | median (µs) | best round (µs) |")
+        print("|---|---:|---:|")
+        for name, values in times.items():
+            print(f"| {name} | {statistics.median(values) * 1e6:.2f} | {min(values) * 1e6:.2f} |")
+        engine_median = statistics.median(times["engine.call"])
+        bare_median = statistics.median(times["bare await under fail_after"])
+        print(f"\nengine overhead over the bare await: {(engine_median - bare_median) * 1e6:.2f} µs per call\n")
+
+        contenders: dict[str, Callable[[], Awaitable[None]]] = {
+            "bare nursery": _bare_batch,
+            "run_batch, max_concurrency=2000": _engine_batch(registry, plugins, BATCH),
+            "run_batch, default max_concurrency=64": _engine_batch(registry, plugins, 64),
+        }
+        walls = {name: _wall(run, options.repeats) for name, run in contenders.items()}
+        peaks = {name: _peak(run) for name, run in contenders.items()}
+        base_wall, base_peak = walls["bare nursery"], peaks["bare nursery"]
+        print(f"{BATCH:,} concurrent calls of `trio.sleep({NAP})`, median of {options.repeats} runs\n")
+        print("| batch | wall (s) | vs nursery | peak traced memory (MiB) | extra (MiB) |")
+        print("|---|---:|---:|---:|---:|")
+        for name in contenders:
+            print(
+                f"| {name} | {walls[name]:.3f} | {walls[name] / base_wall:.2f}x | "
+                f"{peaks[name]:.1f} | {peaks[name] - base_peak:.1f} |"
+            )
+
+
+if __name__ == "__main__":
+    main()

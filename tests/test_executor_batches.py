@@ -1,0 +1,315 @@
+"""Seed 002's discriminated outcome: history entries, stop, kill, malformed batches, the thread pool, the invariant."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import hypothesis
+import hypothesis.strategies as st
+import pytest
+import trio
+import trio.testing
+
+import toolflow
+from toolflow._executor import Abort, HistoryEntry, open_engine
+
+SPEC = """\
+toolflow: 1
+tools:
+  ok:
+    description: Succeeds after a delay.
+    parameters:
+      type: object
+      properties:
+        delay: {type: number, description: Seconds}
+    implementation: b.ok
+  fail:
+    description: Returns a failure result after a delay.
+    parameters:
+      type: object
+      properties:
+        delay: {type: number, description: Seconds}
+    implementation: b.fail
+  boom:
+    description: Raises a non-retryable error after a delay.
+    parameters:
+      type: object
+      properties:
+        delay: {type: number, description: Seconds}
+    implementation: b.boom
+  slow:
+    description: Overruns its 2 s timeout.
+    timeout: 2s
+    retry: {attempts: 1}
+    parameters:
+      type: object
+      properties:
+        delay: {type: number, description: Seconds}
+    implementation: b.slow
+  hang:
+    description: Hangs forever.
+    timeout: 3s
+    retry: {attempts: 1}
+    parameters:
+      type: object
+      properties:
+        delay: {type: number, description: Seconds}
+    implementation: b.hang
+  danger:
+    description: A dangerous tool that succeeds after a delay.
+    category: dangerous
+    parameters:
+      type: object
+      properties:
+        delay: {type: number, description: Seconds}
+    implementation: b.ok
+  hang_sync:
+    description: A sync tool that hangs until released.
+    timeout: 1s
+    retry: {attempts: 1}
+    implementation: b.hang_sync
+  quick_sync:
+    description: A quick sync tool.
+    timeout: 1s
+    implementation: b.quick_sync
+"""
+
+KINDS = ("ok", "fail", "boom", "slow", "hang", "danger")
+
+
+class Tools:
+    """The implementations of SPEC; `release` ends the hung sync tools."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.finished: list[str] = []
+
+    @toolflow.hookimpl
+    def toolflow_register_implementations(self, register: Callable[[str, Any], None]) -> None:
+        async def ok(delay: float = 0) -> str:
+            await trio.sleep(delay)
+            self.finished.append("ok")
+            return "done"
+
+        async def fail(delay: float = 0) -> dict[str, Any]:
+            await trio.sleep(delay)
+            return {"success": False, "error": "nope"}
+
+        async def boom(delay: float = 0) -> None:
+            await trio.sleep(delay)
+            msg = "bad input shape"
+            raise ValueError(msg)
+
+        async def slow(delay: float = 0) -> str:
+            await trio.sleep(10 + delay)
+            return "late"  # pragma: no cover - always times out
+
+        async def hang(delay: float = 0) -> None:
+            await trio.sleep_forever()
+
+        def hang_sync() -> None:
+            self.release.wait(30)
+
+        def quick_sync() -> str:
+            return "quick"
+
+        for name, function in {
+            "b.ok": ok,
+            "b.fail": fail,
+            "b.boom": boom,
+            "b.slow": slow,
+            "b.hang": hang,
+            "b.hang_sync": hang_sync,
+            "b.quick_sync": quick_sync,
+        }.items():
+            register(name, function)
+
+
+Setup = tuple[toolflow.Registry, toolflow.Plugins, Tools]
+
+
+def _setup(directory: Path) -> Setup:
+    spec = directory / "tools.yaml"
+    spec.write_text(SPEC, encoding="utf-8")
+    tools = Tools()
+    plugins = toolflow.load_plugins(entry_points=False)
+    plugins.register(tools, "batch-tools")
+    return toolflow.load_registry([spec], plugins=plugins), plugins, tools
+
+
+@pytest.fixture(scope="module")
+def module_setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
+    """One registry for the whole module (hypothesis runs many examples on it)."""
+    setup = _setup(tmp_path_factory.mktemp("batches"))
+    yield setup
+    setup[2].release.set()
+
+
+@pytest.fixture
+def setup(tmp_path: Path) -> Iterator[Setup]:
+    """A fresh registry and plugin; hung sync tools are released at the end."""
+    setup = _setup(tmp_path)
+    yield setup
+    setup[2].release.set()
+
+
+def _call(call_id: str, name: str, delay: float = 0) -> dict[str, Any]:
+    return {"type": "tool_use", "id": call_id, "name": name, "input": {"delay": delay}}
+
+
+async def test_execute_returns_a_history_entry(setup: Setup, autojump_clock: Any) -> None:
+    """A successful call is a history entry carrying the call id, the tool, the call and its result."""
+    registry, plugins, _ = setup
+    async with open_engine(registry, plugins=plugins) as engine:
+        outcome = await engine.execute(_call("toolu_1", "ok", 1))
+    assert isinstance(outcome, HistoryEntry)
+    assert (outcome.call_id, outcome.tool_name, outcome.success) == ("toolu_1", "ok", True)
+    assert outcome.call.id == "toolu_1"
+    assert outcome.result.data == "done"
+
+
+async def test_plain_timeout_is_a_failure_entry(setup: Setup, autojump_clock: Any) -> None:
+    """A timeout without a kill is a history entry the model sees: success false, `timed out after 2s`."""
+    registry, plugins, _ = setup
+    async with open_engine(registry, plugins=plugins) as engine:
+        outcome = await engine.execute(_call("t", "slow"))
+    assert isinstance(outcome, HistoryEntry)
+    assert (outcome.success, outcome.result.error) == (False, "timed out after 2s")
+
+
+async def test_stop_before_dispatch_aborts_stopped(setup: Setup, autojump_clock: Any) -> None:
+    """A pending stop aborts every call of a batch before anything runs; tick() clears it."""
+    registry, plugins, tools = setup
+    async with open_engine(registry, plugins=plugins) as engine:
+        engine.request_stop()
+        outcome = await engine.execute_batch([_call("a", "ok"), _call("b", "ok")])
+        engine.tick()
+        after = await engine.execute(_call("c", "ok"))
+    assert isinstance(outcome, Abort)
+    assert (outcome.reason, outcome.call_ids, outcome.finished) == ("stopped", ("a", "b"), ())
+    assert isinstance(after, HistoryEntry)
+    assert tools.finished == ["ok"]
+
+
+async def test_stop_lets_in_flight_calls_finish(setup: Setup, autojump_clock: Any) -> None:
+    """A stop mid-batch lets the running call finish and aborts the not yet dispatched dangerous call."""
+    registry, plugins, tools = setup
+    async with open_engine(registry, plugins=plugins) as engine, trio.open_nursery() as nursery:
+
+        async def stopper() -> None:
+            await trio.sleep(1)
+            engine.request_stop()
+
+        nursery.start_soon(stopper)
+        outcome = await engine.execute_batch([_call("a", "ok", 5), _call("b", "danger")])
+        results = await engine.run_batch([_call("c", "ok")])
+    assert isinstance(outcome, Abort)
+    assert (outcome.reason, outcome.call_ids) == ("stopped", ("a", "b"))
+    assert [(entry.call_id, entry.result.data) for entry in outcome.finished] == [("a", "done")]
+    assert tools.finished == ["ok"]  # the dangerous call never ran
+    assert (results[0].success, results[0].extra["reason"]) == (False, "stopped")
+
+
+async def test_kill_cancels_in_flight_calls_at_once(setup: Setup, autojump_clock: Any) -> None:
+    """kill() during a batch cancels it at once: one abort naming every call, no entries, no result kept."""
+    registry, plugins, tools = setup
+    async with open_engine(registry, plugins=plugins) as engine, trio.open_nursery() as nursery:
+
+        async def killer() -> None:
+            await trio.sleep(1)
+            engine.kill()
+
+        nursery.start_soon(killer)
+        start = trio.current_time()
+        outcome = await engine.execute_batch([_call("a", "ok", 0.5), _call("b", "hang"), _call("c", "ok", 5)])
+        elapsed = trio.current_time() - start
+    assert isinstance(outcome, Abort)
+    assert (outcome.reason, outcome.call_ids, outcome.finished) == ("killed", ("a", "b", "c"), ())
+    assert elapsed == pytest.approx(1.0)
+    assert tools.finished == ["ok"]  # call a had finished; its result is dropped with the batch
+
+
+async def test_too_many_malformed_calls_abort(setup: Setup) -> None:
+    """More than max_malformed malformed calls abort the batch before any call runs."""
+    registry, plugins, tools = setup
+    bad = {"type": "function", "function": {"name": "ok", "arguments": "{oops"}}
+    async with open_engine(registry, plugins=plugins, max_malformed=1) as engine:
+        one_bad = await engine.execute_batch([bad, _call("x", "ok")])
+        outcome = await engine.execute_batch([bad, bad, _call("x", "ok")])
+        results = await engine.run_batch([bad, bad])
+    assert isinstance(one_bad, tuple)
+    assert [entry.success for entry in one_bad] == [False, True]
+    assert isinstance(outcome, Abort)
+    assert outcome.reason == "malformed_calls"
+    assert outcome.call_ids == ("call_0", "call_1", "x")
+    assert [r.extra["reason"] for r in results] == ["malformed_calls", "malformed_calls"]
+    assert tools.finished == ["ok"]
+
+
+async def test_hung_sync_tools_do_not_exhaust_the_thread_pool(setup: Setup) -> None:
+    """With 2 threads, three hung sync tools time out and a quick sync tool still runs."""
+    registry, plugins, _ = setup
+    with trio.fail_after(10):
+        async with open_engine(registry, plugins=plugins, max_threads=2) as engine:
+            hung = await engine.run_batch([{"tool": "hang_sync"}] * 3)
+            quick = await engine.call("quick_sync", {})
+    assert [(r.success, r.error) for r in hung] == [(False, "timed out after 1s")] * 3
+    assert (quick.success, quick.data) == (True, "quick")
+
+
+_CALL = st.tuples(st.sampled_from(KINDS), st.sampled_from([0, 0.5, 1, 2.5, 4]))
+_ACTION = st.one_of(
+    st.just(None),
+    st.tuples(st.sampled_from(["stop", "kill"]), st.floats(min_value=0, max_value=6, allow_nan=False)),
+)
+
+
+@hypothesis.settings(max_examples=300, deadline=None, suppress_health_check=[hypothesis.HealthCheck.too_slow])
+@hypothesis.given(calls=st.lists(_CALL, max_size=8), action=_ACTION)
+def test_every_call_gets_one_result_or_the_batch_aborts_whole(
+    module_setup: Setup, calls: list[tuple[str, float]], action: tuple[str, float] | None
+) -> None:
+    """Any batch, stopped or killed at any virtual moment: one entry per call in order, or one abort naming every call."""
+    registry, plugins, _ = module_setup
+    raw = [_call(f"id{n}", kind, delay) for n, (kind, delay) in enumerate(calls)]
+    ids = tuple(f"id{n}" for n in range(len(calls)))
+    box: dict[str, Any] = {}
+
+    async def main() -> None:
+        async with open_engine(registry, plugins=plugins) as engine, trio.open_nursery() as nursery:
+
+            async def interrupt(kind: str, delay: float) -> None:
+                await trio.sleep(delay)
+                box["at"] = trio.current_time()
+                engine.kill() if kind == "kill" else engine.request_stop()
+
+            if action is not None:
+                nursery.start_soon(interrupt, *action)
+            box["outcome"] = await engine.execute_batch(raw)
+            box["end"] = trio.current_time()
+            nursery.cancel_scope.cancel()
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    outcome = box["outcome"]
+    hypothesis.event(f"abort: {outcome.reason}" if isinstance(outcome, Abort) else "entries")
+    interrupted = "at" in box and box["at"] <= box["end"]
+    if isinstance(outcome, Abort):
+        assert outcome.call_ids == ids
+        assert len(set(outcome.call_ids)) == len(ids)
+        assert interrupted
+        assert outcome.reason == action[0] + ("ed" if action[0] == "kill" else "ped")  # type: ignore[index]
+        if outcome.reason == "killed":
+            assert outcome.finished == ()
+        assert {entry.call_id for entry in outcome.finished} <= set(ids)
+        return
+    assert tuple(entry.call_id for entry in outcome) == ids
+    first_danger = next((n for n, (kind, _) in enumerate(calls) if kind == "danger"), None)
+    for n, (entry, (kind, _)) in enumerate(zip(outcome, calls, strict=True)):
+        assert entry.success is (kind == "ok" or n == first_danger)
+        if kind == "danger" and n != first_danger:
+            assert "one dangerous action per turn" in (entry.result.error or "")
+        if kind in {"slow", "hang"}:
+            assert (entry.result.error or "").startswith("timed out after")
