@@ -197,6 +197,11 @@ class Engine:
         self._succeeded_loop: set[str] = set()
         self._succeeded_session: set[str] = set()
         self._dangerous_this_tick = 0
+        # Which call hooks exist, looked up once: most engines have none, and the look-up copies lists.
+        hooks = plugins.manager.hook if plugins is not None else None
+        self._observes_before = bool(hooks and hooks.toolflow_before_call.get_hookimpls())
+        self._observes_after = bool(hooks and hooks.toolflow_after_call.get_hookimpls())
+        self._wraps = bool(hooks and hooks.toolflow_wrap_call.get_hookimpls())
 
     # --- lifecycle -----------------------------------------------------------------------
 
@@ -267,7 +272,7 @@ class Engine:
         if result.success:
             self._succeeded_loop.add(name)
             self._succeeded_session.add(name)
-        if self.plugins is not None:
+        if self._observes_after and self.plugins is not None:
             _observe(self.plugins, "toolflow_after_call", call=call, result=result)
         return result
 
@@ -293,7 +298,7 @@ class Engine:
             is_async = tool.is_async
         except PluginError as exc:
             return ToolResult.failure(str(exc), extra={"attempts": 0})
-        if self.plugins is not None:
+        if self._observes_before and self.plugins is not None:
             _observe(self.plugins, "toolflow_before_call", call=call)
         function: Callable[[], Any] = functools.partial(implementation, **validation.cleaned)
         started = trio.current_time()
@@ -349,24 +354,33 @@ class Engine:
         """Run one attempt; return its result and the exception it raised, if any."""
         spec = tool.spec
         per_tool = self._limiter(spec)
+        held: list[trio.CapacityLimiter] = []
         try:
-            async with contextlib.AsyncExitStack() as limits:
-                if per_tool is not None:
-                    await limits.enter_async_context(per_tool)
-                await limits.enter_async_context(self._global)
-                with trio.fail_after(spec.timeout):
+            for limiter in (self._global,) if per_tool is None else (per_tool, self._global):
+                # A free token is taken without a trip through the scheduler; only a full limiter waits.
+                try:
+                    limiter.acquire_nowait()
+                except trio.WouldBlock:
+                    await limiter.acquire()
+                held.append(limiter)
+            # A bare cancel scope rather than trio.fail_after: the same deadline, without the
+            # generator-based context managers that cost more than the rest of a trivial call.
+            with trio.CancelScope(deadline=trio.current_time() + spec.timeout) as scope:
+                if self._wraps:
                     async with contextlib.AsyncExitStack() as stack:
                         for wrapper in _wrappers(self.plugins, call):
                             await stack.enter_async_context(wrapper)
-                        if is_async:
-                            value = await function()
-                        else:
-                            value = await self._in_thread(function)
-        except trio.TooSlowError:
-            message = f"timed out after {_seconds(spec.timeout)}"
-            return ToolResult.failure(message), TimeoutError(message)
+                        value = await function() if is_async else await self._in_thread(function)
+                else:
+                    value = await function() if is_async else await self._in_thread(function)
+            if scope.cancelled_caught:
+                message = f"timed out after {_seconds(spec.timeout)}"
+                return ToolResult.failure(message), TimeoutError(message)
         except Exception as exc:  # noqa: BLE001 - a failing tool is a result the model sees; Cancelled is not an Exception
             return ToolResult.failure(f"{type(exc).__name__}: {exc}"), exc
+        finally:
+            for limiter in reversed(held):
+                limiter.release()
         return tool.result_validator.normalize(value), None
 
     async def _in_thread(self, function: Callable[[], Any]) -> Any:
