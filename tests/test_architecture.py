@@ -24,7 +24,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("lint", ("toolflow._lint",)),
     ("hookspecs, plugins", ("toolflow.hookspecs", "toolflow._plugins")),
     ("registry, export", ("toolflow._registry", "toolflow._export", "toolflow._retrying", "toolflow._cache")),
-    ("executor", ("toolflow._invoke", "toolflow._executor")),
+    ("executor", ("toolflow._invoke", "toolflow._executor", "toolflow._context")),
     (
         "cli, testing, default plugins",
         ("toolflow._cli", "toolflow._docgen", "toolflow.__main__", "toolflow.testing", "toolflow.default_plugins"),

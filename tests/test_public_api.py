@@ -18,6 +18,7 @@ EXPECTED = [
     "Binding",
     "CachePolicy",
     "CacheScope",
+    "CallContext",
     "CallHookWarning",
     "Category",
     "ConfigError",

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from toolflow._calls import MalformedCall, ToolCall, parse_tool_call, parse_tool_calls
+    from toolflow._context import CallContext
     from toolflow._diagnostics import Diagnostic, Severity, Span
     from toolflow._errors import ConfigError, SpecError, ToolflowError, UsageError
     from toolflow._executor import Abort, BatchOutcome, Engine, HistoryEntry, open_engine
@@ -73,6 +74,7 @@ _EXPORTS = {
     "BatchOutcome": "toolflow._executor",
     "Binding": "toolflow._plugins",
     "CachePolicy": "toolflow._model",
+    "CallContext": "toolflow._context",
     "CacheScope": "toolflow._model",
     "CallHookWarning": "toolflow._invoke",
     "Category": "toolflow._model",
@@ -141,6 +143,7 @@ __all__ = [
     "Binding",
     "CachePolicy",
     "CacheScope",
+    "CallContext",
     "CallHookWarning",
     "Category",
     "ConfigError",

@@ -54,6 +54,7 @@ import trio
 
 from toolflow._cache import CacheBackend, MemoryCache, cache_key, open_cache
 from toolflow._calls import MalformedCall, ParsedCall, ToolCall, parse_tool_calls
+from toolflow._context import CallContext, wants_context
 from toolflow._invoke import CallHookWarning, _observe, _wrappers
 from toolflow._model import CacheScope, Category, ToolSpec
 from toolflow._plugins import PluginError, Plugins
@@ -302,7 +303,10 @@ class Engine:
             _observe(self.plugins, "toolflow_before_call", call=call)
         function: Callable[[], Any] = functools.partial(implementation, **validation.cleaned)
         started = trio.current_time()
-        result, attempts = await self._attempts(tool, call, function, is_async=is_async)
+        # wants_context inspects each implementation once; afterwards it is a dict look-up.
+        result, attempts = await self._attempts(
+            tool, call, function, is_async=is_async, with_context=wants_context(implementation)
+        )
         elapsed_ms = (trio.current_time() - started) * 1000
         logger.info("Function call completed: %s (%dms)", tool.name, round(elapsed_ms))
         if cache is not None and key is not None and result.success:
@@ -331,7 +335,7 @@ class Engine:
         return limiter
 
     async def _attempts(
-        self, tool: RegisteredTool, call: ToolCall, function: Callable[[], Any], *, is_async: bool
+        self, tool: RegisteredTool, call: ToolCall, function: Callable[..., Any], *, is_async: bool, with_context: bool
     ) -> tuple[ToolResult, int]:
         spec = tool.spec
         policy = spec.retry
@@ -339,7 +343,9 @@ class Engine:
         attempt = 0
         while True:
             attempt += 1
-            result, error = await self._attempt(tool, call, function, is_async=is_async)
+            result, error = await self._attempt(
+                tool, call, function, is_async=is_async, attempt=attempt if with_context else 0
+            )
             if result.success or not retry_allowed:
                 return result, attempt
             decision = classify(error if error is not None else result, policy, verdict=self._verdict(call, error))
@@ -349,9 +355,13 @@ class Engine:
             await trio.sleep(delay)
 
     async def _attempt(
-        self, tool: RegisteredTool, call: ToolCall, function: Callable[[], Any], *, is_async: bool
+        self, tool: RegisteredTool, call: ToolCall, function: Callable[..., Any], *, is_async: bool, attempt: int
     ) -> tuple[ToolResult, Exception | None]:
-        """Run one attempt; return its result and the exception it raised, if any."""
+        """Run one attempt; return its result and the exception it raised, if any.
+
+        *attempt* is the attempt's number when the implementation takes a ``ctx`` (it then gets
+        a :class:`~toolflow._context.CallContext` as the keyword ``ctx``), else 0.
+        """
         spec = tool.spec
         per_tool = self._limiter(spec)
         held: list[trio.CapacityLimiter] = []
@@ -365,7 +375,11 @@ class Engine:
                 held.append(limiter)
             # A bare cancel scope rather than trio.fail_after: the same deadline, without the
             # generator-based context managers that cost more than the rest of a trivial call.
-            with trio.CancelScope(deadline=trio.current_time() + spec.timeout) as scope:
+            deadline = trio.current_time() + spec.timeout
+            if attempt:
+                context = CallContext.current(call_id=call.id, tool=tool.name, attempt=attempt, deadline=deadline)
+                function = functools.partial(function, ctx=context)  # the context wins over an argument named ctx
+            with trio.CancelScope(deadline=deadline) as scope:
                 if self._wraps:
                     async with contextlib.AsyncExitStack() as stack:
                         for wrapper in _wrappers(self.plugins, call):

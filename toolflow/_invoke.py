@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 import warnings
 from collections.abc import Iterator
 from typing import Any
@@ -16,6 +17,7 @@ import attrs
 import trio
 
 from toolflow._calls import ToolCall
+from toolflow._context import CallContext, wants_context
 from toolflow._plugins import PluginError, Plugins
 from toolflow._registry import RegisteredTool
 from toolflow._results import ToolResult
@@ -40,6 +42,8 @@ async def invoke(
     implementation that raises all become failure results with a
     model-readable error; nothing but cancellation escapes. Sync
     implementations run in a worker thread so that they do not block trio.
+    An implementation that declares a ``ctx`` parameter receives a
+    :class:`~toolflow._context.CallContext` (attempt 1, no deadline).
 
     With *plugins*, their call hooks take part: ``toolflow_before_call`` sees
     the validated call, ``toolflow_wrap_call`` context managers are entered
@@ -70,6 +74,9 @@ async def _run(tool: RegisteredTool, validation: Any, call: ToolCall, plugins: P
     if plugins is not None:
         _observe(plugins, "toolflow_before_call", call=call)
     function: Any = functools.partial(implementation, **validation.cleaned)
+    if wants_context(implementation):  # one attempt, no timeout; the context wins over an argument named ctx
+        context = CallContext.current(call_id=call.id, tool=tool.name, attempt=1, deadline=math.inf)
+        function = functools.partial(function, ctx=context)
     try:
         async with contextlib.AsyncExitStack() as stack:
             for wrapper in _wrappers(plugins, call):
