@@ -80,7 +80,8 @@ ONE_DANGEROUS_PER_TURN = "Error: one dangerous action per turn - {name!r} was no
 
 
 def _seconds(value: float) -> str:
-    return f"{value:g}s"
+    """A duration as a spec writes it: ``500ms`` below a second, else ``30s``, ``1.5s``."""
+    return f"{value * 1000:g}ms" if value < 1 else f"{value:g}s"
 
 
 AbortReason: TypeAlias = Literal["stopped", "killed", "malformed_calls"]
