@@ -208,7 +208,7 @@ def _cmd_lint(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         config,
         rules=rules,
         plugins=plugins.lint_facts() if plugins else None,
-        kinds={name: found[0].schema for name, found in plugins.kinds().items()} if plugins else None,
+        kinds=plugins.kind_schemas() if plugins else None,
     )
     for crash in report.crashed:
         print(f"toolflow: warning: {crash}", file=stderr)
@@ -244,8 +244,7 @@ def _cmd_list(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     from toolflow._loader import load_specs  # noqa: PLC0415
 
     plugins = _load_plugins(stderr)
-    kinds = {name: found[0].schema for name, found in plugins.kinds().items()}
-    result = load_specs(_spec_paths(args.paths), kinds=kinds)
+    result = load_specs(_spec_paths(args.paths), kinds=plugins.kind_schemas())
     for diagnostic in result.diagnostics:
         print(diagnostic.render(), file=stderr)
     rows = []

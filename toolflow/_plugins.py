@@ -285,6 +285,13 @@ class Plugins:
             found.setdefault(kind.name, []).append(kind)
         return found
 
+    def kind_schemas(self) -> dict[str, Mapping[str, Any]]:
+        """Spec key to the schema of its value, for each kind: what the loader needs (``load_specs(kinds=...)``).
+
+        A conflict (two plugins, one kind) is left to the registry, which reports it; the first schema is used.
+        """
+        return {name: found[0].schema for name, found in self.kinds().items() if found}
+
     def lint_rules(self) -> list[tuple[str, Rule]]:
         """``(plugin name, rule)`` for every lint rule plugins register; ``rule.plugin`` is filled in."""
         return [(rule.plugin or "", rule) for rule in self._items(LINT_RULES)]

@@ -12,12 +12,13 @@ from __future__ import annotations
 import os
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import attrs
 
 from toolflow._errors import ConfigError
 
-__all__ = ["DEFAULT_SPECS", "ProjectConfig", "find_pyproject", "load_project"]
+__all__ = ["DEFAULT_SPECS", "ProjectConfig", "find_pyproject", "load_project", "read_pyproject"]
 
 DEFAULT_SPECS = "specs"
 
@@ -49,6 +50,22 @@ def find_pyproject(start: str | os.PathLike[str] = ".") -> Path | None:
     return None
 
 
+def read_pyproject(pyproject: str | os.PathLike[str]) -> dict[str, Any]:
+    """Parse a pyproject.toml.
+
+    Raises:
+        ConfigError: The file cannot be read or is not valid TOML.
+    """
+    where = os.fspath(pyproject)
+    try:
+        with open(pyproject, "rb") as stream:
+            return tomllib.load(stream)
+    except OSError as exc:
+        raise ConfigError(f"cannot read: {exc.strerror or exc}", path=where) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"invalid TOML: {exc}", path=where) from None
+
+
 def load_project(start: str | os.PathLike[str] = ".") -> ProjectConfig:
     """Read ``[tool.toolflow]`` from the nearest pyproject.toml at or above *start*.
 
@@ -59,14 +76,7 @@ def load_project(start: str | os.PathLike[str] = ".") -> ProjectConfig:
     if pyproject is None:
         return ProjectConfig()
     where = os.fspath(pyproject)
-    try:
-        with open(pyproject, "rb") as stream:
-            document = tomllib.load(stream)
-    except OSError as exc:
-        raise ConfigError(f"cannot read: {exc.strerror or exc}", path=where) from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"invalid TOML: {exc}", path=where) from None
-    table: object = document
+    table: object = read_pyproject(pyproject)
     for key in ("tool", "toolflow"):
         table = table.get(key, {}) if isinstance(table, dict) else table
     if not isinstance(table, dict):

@@ -447,8 +447,7 @@ def load_registry(
     """
     if plugins is None:
         plugins = load_plugins()
-    kinds = {name: found[0].schema for name, found in plugins.kinds().items() if name != BINDING_KIND}
-    return Registry.build(load_specs(paths, environ=environ, kinds=kinds), plugins)
+    return Registry.build(load_specs(paths, environ=environ, kinds=plugins.kind_schemas()), plugins)
 
 
 # --- building ---------------------------------------------------------------------------------

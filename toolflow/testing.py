@@ -276,15 +276,10 @@ class ToolflowProject:
         environment (set variables with ``monkeypatch.setenv``). Never raises on
         bad specs: the problems are the result's ``diagnostics``.
         """
-        from toolflow._loader import IMPLEMENTATION_KINDS, load_specs  # noqa: PLC0415
+        from toolflow._loader import load_specs  # noqa: PLC0415
 
         plugins = self.plugins() if plugins is None else plugins
-        kinds = {
-            name: found[0].schema
-            for name, found in plugins.kinds().items()
-            if found and name not in IMPLEMENTATION_KINDS
-        }
-        return load_specs(self.spec_paths(), kinds=kinds)
+        return load_specs(self.spec_paths(), kinds=plugins.kind_schemas())
 
     def registry(self, plugins: Plugins | None = None) -> Registry:
         """Load the specs and build the registry with *plugins* (default: :meth:`plugins`).

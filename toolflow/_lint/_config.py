@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import fnmatch
 import os
-import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ import attrs
 from toolflow._diagnostics import Severity
 from toolflow._errors import ConfigError, UsageError
 from toolflow._lint._rule import TARGETS, Rule
-from toolflow._project import find_pyproject
+from toolflow._project import find_pyproject, read_pyproject
 from toolflow._schemas import did_you_mean
 
 __all__ = ["LintConfig", "RuleSet", "find_pyproject", "load_config"]
@@ -60,14 +59,7 @@ def load_config(path: str | os.PathLike[str] | None = None, *, rules: Sequence[R
     if pyproject is None:
         return LintConfig()
     where = os.fspath(pyproject)
-    try:
-        with open(pyproject, "rb") as stream:
-            document = tomllib.load(stream)
-    except OSError as exc:
-        raise ConfigError(f"cannot read: {exc.strerror or exc}", path=where) from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"invalid TOML: {exc}", path=where) from None
-    table: Any = document
+    table: Any = read_pyproject(pyproject)
     for key in ("tool", "toolflow", "lint"):
         if not isinstance(table, dict):
             break
