@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Set up and run toolflow's two jobs with nothing but Python 3.11.
 
-    python3 tasks.py run    # install toolflow and its plugins, lint specs/, list tools, call a few
+    python3 tasks.py run    # install toolflow and its plugins, lint specs/, call tools, run an agent loop
     python3 tasks.py test   # install toolflow with its test tools, run ruff, mypy and every test
     python3 tasks.py docs   # regenerate the generated parts of docs/
 
@@ -39,8 +39,8 @@ def ensure_venv(*requirements: str | Path) -> None:
 
 
 def run() -> None:
-    """The main job: lint the shipped specs, show their tools and plugins, call a few tools."""
-    ensure_venv("-e", ".", *(arg for p in PLUGINS for arg in ("-e", p)))
+    """The main job: lint the shipped specs, show their tools and plugins, call a few tools, run an agent loop."""
+    ensure_venv("-e", ".[mcp]", *(arg for p in PLUGINS for arg in ("-e", p)))
     sh(BIN / "toolflow", "lint", "specs/")
     sh(BIN / "toolflow", "list", "specs/")
     sh(BIN / "toolflow", "plugins")
@@ -48,6 +48,7 @@ def run() -> None:
     sh(BIN / "toolflow", "call", "search_object", '{"name": "sword"}')
     sh(BIN / "toolflow", "call", "say", '{"message": "Hello, traveller!"}')
     sh(BIN / "toolflow", "call", "list_directory", '{"path": "specs"}')
+    sh(BIN / "toolflow", "run", "--specs", "specs/", "--model", "scripted:examples/assistant-session.yaml")
 
 
 def test() -> None:

@@ -18,16 +18,25 @@ PACKAGE = Path(__file__).resolve().parent.parent / "toolflow"
 
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("errors, diagnostics", ("toolflow._errors", "toolflow._diagnostics")),
-    ("model", ("toolflow._model", "toolflow._results", "toolflow._calls")),
+    ("model", ("toolflow._model", "toolflow._results", "toolflow._calls", "toolflow._policy")),
     ("schemas, templates", ("toolflow._schemas", "toolflow._templates", "toolflow._checking", "toolflow._validation")),
     ("yaml, loader", ("toolflow._yaml", "toolflow._loader", "toolflow._project")),
     ("lint", ("toolflow._lint",)),
     ("hookspecs, plugins", ("toolflow.hookspecs", "toolflow._plugins")),
     ("registry, export", ("toolflow._registry", "toolflow._export", "toolflow._retrying", "toolflow._cache")),
     ("executor", ("toolflow._invoke", "toolflow._executor", "toolflow._context")),
+    ("loop", ("toolflow._providers", "toolflow._history", "toolflow._loop")),
     (
         "cli, testing, default plugins",
-        ("toolflow._cli", "toolflow._docgen", "toolflow.__main__", "toolflow.testing", "toolflow.default_plugins"),
+        (
+            "toolflow._cli",
+            "toolflow._cli_run",
+            "toolflow._docgen",
+            "toolflow.__main__",
+            "toolflow.testing",
+            "toolflow.default_plugins",
+            "toolflow._serve",
+        ),
     ),
 )
 """Lowest first; an entry names a module or a package (with everything under it)."""
@@ -123,8 +132,8 @@ def test_front_door_imports_lazily() -> None:
     assert not eager, f"eager imports on lines {eager}"
 
 
-TRIO_LAYERS = frozenset({"executor", "cli, testing, default plugins"})
-"""Only the executor (and the loop, later) and the front ends above it may import trio."""
+TRIO_LAYERS = frozenset({"executor", "loop", "cli, testing, default plugins"})
+"""Only the executor, the loop and the front ends above them may import trio."""
 
 
 def test_trio_stays_above_the_registry() -> None:

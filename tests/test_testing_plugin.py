@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import trio
 
-from toolflow._plugins import ImplementationKind, PluginError, PluginLoadWarning, Plugins
+from toolflow._plugins import DEFAULT_PLUGINS, ImplementationKind, PluginError, PluginLoadWarning, Plugins
 from toolflow.hookspecs import hookimpl
 from toolflow.testing import (
     AsyncFakeImplementation,
@@ -32,7 +32,7 @@ from toolflow.testing import (
 
 pytest_plugins = ["pytester", "toolflow.testing"]
 
-BUILTINS = ["toolflow.default_plugins.template", "toolflow.default_plugins.command"]
+BUILTINS = list(DEFAULT_PLUGINS)
 
 SAY = {
     "tools": {

@@ -197,7 +197,8 @@ def parse_tool_calls(
     call repeating the id of an earlier call keeps its place but gets a generated
     id, with a warning when it is well-formed. A generated id that some provider
     id of the batch already uses gets a suffix (``call_1_2``). *raw_calls* may also
-    be ``None`` (no calls) or a single call (a mapping or JSON text).
+    be ``None`` (no calls) or a single call (a mapping or JSON text). Calls parsed already
+    (:class:`ToolCall`, :class:`MalformedCall`) are taken as they are, ids included.
 
     Raises:
         ValueError: *max_argument_bytes* is not positive.
@@ -243,6 +244,8 @@ def _check_limit(limit: int) -> None:
 
 def _parse_safely(raw: object, default_id: str, limit: int) -> tuple[ParsedCall, bool]:
     """Parse *raw*; also say whether the call's id came from the provider."""
+    if isinstance(raw, ToolCall | MalformedCall):  # parsed already (the agent loop parses before it gates)
+        return raw, True
     try:
         return _parse(raw, default_id, limit)
     except Exception as exc:  # noqa: BLE001 - odd objects (a mapping whose items() raises, ...) are malformed calls

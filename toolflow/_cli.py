@@ -11,7 +11,7 @@ import contextlib
 import json
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
     from toolflow._plugins import Plugins
@@ -20,6 +20,8 @@ __all__ = ["main", "run"]
 
 OUTPUT_FORMATS = ("text", "json", "github", "sarif", "junit", "gitlab")
 SCHEMA_FORMATS = ("openai", "anthropic", "mcp")
+HISTORY_FORMATS = ("openai", "anthropic", "fallback", "text")
+"""The history formats of ``toolflow run`` (``toolflow._providers.HISTORY_FORMATS``, without importing it)."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -97,6 +99,37 @@ def _parser() -> argparse.ArgumentParser:
     plugins.add_argument("--strict", action="store_true", help="stop with an error at the first plugin that fails")
     plugins.set_defaults(handler=_cmd_plugins)
 
+    _add_call_parser(commands)
+
+    _add_run_parser(commands)
+
+    serve = commands.add_parser("serve", help="serve the tools over the Model Context Protocol (needs toolflow[mcp])")
+    serve.add_argument(
+        "--specs", action="append", metavar="PATH", help="spec file or directory (repeatable; default: specs/)"
+    )
+    serve.add_argument(
+        "--transport", choices=("stdio", "http"), default="stdio", help="stdio (default) or streamable HTTP"
+    )
+    serve.add_argument(
+        "--project", metavar="DIR", help="serve as if started in DIR: its pyproject.toml, plugins, specs and cache"
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="HTTP: the address to listen on (default: 127.0.0.1)")
+    serve.add_argument(
+        "--port", type=int, default=8000, help="HTTP: the port to listen on (default: 8000; 0: any free port)"
+    )
+    serve.add_argument(
+        "--toolset", action="append", metavar="NAME", help="serve the tools of this toolset (repeatable)"
+    )
+    serve.add_argument("--tool", action="append", metavar="NAME", help="serve this tool (repeatable, comma-separated)")
+    serve.add_argument(
+        "--no-cache", action="store_true", help="use no cache at all: neither read nor write the tools' caches"
+    )
+    serve.set_defaults(handler=_cmd_serve)
+    return parser
+
+
+def _add_call_parser(commands: Any) -> None:
+    """Add ``toolflow call``."""
     call = commands.add_parser("call", help="run one tool: validate the arguments, call it, print the result as JSON")
     call.add_argument("name", nargs="?", metavar="NAME", help="the tool to call (with --raw: optional, checked)")
     call.add_argument(
@@ -118,7 +151,42 @@ def _parser() -> argparse.ArgumentParser:
         "--trace", action="store_true", help="print the attempts, the duration and the cache use on standard error"
     )
     call.set_defaults(handler=_cmd_call)
-    return parser
+
+
+def _add_run_parser(commands: Any) -> None:
+    """Add ``toolflow run`` (its handler imports the loop only when it runs)."""
+    run = commands.add_parser(
+        "run", help="run an agent loop: a model calls the tools until the policy ends the loop; print the trace"
+    )
+    run.add_argument(
+        "--specs", action="append", metavar="PATH", help="spec file or directory (repeatable; default: specs/)"
+    )
+    run.add_argument(
+        "--model",
+        required=True,
+        metavar="PROVIDER:TARGET",
+        help="the model: scripted:FILE (a YAML transcript) or openai:MODEL (any OpenAI-compatible server)",
+    )
+    run.add_argument("--format", choices=HISTORY_FORMATS, default="openai", help="the history format (default: openai)")
+    run.add_argument("--prompt", metavar="TEXT", help="the user's message (default: the transcript's 'prompt')")
+    run.add_argument("--system", metavar="TEXT", help="the system prompt (default: the policy's, or the transcript's)")
+    run.add_argument("--max-iterations", type=int, metavar="N", help="override the policy's max_iterations")
+    run.add_argument("--toolset", metavar="NAME", help="expose only this toolset's tools (overrides the policy's)")
+    run.add_argument(
+        "--deliberate", action="store_true", help="deliberate mode: expose only the policy's 'deliberate' allowlist"
+    )
+    run.add_argument(
+        "--approve",
+        choices=("ask", "yes", "no"),
+        help="calls whose category needs approval: ask on the terminal, approve all, or refuse all "
+        "(default: ask when standard input is a terminal, else the plugins decide)",
+    )
+    run.add_argument("--no-cache", action="store_true", help="use no cache at all")
+    run.add_argument("--output", choices=("text", "json"), default="text", help="text trace (default) or one JSON")
+    run.add_argument("--base-url", metavar="URL", help="openai: the server (default: $OPENAI_BASE_URL)")
+    run.add_argument("--api-key-env", metavar="VAR", help="openai: read the API key from this variable")
+    run.add_argument("--no-stream", action="store_true", help="openai: ask for whole responses, not streams")
+    run.set_defaults(handler=_cmd_run)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -416,6 +484,12 @@ def _cmd_call(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     return 0 if result.success else 1
 
 
+def _cmd_run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    from toolflow._cli_run import command  # noqa: PLC0415 - the loop, trio and providers load only for `run`
+
+    return command(args, _load_plugins(stderr), stdout, stderr)
+
+
 def _call_request(args: argparse.Namespace, stdout: TextIO) -> tuple[str, object, tuple[str, ...], str] | None:
     """NAME, arguments, parse warnings and call id of ``toolflow call``; None once a malformed call is printed."""
     from toolflow._calls import MalformedCall, parse_tool_call  # noqa: PLC0415
@@ -452,3 +526,42 @@ def _trace_line(name: str, success: bool, attempts: object, elapsed: float, scop
     noun = "attempt" if attempts == 1 else "attempts"
     outcome = "success" if success else "failure"
     return f"toolflow: trace: {name}: {outcome}, {attempts} {noun}, {elapsed * 1000:.1f}ms, {cache_text}"
+
+
+def _cmd_serve(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    import os  # noqa: PLC0415
+
+    from toolflow._cache import default_cache_path  # noqa: PLC0415
+    from toolflow._errors import UsageError  # noqa: PLC0415
+    from toolflow._project import load_project  # noqa: PLC0415
+    from toolflow._registry import load_registry  # noqa: PLC0415
+
+    try:
+        from toolflow import _serve  # noqa: PLC0415
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").partition(".")[0] not in {"mcp", "mcp_types", "hypercorn"}:
+            raise
+        msg = f"serve needs the MCP SDK ({exc.name!r} is not installed): pip install 'toolflow[mcp]'"
+        raise UsageError(msg) from None
+    if args.project:
+        try:
+            os.chdir(args.project)  # MCP clients start servers in a directory of their own choosing
+        except OSError as exc:
+            msg = f"serve: cannot use project directory {args.project!r}: {exc.strerror or exc}"
+            raise UsageError(msg) from None
+    plugins = _load_plugins(stderr)
+    registry = load_registry(_spec_paths(args.specs or []), plugins=plugins)
+    registry = _serve.select_tools(registry, toolsets=args.toolset or (), tools=_split(args.tool))
+    if args.no_cache:
+        registry = _serve.without_cache(registry)
+    cache_path = str(default_cache_path(load_project().root))
+    _serve.serve(
+        registry,
+        plugins=plugins,
+        cache_path=cache_path,
+        transport=args.transport,
+        host=args.host,
+        port=args.port,
+        stderr=stderr,
+    )
+    return 0

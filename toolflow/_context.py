@@ -6,23 +6,54 @@ argument ``ctx``, one per attempt. Implementations without it are called exactly
 Whether an implementation wants the context is decided by :func:`wants_context`, which
 inspects each callable once and caches the answer, so the engine's hot path does no
 ``inspect`` work.
+
+Progress: :meth:`CallContext.report_progress` hands each report to the progress sink in force
+where the call runs, set with :func:`reporting_progress` (``toolflow serve`` sets one per MCP
+request that asked for progress). The sink lives in a :class:`contextvars.ContextVar`, which
+reaches the engine's task and the worker threads of sync tools (``trio.to_thread`` copies the
+context); a context captures the sink when it is made, so a report from a thread the
+implementation starts itself still arrives. Without a sink a report does nothing.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import inspect
 import math
 import threading
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, TypeAlias
 
 import attrs
 import trio
 
-__all__ = ["CONTEXT_PARAMETER", "CallContext", "wants_context"]
+__all__ = ["CONTEXT_PARAMETER", "CallContext", "ProgressSink", "reporting_progress", "wants_context"]
 
 CONTEXT_PARAMETER = "ctx"
 """The name of the parameter through which an implementation receives its :class:`CallContext`."""
+
+ProgressSink: TypeAlias = Callable[[float, "float | None", "str | None"], None]
+"""Receives ``(progress, total, message)`` reports; called from the trio thread or a worker thread."""
+
+_progress_sink: contextvars.ContextVar[ProgressSink | None] = contextvars.ContextVar(
+    "toolflow_progress_sink", default=None
+)
+
+
+@contextlib.contextmanager
+def reporting_progress(sink: ProgressSink) -> Iterator[None]:
+    """Send the progress reports of the calls started inside the ``with`` block to *sink*.
+
+    *sink* must be safe to call from any thread, must not block and must not raise: sync
+    implementations report from their worker thread, and a report may arrive after the call
+    ended (from an abandoned thread).
+    """
+    token = _progress_sink.set(sink)
+    try:
+        yield
+    finally:
+        _progress_sink.reset(token)
 
 
 @attrs.frozen(kw_only=True)
@@ -42,11 +73,42 @@ class CallContext:
     attempt: int
     deadline: float
     _clock: trio.abc.Clock = attrs.field(alias="clock", repr=False, eq=False)
+    _progress: ProgressSink | None = attrs.field(alias="progress", default=None, repr=False, eq=False)
 
     @classmethod
     def current(cls, *, call_id: str, tool: str, attempt: int, deadline: float) -> CallContext:
-        """Make a context for the running trio task's attempt (uses the run's clock)."""
-        return cls(call_id=call_id, tool=tool, attempt=attempt, deadline=deadline, clock=trio.lowlevel.current_clock())
+        """Make a context for the running trio task's attempt (its clock, and the progress sink in force)."""
+        return cls(
+            call_id=call_id,
+            tool=tool,
+            attempt=attempt,
+            deadline=deadline,
+            clock=trio.lowlevel.current_clock(),
+            progress=_progress_sink.get(),
+        )
+
+    def report_progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+        """Report how far the call has got, for a caller that shows progress; a no-op when none listens.
+
+        Call it from an async implementation or from a sync one's worker thread; it never blocks.
+        ``toolflow serve`` sends each report to the MCP client as ``notifications/progress`` when
+        the client asked for progress (a report that does not increase *progress* is dropped, as
+        MCP requires progress to increase).
+
+        Args:
+            progress: The work done so far, in any unit (items, bytes, percent).
+            total: The total amount of work in the same unit, when known.
+            message: A short human-readable note on the current step.
+
+        Raises:
+            TypeError: *progress* or *total* is not a number.
+            ValueError: *progress* or *total* is not finite.
+        """
+        done = _finite("progress", progress)
+        whole = None if total is None else _finite("total", total)
+        sink = self._progress
+        if sink is not None:
+            sink(done, whole, None if message is None else str(message))
 
     def time_left(self) -> float:
         """Seconds until :attr:`deadline` (never negative; ``math.inf`` without a timeout).
@@ -83,6 +145,16 @@ class CallContext:
         Does not yield to the scheduler; use ``await trio.sleep(0)`` for that.
         """
         await trio.lowlevel.checkpoint_if_cancelled()
+
+
+def _finite(name: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        msg = f"{name} must be a number, got {value!r}"
+        raise TypeError(msg)
+    if not math.isfinite(value):
+        msg = f"{name} must be finite, got {value!r}"
+        raise ValueError(msg)
+    return float(value)
 
 
 _lock = threading.Lock()

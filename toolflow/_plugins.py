@@ -55,7 +55,12 @@ DISABLE_ENV = "TOOLFLOW_DISABLE_PLUGINS"
 HOOK_NAMES = frozenset(name for name in hookspecs.__all__ if name.startswith("toolflow_"))
 REGISTER_HOOKS = tuple(sorted(name for name in HOOK_NAMES if name.startswith("toolflow_register_")))
 """The register-callback hooks, called once per plugin when it is registered."""
-DEFAULT_PLUGINS = ("toolflow.default_plugins.template", "toolflow.default_plugins.command")
+DEFAULT_PLUGINS = (
+    "toolflow.default_plugins.template",
+    "toolflow.default_plugins.command",
+    "toolflow.default_plugins.scripted",
+    "toolflow.default_plugins.openai",
+)
 
 IMPLEMENTATIONS = "toolflow_register_implementations"
 KINDS = "toolflow_register_kinds"

@@ -27,6 +27,7 @@ __all__ = [
     "hookimpl",
     "hookspec",
     "toolflow_after_call",
+    "toolflow_approve_call",
     "toolflow_before_call",
     "toolflow_register_cache_backends",
     "toolflow_register_implementations",
@@ -97,8 +98,22 @@ def toolflow_register_cache_backends(register: Callable[[str, Any], None]) -> No
 def toolflow_register_model_providers(register: Callable[[str, Any], None]) -> None:
     """Provide model providers for ``toolflow run --model NAME:...``.
 
-    Call ``register(name, factory)``; the agent loop calls the factory with the
-    text after ``NAME:``. Used by the agent loop.
+    Call ``register(name, factory)``; for ``--model NAME:TARGET`` the agent loop
+    calls ``factory(TARGET, **options)`` and talks to the model through the
+    :class:`toolflow.ModelProvider` it returns (``options`` are the provider's
+    own settings, such as ``base_url`` for ``openai``). The built-in ``scripted``
+    and ``openai`` providers are registered this way.
+    """
+
+
+@hookspec(firstresult=True)
+def toolflow_approve_call(call: Any, category: str) -> bool | None:
+    """Approve or refuse a call whose category requires approval (``policy: categories: X: approval: true``).
+
+    Return ``True`` to let the call run, ``False`` to refuse it, ``None`` to
+    leave the decision to the next plugin. The first answer wins; when nobody
+    answers, the call is refused. A refused call is not run and the model gets a
+    result saying so. Used by the agent loop.
     """
 
 

@@ -17,6 +17,7 @@ import trio
 from toolflow_assistant.plugin import IMPLEMENTATIONS
 from toolflow_assistant.world import current
 
+import toolflow
 from toolflow import RegisteredTool, Registry, ToolResult, invoke, load_specs
 from toolflow.testing import IsolatedPlugins, ToolflowProject
 
@@ -120,6 +121,7 @@ def test_lint_of_the_example_specs_is_clean_with_the_plugin(toolflow_project: To
 async def test_every_example_of_the_specs_runs(registry: Registry) -> None:
     """Each example of each tool this plugin implements runs successfully, in file order, and gives its result."""
     ran = 0
+    current().status_outages = 0  # the status service's dropped connection is the engine's to retry (below)
     for tool in registry:
         if tool.kind != "implementation":
             continue
@@ -131,6 +133,22 @@ async def test_every_example_of_the_specs_runs(registry: Registry) -> None:
             ran += 1
     assert ran >= 20
     assert current().experiments[0].pid == 55555
+
+
+async def test_the_status_service_drops_its_first_connection(registry: Registry) -> None:
+    """get_system_status fails once with a transient connection error; the engine's retry absorbs it."""
+    first = await call(registry.get("get_system_status"), {})
+    assert (first.success, first.error) == (
+        False,
+        "ConnectionError: status service unreachable: connection reset by peer (temporary, try again)",
+    )
+    current().status_outages = 1
+    with trio.fail_after(10):
+        async with toolflow.open_engine(registry) as engine:
+            status = await engine.call("get_system_status", {})
+    assert status.success, status.error
+    assert status.extra["attempts"] == 2
+    assert status.data["location"] == "Town Square"
 
 
 async def test_an_assistant_session_through_the_registry(registry: Registry) -> None:

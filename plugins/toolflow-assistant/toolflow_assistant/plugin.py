@@ -34,6 +34,7 @@ IMPLEMENTATIONS: dict[str, str] = {
             "store_memory",
             "delegate_task",
             "get_delegation_status",
+            "get_system_status",
             "go_to_sleep",
         )
     },

@@ -23,6 +23,7 @@ __all__ = [
     "execute_command",
     "get_attributes",
     "get_delegation_status",
+    "get_system_status",
     "go_to_sleep",
     "inspect_location",
     "page",
@@ -233,6 +234,29 @@ async def recall_memories(
     scored.sort(key=lambda item: item[:3])
     memories = [{**m.as_dict(), "relevance": overlap} for *_, m, overlap in scored[: max(limit, 0)]]
     return {"memories": memories, "count": len(memories)}
+
+
+async def get_system_status() -> dict[str, Any]:
+    """Report the assistant's state from the status service, which drops the first connection of a session.
+
+    The service stands for a flaky network dependency: while ``World.status_outages`` is
+    positive, a call fails with a transient :class:`ConnectionError` (which the spec retries).
+    """
+    await trio.lowlevel.checkpoint()
+    w = current()
+    if w.status_outages > 0:
+        w.status_outages -= 1
+        msg = "status service unreachable: connection reset by peer (temporary, try again)"
+        raise ConnectionError(msg)
+    open_tasks = sum(1 for task in w.tasks.values() if task.status != "completed")
+    return {
+        "time": w.timestamp(),
+        "location": w.here().name,
+        "asleep": w.asleep_until is not None and w.asleep_until > w.clock,
+        "memories": len(w.memories),
+        "open_tasks": open_tasks,
+        "messages_sent": len(w.messages),
+    }
 
 
 async def store_memory(

@@ -158,6 +158,8 @@ class World:
     asleep_until: int | None = None
     workspace: Path | None = None
     next_pid: int = 55555
+    status_outages: int = 1
+    """How many of the next ``get_system_status`` calls fail with a transient connection error."""
     _sequence: dict[str, int] = field(default_factory=dict)
 
     # -- ids and time -------------------------------------------------------

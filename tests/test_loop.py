@@ -1,0 +1,281 @@
+"""The agent loop: turns, the continuation policy, stop and kill, provider errors, with a scripted model."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import pytest
+import trio
+import trio.testing
+from _loop_support import Setup, call, check_openai_history
+
+import toolflow
+from toolflow._loop import Agent
+from toolflow._policy import Policy
+
+
+@pytest.fixture
+def setup(tmp_path: Path) -> Setup:
+    return Setup(tmp_path)
+
+
+async def test_calls_then_a_final_answer(setup: Setup) -> None:
+    """A turn of calls, then an answer without calls: `final_answer`, with a valid OpenAI history."""
+    result, provider = await setup.run(
+        [{"text": "looking", "tool_calls": [call("look", where="north")]}, {"text": "done"}]
+    )
+    assert (result.reason, result.final_answer) == ("final_answer", "done")
+    assert [m["role"] for m in result.messages] == ["user", "assistant", "tool", "assistant"]
+    tool_message = result.messages[2]
+    assert json.loads(tool_message["content"])["data"] == "you see north"
+    assert len(provider.requests) == 2
+    assert provider.requests[1].messages[-1] == tool_message
+    assert [d["function"]["name"] for d in provider.requests[0].tools] == [t.name for t in setup.registry]
+    check_openai_history(result.messages)
+
+
+async def test_terminal_success_ends_the_loop_but_a_failure_does_not(setup: Setup) -> None:
+    """A failed terminal call lets the loop go on; a successful one ends it with `terminal`."""
+    result, _ = await setup.run(
+        [
+            {"tool_calls": [call("shout")]},
+            {"tool_calls": [call("say", message="hi")]},
+            {"text": "never asked"},
+        ]
+    )
+    assert result.reason == "terminal"
+    assert len(result.turns) == 2
+    assert [e.success for t in result.turns for e in t.entries] == [False, True]
+
+
+async def test_consecutive_errors_across_tools_end_the_loop(setup: Setup) -> None:
+    """Three failures in a row, across tools, end the loop; a success in between resets the count."""
+    turns = [
+        {"tool_calls": [call("fail"), call("nope")]},
+        {"tool_calls": [call("look")]},
+        {"tool_calls": [call("fail"), call("fail")]},
+        {"tool_calls": [call("nope")]},
+        {"text": "never asked"},
+    ]
+    result, _ = await setup.run(turns)
+    assert result.reason == "error_cap"
+    assert len(result.turns) == 4
+    check_openai_history(result.messages)
+
+
+async def test_max_iterations_ends_the_loop_with_every_call_answered(setup: Setup) -> None:
+    """At the iteration limit the loop ends after answering the turn's calls; the soft warning comes first."""
+    turns = [{"tool_calls": [call("look")]} for _ in range(6)]
+    policy = Policy(max_iterations=3, soft_warn_iterations=2)
+    result, _ = await setup.run(turns, policy=policy)
+    assert result.reason == "max_iterations"
+    assert len(result.turns) == 3
+    advisories = [t.entries[-1].result.extra.get("_loop_advisory") for t in result.turns]
+    assert advisories[0] is None
+    assert advisories[1] == {
+        "iterations_remaining": 1,
+        "message": "1 turn(s) left before the iteration limit; wrap up and answer",
+    }
+    check_openai_history(result.messages)
+
+
+async def test_token_warning_then_critical_gives_one_last_turn_without_tools(setup: Setup) -> None:
+    """60 %: an advisory on the results; 80 %: one more turn without tools, then `token_critical`."""
+    policy = attrs_evolve(setup.policy, tokens={"context_window": 1000})
+    turns = [
+        {"tool_calls": [call("look")], "usage": {"prompt_tokens": 600, "completion_tokens": 10}},
+        {"tool_calls": [call("look")], "usage": {"prompt_tokens": 850, "completion_tokens": 10}},
+        {"text": "my answer", "usage": {"prompt_tokens": 900, "completion_tokens": 10}},
+    ]
+    result, provider = await setup.run(turns, policy=policy)
+    assert (result.reason, result.final_answer) == ("token_critical", "my answer")
+    first = result.turns[0].entries[-1].result.extra["_token_advisory"]
+    assert (first["level"], first["tokens_used"]) == ("warning", 610)
+    second = result.turns[1].entries[-1].result.extra["_token_advisory"]
+    assert second["level"] == "critical"
+    assert provider.requests[1].tools
+    assert provider.requests[2].tools == ()
+    assert result.turns[2].tools_offered is False
+    assert result.usage.total_tokens == 610 + 860 + 910
+
+
+async def test_tool_calls_on_the_last_turn_are_answered_but_not_run(setup: Setup) -> None:
+    """A model that calls tools on its no-tools turn gets `not_run` results and the loop ends."""
+    policy = attrs_evolve(setup.policy, tokens={"context_window": 100})
+    turns = [
+        {"tool_calls": [call("look")], "usage": {"prompt_tokens": 90, "completion_tokens": 0}},
+        {"tool_calls": [call("look")]},
+    ]
+    result, _ = await setup.run(turns, policy=policy)
+    assert result.reason == "token_critical"
+    assert setup.tools.runs == ["look"]
+    assert result.turns[1].entries[0].result.extra["status"] == "not_run"
+    check_openai_history(result.messages)
+
+
+def attrs_evolve(policy: Policy, *, tokens: Mapping[str, int]) -> Policy:
+    return Policy.from_mapping({"tokens": tokens}, base=policy)
+
+
+async def test_one_dangerous_call_per_turn(setup: Setup) -> None:
+    """The second dangerous call of a turn is answered without running; the next turn may run it."""
+    turns = [{"tool_calls": [call("poke"), call("poke")]}, {"tool_calls": [call("poke")]}, {"text": "ok"}]
+    result, _ = await setup.run(turns)
+    first, second = result.turns[0].entries
+    assert first.success
+    assert second.result.extra["status"] == "blocked"
+    assert "at most 1 dangerous call(s) per turn" in (second.result.error or "")
+    assert result.turns[1].entries[0].success
+    assert setup.tools.runs == ["poke", "poke"]
+
+
+async def test_approval_by_callback_and_by_plugin(tmp_path: Path) -> None:
+    """A category that needs approval runs only approved calls; without an approver nothing runs."""
+    setup = Setup(tmp_path, "policy:\n  categories:\n    notify: {approval: true}\n")
+    turns = [{"tool_calls": [call("notify")]}, {"text": "ok"}]
+    asked: list[tuple[str, str]] = []
+
+    def approve(call: toolflow.ToolCall, category: str) -> bool:
+        asked.append((call.name, category))
+        return False
+
+    refused, _ = await setup.run(turns, approve=approve)
+    assert asked == [("notify", "notify")]
+    assert refused.turns[0].entries[0].result.extra["status"] == "denied"
+    nobody, _ = await setup.run(turns)
+    assert nobody.turns[0].entries[0].result.extra["status"] == "denied"
+    assert setup.tools.runs == []
+
+    class Approver:
+        @toolflow.hookimpl
+        def toolflow_approve_call(self, call: toolflow.ToolCall, category: str) -> bool | None:
+            return call.name == "notify"
+
+    setup.plugins.register(Approver(), "approver")
+    approved, _ = await setup.run(turns)
+    assert approved.turns[0].entries[0].success
+    assert setup.tools.runs == ["poke"]
+
+
+async def test_toolset_and_deliberate_mode_block_other_tools(tmp_path: Path) -> None:
+    """Only the exposed tools are offered; a call of another gets a model-visible `blocked` result."""
+    setup = Setup(tmp_path, "policy:\n  toolset: quiet\n  deliberate: [look]\n")
+    turns = [{"tool_calls": [call("poke"), call("look")]}, {"text": "ok"}]
+    result, provider = await setup.run(turns)
+    assert [d["function"]["name"] for d in provider.requests[0].tools] == ["look", "fail", "say"]
+    blocked, looked = result.turns[0].entries
+    assert blocked.result.extra["status"] == "blocked"
+    assert blocked.result.extra["allowed"] == ["fail", "look", "say"]
+    assert looked.success
+    deliberate, provider = await setup.run(
+        [{"tool_calls": [call("say", message="x")]}, {"text": "ok"}], deliberate=True
+    )
+    assert [d["function"]["name"] for d in provider.requests[0].tools] == ["look"]
+    assert deliberate.turns[0].entries[0].result.extra["allowed"] == ["look"]
+    assert setup.tools.runs == ["look"]
+
+
+async def test_unknown_policy_names_are_usage_errors(tmp_path: Path) -> None:
+    """A policy naming a tool or toolset that does not exist fails before the loop starts."""
+    setup = Setup(tmp_path, "policy:\n  allow: [look, lok]\n")
+    with pytest.raises(toolflow.UsageError, match="'lok'"):
+        await setup.run([{"text": "x"}])
+    with pytest.raises(toolflow.UsageError, match="deliberate"):
+        await Setup(tmp_path).run([{"text": "x"}], deliberate=True)
+
+
+async def test_stop_lets_calls_in_flight_finish(setup: Setup, autojump_clock: trio.testing.MockClock) -> None:
+    """A stop during a slow call lets it finish, answers it, and ends the loop as `stopped`."""
+    provider = setup.transcript([{"tool_calls": [call("slow"), call("look")]}, {"text": "never"}])
+    async with toolflow.open_engine(setup.registry, plugins=setup.plugins) as engine:
+        agent = Agent(engine, provider, policy=setup.policy)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_later, 5, agent.request_stop)
+            result = await agent.run("go")
+    assert result.reason == "stopped"
+    assert setup.tools.finished == ["slow"]
+    assert [e.success for e in result.turns[0].entries] == [True, True]
+    assert len(provider.requests) == 1
+    check_openai_history(result.messages)
+
+
+async def test_kill_cancels_calls_in_flight(setup: Setup, autojump_clock: trio.testing.MockClock) -> None:
+    """A kill cancels the slow call at once; every call gets a `cancelled` result and the loop ends `killed`."""
+    provider = setup.transcript([{"tool_calls": [call("look"), call("slow")]}, {"text": "never"}])
+    async with toolflow.open_engine(setup.registry, plugins=setup.plugins) as engine:
+        agent = Agent(engine, provider, policy=setup.policy)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_later, 5, agent.kill)
+            start = trio.current_time()
+            result = await agent.run("go")
+    assert trio.current_time() - start == pytest.approx(5)
+    assert result.reason == "killed"
+    assert setup.tools.finished == []
+    assert {e.result.extra["status"] for e in result.turns[0].entries} == {"cancelled"}
+    check_openai_history(result.messages)
+
+
+async def _later(seconds: float, action: Callable[[], None]) -> None:
+    await trio.sleep(seconds)
+    action()
+
+
+async def test_retryable_provider_errors_are_retried(setup: Setup, autojump_clock: trio.testing.MockClock) -> None:
+    """A 503 is retried after its Retry-After; a 400 ends the loop with `provider_error`."""
+    start = trio.current_time()
+    result, provider = await setup.run(
+        [
+            {"error": {"message": "overloaded", "status": 503, "retry_after": 7}},
+            {"text": "answer"},
+        ]
+    )
+    assert (result.reason, result.final_answer) == ("final_answer", "answer")
+    assert len(provider.requests) == 2
+    assert trio.current_time() - start >= 7
+    failed, _ = await setup.run([{"tool_calls": [call("look")]}, {"error": {"message": "bad request", "status": 400}}])
+    assert failed.reason == "provider_error"
+    assert "bad request" in failed.decision.message
+    check_openai_history(failed.messages)
+
+
+async def test_a_transcript_that_runs_out_is_a_provider_error(setup: Setup) -> None:
+    """Asking past the last turn ends the loop with `provider_error`, naming the file."""
+    result, _ = await setup.run([{"tool_calls": [call("look")]}])
+    assert result.reason == "provider_error"
+    assert "session.yaml has no turn 2" in result.decision.message
+
+
+async def test_reflection_turns_stay_out_of_the_history(setup: Setup) -> None:
+    """A reflection turn runs its calls, but neither its prompt, answer nor results enter the history."""
+    provider = setup.transcript([{"tool_calls": [call("look")]}, {"text": "fine"}])
+    async with toolflow.open_engine(setup.registry, plugins=setup.plugins) as engine:
+        agent = Agent(engine, provider, policy=setup.policy)
+        record = await agent.reflect("think about it")
+        assert agent.messages == ()
+        result = await agent.run("now answer")
+    assert record.reflection
+    assert record.entries[0].success
+    assert setup.tools.runs == ["look"]
+    assert [m["role"] for m in result.messages] == ["user", "assistant"]
+
+
+@pytest.mark.parametrize("fmt", ["openai", "anthropic", "fallback", "text"])
+async def test_every_format_runs_the_same_session(setup: Setup, fmt: str) -> None:
+    """The same transcript gives the same calls and results in every history format."""
+    turns = [
+        {"text": "let me look", "tool_calls": [call("look", where="up"), call("fail")]},
+        {"tool_calls": [call("say", message="bye")]},
+    ]
+    result, provider = await setup.run(turns, format=fmt)
+    assert result.reason == "terminal"
+    assert [(e.tool_name, e.success) for t in result.turns for e in t.entries] == [
+        ("look", True),
+        ("fail", False),
+        ("say", True),
+    ]
+    assert provider.requests[0].format == fmt
+    assert bool(provider.requests[0].tools) == (fmt in {"openai", "anthropic"})
+    if fmt in {"fallback", "text"}:
+        assert "look" in provider.requests[0].system

@@ -1,0 +1,223 @@
+"""``toolflow run``: an agent loop from the command line, with a readable trace (issue 5, section 5).
+
+Kept apart from :mod:`toolflow._cli` so that ``toolflow --help`` and ``toolflow lint`` never
+import the loop, trio or a provider.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import warnings as warnings_module
+from collections.abc import Mapping
+from typing import Any, TextIO
+
+import attrs
+import trio
+
+from toolflow._cache import CacheWarning, default_cache_path
+from toolflow._calls import ToolCall
+from toolflow._errors import UsageError
+from toolflow._executor import Engine, open_engine
+from toolflow._invoke import CallHookWarning
+from toolflow._loader import load_specs
+from toolflow._loop import Agent, LoopResult, TurnRecord
+from toolflow._plugins import Plugins
+from toolflow._policy import Policy
+from toolflow._project import load_project
+from toolflow._providers import ModelProvider, load_provider
+from toolflow._registry import Registry
+from toolflow._results import ToolResult
+
+__all__ = ["EXIT_CODES", "command", "print_end", "print_turn"]
+
+EXIT_CODES = {
+    "final_answer": 0,
+    "terminal": 0,
+    "max_iterations": 0,
+    "token_critical": 0,
+    "error_cap": 1,
+    "provider_error": 1,
+    "stopped": 130,
+    "killed": 130,
+}
+"""The exit code of ``toolflow run`` for each way the loop can end."""
+
+
+def _provider(spec: str, plugins: Plugins, args: argparse.Namespace, environ: Mapping[str, str]) -> ModelProvider:
+    options: dict[str, Any] = {}
+    if args.base_url is not None:
+        options["base_url"] = args.base_url
+    if args.api_key_env is not None:
+        key = environ.get(args.api_key_env)
+        if not key:
+            msg = f"--api-key-env {args.api_key_env}: the variable is not set"
+            raise UsageError(msg)
+        options["api_key"] = key
+    if args.no_stream:
+        options["stream"] = False
+    return load_provider(spec, plugins=plugins, **options)
+
+
+def _shorten(text: str, limit: int = 300) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _outcome(result: ToolResult) -> str:
+    if result.success:
+        if result.data is None:
+            return "ok"
+        return "ok: " + _shorten(json.dumps(result.data, ensure_ascii=False, default=str))
+    status = result.extra.get("status")
+    label = status if isinstance(status, str) else "failed"
+    return f"{label}: {_shorten(str(result.error or ''))}"
+
+
+def _arguments(call: object) -> str:
+    if isinstance(call, ToolCall):
+        return json.dumps(dict(call.arguments), ensure_ascii=False, separators=(", ", ": "), default=str)
+    return "(malformed)"
+
+
+def print_turn(turn: TurnRecord, stdout: TextIO) -> None:
+    """Write the trace of one turn."""
+    tokens = f" · {turn.usage.total_tokens:,} tokens" if turn.usage is not None else ""
+    tools = "" if turn.tools_offered else " · no tools offered"
+    stdout.write(f"turn {turn.turn}{tokens}{tools} · {turn.duration * 1000:.0f} ms\n")
+    if turn.text and turn.entries:
+        stdout.write(f"  model: {turn.text}\n")
+    for entry in turn.entries:
+        result = entry.result
+        details = []
+        attempts = result.extra.get("attempts")
+        if result.extra.get("cached") is True:
+            details.append("cached")
+        elif isinstance(attempts, int) and attempts > 1:
+            details.append(f"{attempts} attempts")
+        duration = getattr(entry, "duration", None)
+        if isinstance(duration, float):
+            details.append(f"{duration * 1000:.0f} ms")
+        suffix = f" ({', '.join(details)})" if details else ""
+        stdout.write(f"  → {entry.tool_name or '?'} {_arguments(entry.call)}\n")
+        stdout.write(f"    {_outcome(result)}{suffix}\n")
+        for key in ("_token_advisory", "_loop_advisory"):
+            advisory = result.extra.get(key)
+            if isinstance(advisory, Mapping):
+                stdout.write(f"    advisory: {advisory.get('message')}\n")
+    stdout.flush()
+
+
+def print_end(result: LoopResult, stdout: TextIO) -> None:
+    """Write the final answer and why the loop ended."""
+    calls = sum(len(turn.entries) for turn in result.turns)
+    if result.final_answer:
+        stdout.write(f"final answer: {result.final_answer}\n")
+    if result.reason == "terminal" and result.turns:
+        ended = [entry for entry in result.turns[-1].entries if entry.success]
+        if ended:
+            data = ended[-1].result.data
+            shown = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False, default=str)
+            stdout.write(f"{ended[-1].tool_name}: {_shorten(shown)}\n")
+    turns = "turn" if len(result.turns) == 1 else "turns"
+    noun = "tool call" if calls == 1 else "tool calls"
+    stdout.write(
+        f"loop ended: {result.reason} ({result.decision.message}) after {len(result.turns)} {turns}, {calls} {noun}\n"
+    )
+
+
+def _approver(mode: str | None, stdout: TextIO) -> Any:
+    if mode == "yes":
+        return lambda _call, _category: True
+    if mode == "no":
+        return lambda _call, _category: False
+    if mode == "ask" or (mode is None and sys.stdin.isatty()):
+
+        async def ask(call: ToolCall, category: str) -> bool:
+            arguments = json.dumps(dict(call.arguments), ensure_ascii=False)
+            stdout.write(f"approve {category} call {call.name} {arguments}? [y/N] ")
+            stdout.flush()
+            answer = await trio.to_thread.run_sync(sys.stdin.readline)
+            return answer.strip().lower() in {"y", "yes"}
+
+        return ask
+    return None
+
+
+async def _watch_interrupts(agent: Agent, stderr: TextIO) -> None:
+    """First Ctrl-C: stop after the calls in flight; second: kill them."""
+    with trio.open_signal_receiver(signal.SIGINT) as signals:
+        count = 0
+        async for _ in signals:
+            count += 1
+            if count == 1:
+                print("toolflow: stopping after the calls in flight (Ctrl-C again to kill them)", file=stderr)
+                agent.request_stop()
+            else:
+                print("toolflow: killing the calls in flight", file=stderr)
+                agent.kill()
+
+
+def command(args: argparse.Namespace, plugins: Plugins, stdout: TextIO, stderr: TextIO) -> int:
+    """Run ``toolflow run`` with parsed *args*; return the exit code (see :data:`EXIT_CODES`)."""
+    import os  # noqa: PLC0415
+
+    paths = args.specs or ["specs"]
+    specs = load_specs(paths, kinds=plugins.kind_schemas())
+    registry = Registry.build(specs, plugins)
+    policy = Policy.from_specs(specs)
+    if args.max_iterations is not None:
+        if args.max_iterations < 1:
+            msg = f"--max-iterations must be at least 1, got {args.max_iterations}"
+            raise UsageError(msg)
+        policy = attrs.evolve(policy, max_iterations=args.max_iterations)
+    if args.toolset is not None:
+        policy = attrs.evolve(policy, toolset=args.toolset)
+    if args.no_cache:
+        uncached = {tool.name: attrs.evolve(tool, spec=attrs.evolve(tool.spec, cache=None)) for tool in registry}
+        registry = attrs.evolve(registry, tools=uncached)
+    provider = _provider(args.model, plugins, args, os.environ)
+    prompt = args.prompt if args.prompt is not None else getattr(provider, "prompt", "")
+    if not prompt:
+        msg = "give the user's message with --prompt (the model provider has no default prompt)"
+        raise UsageError(msg)
+    system = args.system if args.system is not None else (policy.system_prompt or getattr(provider, "system", ""))
+    text = args.output == "text"
+    cache_path = default_cache_path(load_project().root)
+    approve = _approver(args.approve, stdout)
+
+    async def main() -> LoopResult:
+        engine: Engine
+        async with open_engine(registry, plugins=plugins, cache_path=cache_path) as engine:
+            try:
+                agent = Agent(
+                    engine,
+                    provider,
+                    policy=policy,
+                    format=args.format,
+                    system=system,
+                    deliberate=args.deliberate,
+                    approve=approve,
+                    model=args.model.partition(":")[2],
+                    on_turn=(lambda turn: print_turn(turn, stdout)) if text else None,
+                )
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(_watch_interrupts, agent, stderr)
+                    result = await agent.run(prompt)
+                    nursery.cancel_scope.cancel()
+                return result
+            finally:
+                await provider.aclose()
+
+    with warnings_module.catch_warnings(record=True) as caught:
+        warnings_module.simplefilter("always", CallHookWarning)
+        warnings_module.simplefilter("always", CacheWarning)
+        result = trio.run(main)
+    for warning in caught:
+        print(f"toolflow: warning: {warning.message}", file=stderr)
+    if text:
+        print_end(result, stdout)
+    else:
+        stdout.write(json.dumps(result.to_dict(), indent=2, ensure_ascii=False, default=str) + "\n")
+    return EXIT_CODES.get(result.reason, 1)

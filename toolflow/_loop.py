@@ -1,0 +1,651 @@
+"""The agent loop: model turns, tool batches through the engine, and the continuation policy (issue 5).
+
+Each turn of :meth:`Agent.run`:
+
+1. ask the provider for a response, given the history and the definitions of the exposed tools
+   (provider errors that are ``retryable`` are retried with backoff, honouring ``retry_after``);
+2. read the response's tool calls with the history format; no calls: the text is the final
+   answer and the loop ends (``final_answer``);
+3. gate the calls by category: calls beyond a category's ``per_turn`` and calls that need an
+   approval nobody gives get a model-visible result and are not run;
+4. run the rest as one batch through the engine (:meth:`toolflow.Engine.execute_batch`);
+5. append one result per call to the history (a token or iteration advisory rides on the last
+   result of the turn), whatever happened: a killed batch gives each call a ``cancelled``
+   result, a stop gives the calls that were not run a ``stopped`` result, so providers never
+   see an orphaned tool call;
+6. decide whether to go on (:class:`toolflow.LoopDecision`): ``killed``, ``stopped``,
+   ``terminal`` (a call whose category ends the loop), ``error_cap``
+   (``max_consecutive_errors`` failed calls in a row, across all tools), ``max_iterations``,
+   ``token_critical`` (the model first gets one last turn without tools to answer), else
+   ``token_warning`` or ``normal``.
+
+:meth:`Agent.request_stop` lets the calls in flight finish and ends the loop after them;
+:meth:`Agent.kill` cancels them (and a provider request in flight) at once. Either way every
+tool call in the history has exactly one result.
+
+:meth:`Agent.reflect` runs one turn in reflection mode (seed 000, step 3): its calls run, but
+neither the prompt, the model's answer nor the results enter the history.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import time
+import warnings
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+import attrs
+import trio
+
+from toolflow._calls import MalformedCall, ParsedCall, ToolCall, parse_tool_calls
+from toolflow._errors import UsageError
+from toolflow._executor import Abort, Engine, HistoryEntry
+from toolflow._history import HistoryFormat, get_format
+from toolflow._invoke import CallHookWarning
+from toolflow._model import RetryPolicy
+from toolflow._plugins import Plugins
+from toolflow._policy import LoopDecision, LoopReason, Policy, check_loop_continuation
+from toolflow._providers import HISTORY_FORMATS, ModelProvider, ModelRequest, ModelResponse, ProviderError, Usage
+from toolflow._registry import RegisteredTool, UnknownToolError
+from toolflow._results import DEFAULT_MAX_RESULT_CHARS, ToolResult
+from toolflow._retrying import Decision, next_delay
+
+__all__ = ["Agent", "Approver", "LoopResult", "TurnRecord"]
+
+logger = logging.getLogger("toolflow")
+
+Approver = Callable[[ToolCall, str], "bool | Awaitable[bool]"]
+"""Decides whether a call needing approval may run: ``approve(call, category)``, sync or async."""
+
+PROVIDER_RETRY = RetryPolicy(attempts=4, initial=1.0, max=30.0)
+"""How often and how patiently a retryable provider error is retried by default."""
+
+_LAST_TURN = (
+    "The context window is nearly full. Answer the user now, in plain text, without calling tools: "
+    "no more tool calls will be run."
+)
+
+
+@attrs.frozen(kw_only=True)
+class TurnRecord:
+    """What happened in one model turn.
+
+    Attributes:
+        turn: The iteration, from 1.
+        text: The text the model wrote (beside its calls, or its final answer).
+        entries: One entry per tool call of the turn, in call order, each with its result.
+        usage: The response's token usage, when the provider reported it.
+        decision: Whether the loop went on after the turn, and why.
+        duration: Seconds the turn took (model and tools).
+        reflection: Whether the turn ran in reflection mode (outside the history).
+        tools_offered: Whether the model was offered tools this turn.
+    """
+
+    turn: int
+    text: str
+    entries: tuple[HistoryEntry, ...]
+    usage: Usage | None
+    decision: LoopDecision
+    duration: float
+    reflection: bool = False
+    tools_offered: bool = True
+
+
+@attrs.frozen(kw_only=True)
+class LoopResult:
+    """How a loop ended, with everything it did.
+
+    Attributes:
+        final_answer: The model's last text (its answer, or what it said with the last calls).
+        reason: Why the loop ended (``decision.reason``).
+        decision: The decision that ended the loop.
+        turns: Every turn, in order.
+        messages: The whole history in the format's shape, without the system prompt.
+        system: The system prompt that was sent.
+        format: The history format.
+        usage: Tokens summed over all responses.
+    """
+
+    final_answer: str
+    reason: LoopReason
+    decision: LoopDecision
+    turns: tuple[TurnRecord, ...]
+    messages: tuple[Mapping[str, Any], ...]
+    system: str
+    format: str
+    usage: Usage
+
+    def to_dict(self) -> dict[str, Any]:
+        """The result as one JSON-ready document (``toolflow run --output json``)."""
+        return {
+            "final_answer": self.final_answer,
+            "reason": self.reason,
+            "decision": self.decision.to_dict(),
+            "format": self.format,
+            "usage": _usage_dict(self.usage),
+            "turns": [_turn_dict(turn) for turn in self.turns],
+            "system": self.system,
+            "history": [dict(message) for message in self.messages],
+        }
+
+
+def _usage_dict(usage: Usage | None) -> dict[str, int] | None:
+    if usage is None:
+        return None
+    return {
+        "prompt_tokens": usage.prompt_tokens,
+        "completion_tokens": usage.completion_tokens,
+        "total_tokens": usage.total_tokens,
+    }
+
+
+def _turn_dict(turn: TurnRecord) -> dict[str, Any]:
+    return {
+        "turn": turn.turn,
+        "text": turn.text,
+        "reflection": turn.reflection,
+        "tools_offered": turn.tools_offered,
+        "duration_ms": round(turn.duration * 1000, 3),
+        "usage": _usage_dict(turn.usage),
+        "decision": turn.decision.to_dict(),
+        "calls": [
+            {
+                "id": entry.call_id,
+                "tool": entry.tool_name,
+                "arguments": dict(entry.call.arguments) if isinstance(entry.call, ToolCall) else None,
+                "result": entry.result.to_dict(),
+            }
+            for entry in turn.entries
+        ],
+    }
+
+
+def _add_usage(total: Usage, usage: Usage | None) -> Usage:
+    if usage is None:
+        return total
+    return Usage(
+        prompt_tokens=total.prompt_tokens + usage.prompt_tokens,
+        completion_tokens=total.completion_tokens + usage.completion_tokens,
+    )
+
+
+def _entry(call: ParsedCall, result: ToolResult) -> HistoryEntry:
+    return HistoryEntry(call_id=call.id, tool_name=call.name or "", call=call, result=result, success=result.success)
+
+
+class Agent:
+    """An agent loop over one engine and one model provider.
+
+    Args:
+        engine: Runs the tool calls (its registry is the set of tools; the agent sets its
+            ``allowlist`` to the exposed tools).
+        provider: The model.
+        policy: The loop policy (default: :meth:`Policy` defaults).
+        format: The history format: ``openai``, ``anthropic``, ``fallback`` or ``text``.
+        system: The system prompt (default: the policy's ``system_prompt``).
+        deliberate: Deliberate mode: expose only the policy's ``deliberate`` allowlist.
+        approve: Decides on calls whose category requires approval; default: the plugins'
+            ``toolflow_approve_call`` hook, and no answer refuses.
+        model: The model name, passed on in each request.
+        max_result_chars: The longest result text the model is shown.
+        provider_retry: How retryable provider errors are retried.
+        on_turn: Called with each :class:`TurnRecord` as the turn ends (for live traces).
+
+    Raises:
+        UsageError: The provider cannot speak *format*, or the policy names a toolset or tools
+            that do not exist, or *deliberate* is set without a ``deliberate`` allowlist.
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        provider: ModelProvider,
+        *,
+        policy: Policy | None = None,
+        format: str = "openai",  # noqa: A002 - the CLI option's name
+        system: str | None = None,
+        deliberate: bool = False,
+        approve: Approver | None = None,
+        model: str = "",
+        max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
+        provider_retry: RetryPolicy = PROVIDER_RETRY,
+        on_turn: Callable[[TurnRecord], None] | None = None,
+    ) -> None:
+        if format not in HISTORY_FORMATS:
+            msg = f"unknown history format {format!r}; expected one of {', '.join(HISTORY_FORMATS)}"
+            raise UsageError(msg)
+        if format not in provider.formats:
+            msg = (
+                f"the {provider.name!r} provider cannot speak the {format!r} format; "
+                f"it speaks {', '.join(provider.formats)}"
+            )
+            raise UsageError(msg)
+        self.engine = engine
+        self.provider = provider
+        self.policy = policy if policy is not None else Policy()
+        self.format: HistoryFormat = get_format(format, text_protocol_template=self.policy.text_protocol)
+        self.tools = _exposed(engine, self.policy, deliberate=deliberate)
+        self._allowlist = frozenset(tool.name for tool in self.tools)
+        self._restricted = len(self._allowlist) != len(engine.registry)
+        specs = [tool.spec for tool in self.tools]
+        self.system = self.format.system_prompt(system if system is not None else self.policy.system_prompt, specs)
+        self._definitions = tuple(self.format.tool_definitions(specs))
+        self._approve = approve
+        self._plugins: Plugins | None = engine.plugins
+        self.model = model
+        self.max_result_chars = max_result_chars
+        self.provider_retry = provider_retry
+        self.on_turn = on_turn
+        self._messages: list[Mapping[str, Any]] = []
+        self._stop = False
+        self._killed = False
+        self._provider_scope: trio.CancelScope | None = None
+
+    # --- control -------------------------------------------------------------------------
+
+    @property
+    def messages(self) -> tuple[Mapping[str, Any], ...]:
+        """The history so far, in the format's shape (without the system prompt)."""
+        return tuple(self._messages)
+
+    def request_stop(self) -> None:
+        """End the loop after the calls in flight (a model request in flight is answered first)."""
+        self._stop = True
+        self.engine.request_stop()
+
+    def kill(self) -> None:
+        """Cancel the calls in flight and a model request in flight at once, and end the loop."""
+        self._stop = True
+        self._killed = True
+        self.engine.kill()
+        if self._provider_scope is not None:
+            self._provider_scope.cancel()
+
+    # --- the loop --------------------------------------------------------------------------
+
+    async def run(self, prompt: str) -> LoopResult:
+        """Run the loop on the user's *prompt* until the policy ends it; only outside cancellation escapes."""
+        self._stop = self._killed = False
+        self.engine.new_loop()
+        self._messages.append(self.format.user_message(prompt))
+        turns: list[TurnRecord] = []
+        total = Usage()
+        consecutive_errors = 0
+        tools_offered = True
+        final_answer = ""
+        iteration = 0
+        # One cancel scope for the whole loop rather than one per model request (a scope costs
+        # microseconds, a fair share of a turn with a quick tool): kill() cancels it only while the
+        # provider is being asked, so its Cancelled can only come out of _complete.
+        with trio.CancelScope() as scope:
+            while True:
+                iteration += 1
+                started = time.perf_counter()
+                if self._stop:
+                    decision = self._stopped(iteration - 1)
+                    break
+                try:
+                    response = await self._complete(iteration, scope, tools_offered=tools_offered)
+                except ProviderError as exc:
+                    decision = LoopDecision(
+                        should_continue=False,
+                        reason="provider_error",
+                        message=str(exc),
+                        iterations_remaining=max(0, self.policy.max_iterations - iteration + 1),
+                    )
+                    break
+                if response is None:  # killed while the model was answering
+                    decision = self._stopped(iteration - 1)
+                    break
+                total = _add_usage(total, response.usage)
+                self._messages.append(dict(response.message))
+                text, raw_calls = self.format.read_response(response.message)
+                final_answer = text
+                calls = parse_tool_calls(raw_calls)
+                if not calls:
+                    decision = LoopDecision(
+                        should_continue=False,
+                        reason="token_critical" if not tools_offered else "final_answer",
+                        message="the model answered without calling tools",
+                        advisory=None,
+                        iterations_remaining=max(0, self.policy.max_iterations - iteration),
+                    )
+                    turns.append(
+                        self._record(
+                            iteration=iteration,
+                            text=text,
+                            entries=(),
+                            response=response,
+                            decision=decision,
+                            started=started,
+                            tools_offered=tools_offered,
+                        )
+                    )
+                    break
+                if tools_offered:
+                    entries = await self._run_calls(calls)
+                else:
+                    refused = ToolResult.failure(
+                        "Error: no tools may be called now - the context window is full; answer in plain text",
+                        extra={"status": "not_run"},
+                    )
+                    entries = tuple(_entry(call, refused) for call in calls)
+                decision, consecutive_errors = self._decide(
+                    iteration, entries, response, consecutive_errors, tools_offered=tools_offered
+                )
+                entries = self._advise(entries, decision)
+                self._messages.extend(self.format.result_messages(entries, max_chars=self.max_result_chars))
+                turns.append(
+                    self._record(
+                        iteration=iteration,
+                        text=text,
+                        entries=entries,
+                        response=response,
+                        decision=decision,
+                        started=started,
+                        tools_offered=tools_offered,
+                    )
+                )
+                if decision.reason == "token_critical" and tools_offered:
+                    tools_offered = False  # one last turn, without tools, to answer
+                    continue
+                if not decision.should_continue:
+                    break
+        if scope.cancelled_caught:  # killed while the model was answering
+            decision = self._stopped(iteration - 1)
+        return LoopResult(
+            final_answer=final_answer,
+            reason=decision.reason,
+            decision=decision,
+            turns=tuple(turns),
+            messages=tuple(self._messages),
+            system=self.system,
+            format=self.format.name,
+            usage=total,
+        )
+
+    async def reflect(self, prompt: str) -> TurnRecord:
+        """Run one turn in reflection mode: its calls run, but nothing of it enters the history."""
+        started = time.perf_counter()
+        request = ModelRequest(
+            format=self.format.name,
+            system=self.system,
+            messages=(*self._messages, self.format.user_message(prompt)),
+            tools=self._definitions,
+            turn=0,
+            model=self.model,
+        )
+        response: ModelResponse | None = None
+        with trio.CancelScope() as scope:
+            response = await self._ask(request, scope)
+        decision = LoopDecision(should_continue=True, reason="normal", message="reflection")
+        if response is None:
+            return TurnRecord(turn=0, text="", entries=(), usage=None, decision=decision, duration=0, reflection=True)
+        text, raw_calls = self.format.read_response(response.message)
+        calls = parse_tool_calls(raw_calls)
+        entries = await self._run_calls(calls) if calls else ()
+        return TurnRecord(
+            turn=0,
+            text=text,
+            entries=entries,
+            usage=response.usage,
+            decision=decision,
+            duration=time.perf_counter() - started,
+            reflection=True,
+        )
+
+    # --- steps -----------------------------------------------------------------------------
+
+    def _record(
+        self,
+        *,
+        iteration: int,
+        text: str,
+        entries: tuple[HistoryEntry, ...],
+        response: ModelResponse,
+        decision: LoopDecision,
+        started: float,
+        tools_offered: bool,
+    ) -> TurnRecord:
+        record = TurnRecord(
+            turn=iteration,
+            text=text,
+            entries=entries,
+            usage=response.usage,
+            decision=decision,
+            duration=time.perf_counter() - started,
+            tools_offered=tools_offered,
+        )
+        if self.on_turn is not None:
+            self.on_turn(record)
+        return record
+
+    def _stopped(self, iteration: int) -> LoopDecision:
+        reason: LoopReason = "killed" if self._killed else "stopped"
+        message = "killed by the user" if self._killed else "stopped by the user"
+        return LoopDecision(
+            should_continue=False,
+            reason=reason,
+            message=message,
+            iterations_remaining=max(0, self.policy.max_iterations - iteration),
+        )
+
+    async def _complete(self, iteration: int, scope: trio.CancelScope, *, tools_offered: bool) -> ModelResponse | None:
+        """The model's response to the history; ``None`` when a kill cancelled *scope* meanwhile."""
+        messages: tuple[Mapping[str, Any], ...] = tuple(self._messages)
+        if not tools_offered:
+            messages = (*messages, self.format.user_message(_LAST_TURN))
+        request = ModelRequest(
+            format=self.format.name,
+            system=self.system,
+            messages=messages,
+            tools=self._definitions if tools_offered else (),
+            turn=iteration,
+            model=self.model,
+        )
+        response = await self._ask(request, scope)
+        # A provider that answered all the same (it shielded the request, say) is not heard:
+        # the next checkpoint in the cancelled scope would cut the turn short of its results.
+        return None if scope.cancel_called else response
+
+    async def _ask(self, request: ModelRequest, scope: trio.CancelScope) -> ModelResponse:
+        """The provider's response, retrying retryable errors; a kill meanwhile cancels *scope*.
+
+        Raises:
+            ProviderError: The provider failed, and retrying did not help or is not allowed.
+        """
+        attempt = 0
+        self._provider_scope = scope
+        if self._killed:
+            scope.cancel()
+        try:
+            while True:
+                attempt += 1
+                try:
+                    return await self.provider.complete(request)
+                except ProviderError as exc:
+                    decision = Decision(retryable=exc.retryable, reason=str(exc), retry_after=exc.retry_after)
+                    delay = next_delay(self.provider_retry, attempt, decision)
+                    if delay is None:
+                        raise
+                    logger.warning("%s; retrying in %.1fs (attempt %d)", exc, delay, attempt + 1)
+                    await trio.sleep(delay)
+        finally:
+            self._provider_scope = None
+
+    async def _run_calls(self, calls: Sequence[ParsedCall]) -> tuple[HistoryEntry, ...]:
+        """Gate *calls* by category, run the rest as one batch; one entry per call, in order."""
+        engine = self.engine
+        engine.tick()
+        if self._stop:
+            engine.request_stop()
+        engine.allowlist = self._allowlist if self._restricted else None
+        decided: dict[str, HistoryEntry] = {}
+        to_run: list[ParsedCall] = []
+        counts: dict[str, int] = {}
+        for call in calls:
+            if isinstance(call, MalformedCall):
+                to_run.append(call)  # the engine answers it (and counts it towards max_malformed)
+                continue
+            tool = _lookup(engine, call.name)
+            if tool is None or call.name not in self._allowlist:
+                to_run.append(call)  # the engine's look-up and gate answer it
+                continue
+            behaviour = self.policy.category(tool.category)
+            if behaviour.per_turn is not None:
+                seen = counts.get(tool.category, 0)
+                if seen >= behaviour.per_turn:
+                    message = (
+                        f"Error: at most {behaviour.per_turn} {tool.category} call(s) per turn - "
+                        f"{call.name!r} was not run; call it again next turn"
+                    )
+                    decided[call.id] = _entry(call, ToolResult.failure(message, extra={"status": "blocked"}))
+                    continue
+                counts[tool.category] = seen + 1
+            if behaviour.approval and not await self._approved(call, tool.category):
+                message = f"Error: {call.name!r} was not approved, so it did not run; do not retry it unchanged"
+                decided[call.id] = _entry(call, ToolResult.failure(message, extra={"status": "denied"}))
+                continue
+            to_run.append(call)
+        outcome = await engine.execute_batch(to_run) if to_run else ()
+        if isinstance(outcome, Abort):
+            ran = {entry.call_id: entry for entry in outcome.finished}
+            if outcome.reason == "killed":
+                result = ToolResult.failure(
+                    "Error: cancelled - the user killed the turn while the tool ran",
+                    extra={"status": "cancelled"},
+                )
+            elif outcome.reason == "stopped":
+                result = ToolResult.failure(
+                    "Error: not run - the user stopped the turn before this call", extra={"status": "stopped"}
+                )
+            else:
+                result = ToolResult.failure(outcome.message, extra={"status": "aborted"})
+            for call in to_run:
+                decided[call.id] = ran.get(call.id) or _entry(call, result)
+        elif not decided:
+            return outcome  # every call ran, and the engine answers in call order
+        else:
+            for entry in outcome:
+                decided[entry.call_id] = entry
+        return tuple(decided[call.id] for call in calls)
+
+    async def _approved(self, call: ToolCall, category: str) -> bool:
+        if self._approve is not None:
+            answer = self._approve(call, category)
+            if inspect.isawaitable(answer):
+                answer = await answer
+            return bool(answer)
+        if self._plugins is None:
+            return False
+        for impl in self._plugins.manager.hook.toolflow_approve_call.get_hookimpls():
+            kwargs = {"call": call, "category": category}
+            try:
+                verdict = impl.function(**{name: kwargs[name] for name in impl.argnames})
+            except Exception as exc:  # noqa: BLE001 - a hook must never break the loop
+                message = f"toolflow_approve_call of plugin {impl.plugin_name!r} raised {type(exc).__name__}: {exc}"
+                warnings.warn(CallHookWarning(message), stacklevel=2)
+                continue
+            if isinstance(verdict, bool):
+                return verdict
+        return False
+
+    def _decide(
+        self,
+        iteration: int,
+        entries: tuple[HistoryEntry, ...],
+        response: ModelResponse,
+        consecutive_errors: int,
+        *,
+        tools_offered: bool,
+    ) -> tuple[LoopDecision, int]:
+        policy = self.policy
+        ends: list[str] = []
+        for entry in entries:
+            consecutive_errors = 0 if entry.success else consecutive_errors + 1
+            tool = _lookup(self.engine, entry.tool_name)
+            if tool is not None and policy.category(tool.category).ends(success=entry.success):
+                ends.append(entry.tool_name)
+        tokens = response.usage.total_tokens if response.usage is not None else None
+        base = check_loop_continuation(policy=policy, iteration=iteration, tokens_used=tokens)
+        remaining = base.iterations_remaining
+
+        def end(reason: LoopReason, message: str) -> LoopDecision:
+            return LoopDecision(
+                should_continue=False,
+                reason=reason,
+                message=message,
+                advisory=base.advisory,
+                iterations_remaining=remaining,
+            )
+
+        if self._stop:
+            return self._stopped(iteration), consecutive_errors
+        if ends:
+            return end("terminal", f"{', '.join(repr(n) for n in ends)} ended the loop"), consecutive_errors
+        if consecutive_errors >= policy.max_consecutive_errors:
+            message = f"{consecutive_errors} failed tool calls in a row (at most {policy.max_consecutive_errors})"
+            return end("error_cap", message), consecutive_errors
+        if not tools_offered:
+            return end("token_critical", "the model used its last turn for tool calls"), consecutive_errors
+        return base, consecutive_errors
+
+    def _advise(self, entries: tuple[HistoryEntry, ...], decision: LoopDecision) -> tuple[HistoryEntry, ...]:
+        """Put the token advisory, and from the soft-warn turn on the loop advisory, on the turn's last result."""
+        if not entries:
+            return entries
+        extra: dict[str, Any] = {}
+        if decision.advisory is not None:
+            extra["_token_advisory"] = dict(decision.advisory)
+            if decision.reason == "token_critical":
+                extra["_token_advisory"]["message"] = _LAST_TURN
+        turn = self.policy.max_iterations - decision.iterations_remaining
+        if decision.should_continue and turn >= self.policy.soft_warn_at:
+            left = decision.iterations_remaining
+            extra["_loop_advisory"] = {
+                "iterations_remaining": left,
+                "message": f"{left} turn(s) left before the iteration limit; wrap up and answer",
+            }
+        if not extra:
+            return entries
+        last = entries[-1]
+        result = attrs.evolve(last.result, extra={**last.result.extra, **extra})
+        return (*entries[:-1], attrs.evolve(last, result=result))
+
+
+def _lookup(engine: Engine, name: str) -> RegisteredTool | None:
+    try:
+        return engine.registry.get(name)
+    except UnknownToolError:
+        return None
+
+
+def _exposed(engine: Engine, policy: Policy, *, deliberate: bool) -> tuple[RegisteredTool, ...]:
+    """The tools the model sees under *policy*, in registry order."""
+    registry = engine.registry
+    known = set(registry.names())
+    for key, names in (("allow", policy.allow), ("deny", policy.deny), ("deliberate", policy.deliberate)):
+        unknown = sorted(set(names or ()) - known)
+        if unknown:
+            msg = f"policy {key!r} names tools that do not exist: {', '.join(repr(n) for n in unknown)}"
+            raise UsageError(msg)
+    if policy.toolset is not None:
+        try:
+            registry = registry.toolset(policy.toolset)
+        except UnknownToolError as exc:
+            msg = f"policy 'toolset': {exc}"
+            raise UsageError(msg) from None
+    tools = list(registry)
+    if policy.allow is not None:
+        allowed = set(policy.allow)
+        tools = [tool for tool in tools if tool.name in allowed]
+    if deliberate:
+        if policy.deliberate is None:
+            msg = "deliberate mode needs a 'deliberate' allowlist in the policy"
+            raise UsageError(msg)
+        chosen = set(policy.deliberate)
+        tools = [tool for tool in engine.registry if tool.name in chosen]
+    denied = set(policy.deny)
+    return tuple(tool for tool in tools if tool.name not in denied)

@@ -1,0 +1,317 @@
+"""The agent-loop policy and the loop-continuation decision (issue 5, section 1; seeds 001 and 002).
+
+A :class:`Policy` comes from the ``policy:`` sections of the spec files
+(:meth:`Policy.from_specs`): iterations, the consecutive-error cap, the token budget, which tools
+the model sees, and what each category does (:class:`CategoryPolicy`). The defaults:
+
+============== ============ ======== ========
+category       ends_loop    per_turn approval
+============== ============ ======== ========
+safe_chain     never        —        no
+terminal       on_success   —        no
+dangerous      never        1        no
+async_required never        —        no
+other          never        —        no
+============== ============ ======== ========
+
+:func:`check_loop_continuation` is seed 001's function: given the turn and the tokens used, it
+returns a :class:`LoopDecision` (``normal``, ``token_warning``, ``token_critical`` or
+``max_iterations``); the agent loop makes the other decisions (``terminal``, ``error_cap``,
+``stopped``, ``killed``, ``final_answer``, ``provider_error``) with the same record.
+:func:`token_advisory` is the ``_token_advisory`` a tool result carries at the warning and
+critical levels.
+
+This module is part of the model layer: pure data and arithmetic, no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any, Literal, TypeAlias
+
+import attrs
+
+from toolflow._model import Category, LoadResult
+
+__all__ = [
+    "DEFAULT_CATEGORY_POLICIES",
+    "CategoryPolicy",
+    "LoopDecision",
+    "LoopReason",
+    "Policy",
+    "TokenBudget",
+    "check_loop_continuation",
+    "token_advisory",
+]
+
+LoopReason: TypeAlias = Literal[
+    "normal",
+    "token_warning",
+    "token_critical",
+    "max_iterations",
+    "terminal",
+    "error_cap",
+    "stopped",
+    "killed",
+    "final_answer",
+    "provider_error",
+]
+"""Why the loop goes on (``normal``, ``token_warning``) or ends (everything else)."""
+
+EndsLoop: TypeAlias = Literal["never", "on_success", "always"]
+
+
+@attrs.frozen(kw_only=True)
+class CategoryPolicy:
+    """What the loop does with calls of one category.
+
+    Attributes:
+        ends_loop: ``never`` (chain on), ``on_success`` (a successful call ends the loop; a
+            failed one does not) or ``always``.
+        per_turn: At most this many calls of the category run per turn; ``None``: no limit.
+        approval: Whether each call must be approved before it runs.
+        description: What the category is for.
+    """
+
+    ends_loop: EndsLoop = "never"
+    per_turn: int | None = None
+    approval: bool = False
+    description: str = ""
+
+    def ends(self, *, success: bool) -> bool:
+        """Whether a call of this category that did (not) succeed ends the loop."""
+        return self.ends_loop == "always" or (self.ends_loop == "on_success" and success)
+
+
+DEFAULT_CATEGORY_POLICIES: Mapping[str, CategoryPolicy] = MappingProxyType(
+    {
+        Category.SAFE_CHAIN.value: CategoryPolicy(description="Read-only or low-risk; chains freely."),
+        Category.TERMINAL.value: CategoryPolicy(ends_loop="on_success", description="Communicates; ends the loop."),
+        Category.DANGEROUS.value: CategoryPolicy(per_turn=1, description="Changes state; one per turn."),
+        Category.ASYNC_REQUIRED.value: CategoryPolicy(description="External or long-running; the loop continues."),
+    }
+)
+"""Seeds 000 and 001's behaviour of the built-in categories."""
+
+_OTHER = CategoryPolicy()
+
+
+@attrs.frozen(kw_only=True)
+class TokenBudget:
+    """The model's context window and the advisory thresholds (seed 001: 60 % and 80 %).
+
+    Attributes:
+        context_window: Tokens the model can hold.
+        warning: Share of the window from which results carry a warning advisory.
+        critical: Share of the window from which the model gets one last turn without tools.
+    """
+
+    context_window: int
+    warning: float = 0.6
+    critical: float = 0.8
+
+    def level(self, tokens_used: int) -> Literal["normal", "warning", "critical"]:
+        """The advisory level of *tokens_used*."""
+        share = tokens_used / self.context_window
+        if share >= self.critical:
+            return "critical"
+        if share >= self.warning:
+            return "warning"
+        return "normal"
+
+
+_ADVICE = {
+    "normal": "Sufficient context available",
+    "warning": "Consider wrapping up current operation",
+    "critical": "Recommend immediate response",
+}
+
+
+def token_advisory(tokens_used: int, budget: TokenBudget | None) -> dict[str, Any] | None:
+    """Seed 001's ``_token_advisory`` for a tool result, or ``None`` below the warning level (or without a budget)."""
+    if budget is None:
+        return None
+    level = budget.level(tokens_used)
+    if level == "normal":
+        return None
+    return {
+        "level": level,
+        "usage_percent": round(100 * tokens_used / budget.context_window, 1),
+        "tokens_used": tokens_used,
+        "context_window": budget.context_window,
+        "message": _ADVICE[level],
+    }
+
+
+@attrs.frozen(kw_only=True)
+class LoopDecision:
+    """Whether the agent loop goes on after a turn, and why (seed 001's ``check_loop_continuation``).
+
+    Attributes:
+        should_continue: Whether the model gets another turn.
+        reason: See :data:`LoopReason`.
+        message: The reason in words, for the trace and logs.
+        advisory: The token advisory in force (``None`` below the warning level).
+        iterations_remaining: Turns left before ``max_iterations``.
+    """
+
+    should_continue: bool
+    reason: LoopReason
+    message: str
+    advisory: Mapping[str, Any] | None = None
+    iterations_remaining: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """The decision as seed 001's dictionary."""
+        return {
+            "should_continue": self.should_continue,
+            "reason": self.reason,
+            "message": self.message,
+            "advisory": dict(self.advisory) if self.advisory is not None else None,
+            "iterations_remaining": self.iterations_remaining,
+        }
+
+
+def _names(value: Any) -> tuple[str, ...] | None:
+    return None if value is None else tuple(str(name) for name in value)
+
+
+def _name_tuple(value: Any) -> tuple[str, ...]:
+    return _names(value) or ()
+
+
+@attrs.frozen(kw_only=True)
+class Policy:
+    """The agent-loop policy of a project (the ``policy:`` sections of its spec files).
+
+    Attributes:
+        max_iterations: Most model turns of one loop.
+        soft_warn_iterations: From this turn on, results say how many turns are left
+            (``None``: ``max_iterations - 2``, at least 1).
+        max_consecutive_errors: Failed calls in a row that end the loop.
+        tokens: The token budget; ``None``: no advisory.
+        toolset: Expose only this toolset's tools.
+        allow: Expose only these tools (``None``: every tool).
+        deny: Never expose these tools.
+        deliberate: The allowlist of deliberate mode (``None``: the mode has none).
+        system_prompt: The loop's system prompt unless the caller gives one.
+        text_protocol: A template replacing the text format's tool-protocol section.
+        categories: Behaviour per category, the defaults merged with the spec files' overrides.
+    """
+
+    max_iterations: int = 10
+    soft_warn_iterations: int | None = None
+    max_consecutive_errors: int = 3
+    tokens: TokenBudget | None = None
+    toolset: str | None = None
+    allow: tuple[str, ...] | None = attrs.field(default=None, converter=_names)
+    deny: tuple[str, ...] = attrs.field(default=(), converter=_name_tuple)
+    deliberate: tuple[str, ...] | None = attrs.field(default=None, converter=_names)
+    system_prompt: str = ""
+    text_protocol: str | None = None
+    categories: Mapping[str, CategoryPolicy] = DEFAULT_CATEGORY_POLICIES
+
+    @property
+    def soft_warn_at(self) -> int:
+        """The first turn whose results carry a ``_loop_advisory``."""
+        if self.soft_warn_iterations is not None:
+            return self.soft_warn_iterations
+        return max(1, self.max_iterations - 2)
+
+    def category(self, name: str) -> CategoryPolicy:
+        """The behaviour of category *name* (a category nobody describes chains on without limits)."""
+        return self.categories.get(name, _OTHER)
+
+    @classmethod
+    def from_mapping(cls, mapping: Mapping[str, Any], *, base: Policy | None = None) -> Policy:
+        """The policy *mapping* (a schema-valid ``policy:`` section) describes, over *base* (default: the defaults)."""
+        policy = base if base is not None else cls()
+        changes: dict[str, Any] = {
+            key: mapping[key]
+            for key in (
+                "max_iterations",
+                "soft_warn_iterations",
+                "max_consecutive_errors",
+                "toolset",
+                "allow",
+                "deny",
+                "deliberate",
+                "system_prompt",
+                "text_protocol",
+            )
+            if key in mapping
+        }
+        tokens = mapping.get("tokens")
+        if isinstance(tokens, Mapping):
+            changes["tokens"] = TokenBudget(
+                context_window=int(tokens["context_window"]),
+                warning=float(tokens.get("warning", 0.6)),
+                critical=float(tokens.get("critical", 0.8)),
+            )
+        declared = mapping.get("categories")
+        if isinstance(declared, Mapping):
+            categories = dict(policy.categories)
+            for name, settings in declared.items():
+                own = settings if isinstance(settings, Mapping) else {}
+                fields = {key: own[key] for key in ("ends_loop", "per_turn", "approval", "description") if key in own}
+                categories[str(name)] = attrs.evolve(categories.get(str(name), _OTHER), **fields)
+            changes["categories"] = MappingProxyType(categories)
+        return attrs.evolve(policy, **changes)
+
+    @classmethod
+    def from_specs(cls, specs: LoadResult) -> Policy:
+        """The policy of every ``policy:`` section of *specs*, merged in load order (a later file wins key by key)."""
+        policy = cls()
+        for spec_file in specs.files:
+            if isinstance(spec_file.policy, Mapping):
+                policy = cls.from_mapping(spec_file.policy, base=policy)
+        return policy
+
+    def to_dict(self) -> dict[str, Any]:
+        """The policy as plain data (for ``--output json`` and logs)."""
+        return {
+            "max_iterations": self.max_iterations,
+            "soft_warn_iterations": self.soft_warn_at,
+            "max_consecutive_errors": self.max_consecutive_errors,
+            "tokens": attrs.asdict(self.tokens) if self.tokens is not None else None,
+            "toolset": self.toolset,
+            "allow": list(self.allow) if self.allow is not None else None,
+            "deny": list(self.deny),
+            "deliberate": list(self.deliberate) if self.deliberate is not None else None,
+            "categories": {name: attrs.asdict(value) for name, value in self.categories.items()},
+        }
+
+
+def check_loop_continuation(*, policy: Policy, iteration: int, tokens_used: int | None = None) -> LoopDecision:
+    """Seed 001's continuation check after turn *iteration* (from 1), with *tokens_used* of the context.
+
+    The hard limits first: ``max_iterations`` once *iteration* reaches it, ``token_critical`` at
+    the critical level; then ``token_warning`` at the warning level, else ``normal``.
+    """
+    remaining = max(0, policy.max_iterations - iteration)
+    advisory = token_advisory(tokens_used, policy.tokens) if tokens_used is not None else None
+    if remaining == 0:
+        message = f"reached the limit of {policy.max_iterations} iterations"
+        return LoopDecision(should_continue=False, reason="max_iterations", message=message, advisory=advisory)
+    if advisory is not None and advisory["level"] == "critical":
+        message = f"context {advisory['usage_percent']}% full: the model answers now, without tools"
+        return LoopDecision(
+            should_continue=False,
+            reason="token_critical",
+            message=message,
+            advisory=advisory,
+            iterations_remaining=remaining,
+        )
+    if advisory is not None:
+        message = f"context {advisory['usage_percent']}% full: {advisory['message'].lower()}"
+        return LoopDecision(
+            should_continue=True,
+            reason="token_warning",
+            message=message,
+            advisory=advisory,
+            iterations_remaining=remaining,
+        )
+    return LoopDecision(
+        should_continue=True, reason="normal", message="continue", advisory=None, iterations_remaining=remaining
+    )

@@ -1,0 +1,123 @@
+"""The built-in ``openai`` model provider: any OpenAI-compatible Chat Completions server.
+
+``toolflow run --model openai:MODEL`` asks ``POST {base_url}/chat/completions`` for each model
+turn, streaming by default. It speaks the ``openai``, ``fallback`` and ``text`` history formats
+(the Chat Completions API has no ``tool_use`` blocks, so ``anthropic`` is refused). The same
+provider serves OpenAI itself and local servers that copy its API (vLLM, llama.cpp's
+``llama-server``, Ollama, LM Studio): point ``base_url`` (or ``OPENAI_BASE_URL``) at them.
+
+Streaming (server-sent events) is assembled into the message a non-streaming call returns:
+text deltas are joined, tool-call deltas are gathered by their ``index`` (``id``, ``type`` and
+``function.name`` arrive with a call's first delta, ``function.arguments`` in pieces), and the
+usage comes from the last chunk (asked for with ``stream_options.include_usage``).
+
+Failures raise :class:`toolflow.ProviderError`; the provider never retries by itself, the agent
+loop does, with backoff, when ``retryable`` is true: HTTP 408, 409, 429 and 5xx, connection
+failures, timeouts, and a stream that breaks off or reports an error. ``retry_after`` carries the
+server's ``retry-after-ms`` or ``Retry-After``.
+
+Registering the provider imports nothing heavy: httpx is imported when a provider is created,
+so ``toolflow lint`` and ``toolflow --help`` stay fast.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from toolflow._errors import UsageError
+from toolflow.hookspecs import hookimpl
+
+if TYPE_CHECKING:
+    from toolflow.default_plugins._openai_chat import OpenAIProvider
+
+__all__ = ["DEFAULT_BASE_URL", "NAME", "create_provider", "toolflow_register_model_providers"]
+
+NAME = "openai"
+"""The provider's registered name: ``--model openai:MODEL``."""
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+"""The base URL when neither the ``base_url`` option nor ``OPENAI_BASE_URL`` gives one."""
+
+
+@hookimpl
+def toolflow_register_model_providers(register: Callable[[str, Any], None]) -> None:
+    """Register the ``openai`` provider."""
+    register(NAME, create_provider)
+
+
+def create_provider(
+    target: str,
+    *,
+    base_url: str | None = None,
+    api_key: str | None = None,
+    stream: bool = True,
+    timeout: float = 120,
+    max_tokens: int | None = None,
+    temperature: float | None = None,
+    extra_body: Mapping[str, Any] | None = None,
+) -> OpenAIProvider:
+    """Create an ``openai`` provider for the model *target* (``openai:gpt-4o-mini`` gives ``gpt-4o-mini``).
+
+    Args:
+        target: The model name sent as ``model``.
+        base_url: The API root, up to and including ``/v1``; default: the environment variable
+            ``OPENAI_BASE_URL``, else :data:`DEFAULT_BASE_URL`.
+        api_key: Sent as ``Authorization: Bearer KEY``; default: ``OPENAI_API_KEY``. With no
+            key (or an empty one) no ``Authorization`` header is sent, which suits local servers.
+            The key goes to whatever server *base_url* names.
+        stream: Stream the answer (server-sent events) rather than wait for the whole body.
+        timeout: Seconds allowed to connect, and between two pieces of the answer.
+        max_tokens: Sent as ``max_tokens`` when given.
+        temperature: Sent as ``temperature`` when given.
+        extra_body: Merged into the request's JSON last, so it can add any field (``top_p``,
+            ``max_completion_tokens``, ``seed``, a server's own options) or replace one; a key
+            whose value is ``None`` removes that field (``{"stream_options": None}`` for a
+            server that refuses it).
+
+    Raises:
+        TypeError: An option this provider does not know.
+        toolflow.UsageError: An empty model name, a base URL that is not ``http://`` or
+            ``https://``, or a timeout, ``max_tokens``, temperature or ``extra_body`` that is
+            out of range or of the wrong type.
+    """
+    model = target.strip()
+    if not model:
+        msg = "the openai provider needs a model name: --model openai:MODEL"
+        raise UsageError(msg)
+    url = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).strip().rstrip("/")
+    if not url.lower().startswith(("http://", "https://")):
+        msg = f"the openai base URL must start with http:// or https://, got {url!r}"
+        raise UsageError(msg)
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout < math.inf:
+        msg = f"timeout must be a positive number of seconds, got {timeout!r}"
+        raise UsageError(msg)
+    if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1):
+        msg = f"max_tokens must be a positive integer, got {max_tokens!r}"
+        raise UsageError(msg)
+    if temperature is not None and (
+        isinstance(temperature, bool) or not isinstance(temperature, int | float) or not 0 <= temperature < math.inf
+    ):
+        msg = f"temperature must be a number from 0, got {temperature!r}"
+        raise UsageError(msg)
+    if extra_body is not None and not isinstance(extra_body, Mapping):
+        msg = f"extra_body must be a mapping, got {type(extra_body).__name__}"
+        raise UsageError(msg)
+    from toolflow.default_plugins._openai_chat import OpenAIProvider  # noqa: PLC0415 - httpx only when used
+
+    key = os.environ.get("OPENAI_API_KEY") if api_key is None else api_key
+    options: dict[str, Any] = {}
+    if max_tokens is not None:
+        options["max_tokens"] = max_tokens
+    if temperature is not None:
+        options["temperature"] = temperature
+    return OpenAIProvider(
+        model=model,
+        base_url=url,
+        api_key=key or None,
+        stream=bool(stream),
+        timeout=float(timeout),
+        options={**options, **(extra_body or {})},
+    )
