@@ -777,13 +777,19 @@ class Engine:
         with trio.CancelScope() as scope:
             self._scopes.add(scope)
             try:
-                async with trio.open_nursery() as nursery:
-                    for index, item in enumerate(parsed):
-                        if isinstance(item, MalformedCall):
-                            entries[index] = _entry(item, item.to_result())
-                        elif self._is_dangerous(item.name):
-                            dangerous.append((index, item))
-                        else:
+                concurrent: list[tuple[int, ToolCall]] = []
+                for index, item in enumerate(parsed):
+                    if isinstance(item, MalformedCall):
+                        entries[index] = _entry(item, item.to_result())
+                    elif self._is_dangerous(item.name):
+                        dangerous.append((index, item))
+                    else:
+                        concurrent.append((index, item))
+                if len(concurrent) == 1:  # one call needs no nursery: a task and its switches cost more than the call
+                    await run_one(*concurrent[0])
+                elif concurrent:
+                    async with trio.open_nursery() as nursery:
+                        for index, item in concurrent:
                             nursery.start_soon(run_one, index, item)
                 for index, item in dangerous:
                     if self._stop_requested:
