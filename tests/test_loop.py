@@ -131,6 +131,15 @@ async def test_one_dangerous_call_per_turn(setup: Setup) -> None:
     assert setup.tools.runs == ["poke", "poke"]
 
 
+async def test_per_turn_comes_from_the_policy(tmp_path: Path) -> None:
+    """A policy allowing two dangerous calls per turn runs two; the third is answered without running."""
+    setup = Setup(tmp_path, "policy:\n  categories:\n    dangerous: {per_turn: 2}\n")
+    result, _ = await setup.run([{"tool_calls": [call("poke"), call("poke"), call("poke")]}, {"text": "ok"}])
+    assert [e.success for e in result.turns[0].entries] == [True, True, False]
+    assert "at most 2 dangerous call(s) per turn" in (result.turns[0].entries[2].result.error or "")
+    assert setup.tools.runs == ["poke", "poke"]
+
+
 async def test_approval_by_callback_and_by_plugin(tmp_path: Path) -> None:
     """A category that needs approval runs only approved calls; without an approver nothing runs."""
     setup = Setup(tmp_path, "policy:\n  categories:\n    notify: {approval: true}\n")

@@ -326,6 +326,9 @@ class Engine:
         self._succeeded_loop: set[str] = set()
         self._succeeded_session: set[str] = set()
         self._dangerous_this_tick = 0
+        self.dangerous_per_tick: int | None = 1
+        """How many ``dangerous`` calls a batch dispatches per tick (``None``: no limit; the agent
+        loop sets it from its policy, which gates every category itself)."""
         # Which call hooks exist, looked up once: most engines have none, and the look-up copies lists.
         hooks = plugins.manager.hook if plugins is not None else None
         self._observes_before = bool(hooks and hooks.toolflow_before_call.get_hookimpls())
@@ -794,7 +797,7 @@ class Engine:
                 for index, item in dangerous:
                     if self._stop_requested:
                         stopped = True
-                    elif self._dangerous_this_tick >= 1:
+                    elif self.dangerous_per_tick is not None and self._dangerous_this_tick >= self.dangerous_per_tick:
                         result = ToolResult.failure(
                             ONE_DANGEROUS_PER_TURN.format(name=item.name), extra={"status": "blocked"}
                         )

@@ -482,6 +482,7 @@ class Agent:
         if self._stop:
             engine.request_stop()
         engine.allowlist = self._allowlist if self._restricted else None
+        engine.dangerous_per_tick = None  # the category gate below applies the policy's per_turn
         decided: dict[str, HistoryEntry] = {}
         to_run: list[ParsedCall] = []
         counts: dict[str, int] = {}
