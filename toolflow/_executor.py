@@ -702,19 +702,9 @@ class Engine:
 
     def _verdict(self, call: ToolCall | None, error: Exception | None) -> bool | None:
         """The first decision of a plugin's ``toolflow_retryable`` hook about *error*, if any."""
-        if self.plugins is None or error is None:
+        if error is None:
             return None
-        for impl in self.plugins.manager.hook.toolflow_retryable.get_hookimpls():
-            kwargs = {"call": call, "error": error}
-            try:
-                verdict = impl.function(**{name: kwargs[name] for name in impl.argnames})
-            except Exception as exc:  # noqa: BLE001 - a hook must never fail the call
-                message = f"toolflow_retryable of plugin {impl.plugin_name!r} raised {type(exc).__name__}: {exc}"
-                warnings.warn(CallHookWarning(message), stacklevel=2)
-                continue
-            if isinstance(verdict, bool):
-                return verdict
-        return None
+        return first_verdict(self.plugins, "toolflow_retryable", call=call, error=error)
 
     # --- batches ---------------------------------------------------------------------------
 
@@ -820,6 +810,26 @@ class Engine:
             return self._plan(name).dangerous
         except UnknownToolError:
             return False
+
+
+def first_verdict(plugins: Plugins | None, hook_name: str, **kwargs: Any) -> bool | None:
+    """The first ``True``/``False`` of a ``firstresult`` decision hook, in registration order.
+
+    A hook implementation that raises is reported with a :class:`CallHookWarning` naming its
+    plugin and counts as no answer; ``None`` when nobody decides.
+    """
+    if plugins is None:
+        return None
+    for impl in getattr(plugins.manager.hook, hook_name).get_hookimpls():
+        try:
+            verdict = impl.function(**{name: kwargs[name] for name in impl.argnames})
+        except Exception as exc:  # noqa: BLE001 - a hook must never fail the call or the loop
+            message = f"{hook_name} of plugin {impl.plugin_name!r} raised {type(exc).__name__}: {exc}"
+            warnings.warn(CallHookWarning(message), stacklevel=3)
+            continue
+        if isinstance(verdict, bool):
+            return verdict
+    return None
 
 
 def _observe(plugins: Plugins | None, hook_name: str, **kwargs: Any) -> None:

@@ -32,7 +32,6 @@ from __future__ import annotations
 import inspect
 import logging
 import time
-import warnings
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
@@ -41,9 +40,8 @@ import trio
 
 from toolflow._calls import MalformedCall, ParsedCall, ToolCall, parse_tool_calls
 from toolflow._errors import UsageError
-from toolflow._executor import Abort, Engine, HistoryEntry
+from toolflow._executor import Abort, Engine, HistoryEntry, first_verdict
 from toolflow._history import HistoryFormat, get_format
-from toolflow._invoke import CallHookWarning
 from toolflow._model import RetryPolicy
 from toolflow._plugins import Plugins
 from toolflow._policy import LoopDecision, LoopReason, Policy, check_loop_continuation
@@ -539,19 +537,7 @@ class Agent:
             if inspect.isawaitable(answer):
                 answer = await answer
             return bool(answer)
-        if self._plugins is None:
-            return False
-        for impl in self._plugins.manager.hook.toolflow_approve_call.get_hookimpls():
-            kwargs = {"call": call, "category": category}
-            try:
-                verdict = impl.function(**{name: kwargs[name] for name in impl.argnames})
-            except Exception as exc:  # noqa: BLE001 - a hook must never break the loop
-                message = f"toolflow_approve_call of plugin {impl.plugin_name!r} raised {type(exc).__name__}: {exc}"
-                warnings.warn(CallHookWarning(message), stacklevel=2)
-                continue
-            if isinstance(verdict, bool):
-                return verdict
-        return False
+        return first_verdict(self._plugins, "toolflow_approve_call", call=call, category=category) is True
 
     def _decide(
         self,
