@@ -18,8 +18,9 @@ from mcp import types
 import toolflow
 from toolflow._context import reporting_progress
 from toolflow._executor import open_engine
+from toolflow._registry import without_caches as without_cache
 from toolflow._results import DEFAULT_MAX_RESULT_CHARS
-from toolflow._serve import call_result, select_tools, without_cache
+from toolflow._serve import call_result, select_tools
 
 Report = tuple[float, float | None, str | None]
 

@@ -10,8 +10,8 @@ import argparse
 import contextlib
 import json
 import sys
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, TextIO
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 if TYPE_CHECKING:
     from toolflow._plugins import Plugins
@@ -20,6 +20,8 @@ __all__ = ["main", "run"]
 
 OUTPUT_FORMATS = ("text", "json", "github", "sarif", "junit", "gitlab")
 SCHEMA_FORMATS = ("openai", "anthropic", "mcp")
+_T = TypeVar("_T")
+
 HISTORY_FORMATS = ("openai", "anthropic", "fallback", "text")
 """The history formats of ``toolflow run`` (``toolflow._providers.HISTORY_FORMATS``, without importing it)."""
 
@@ -432,16 +434,13 @@ _TRACE_KEYS = ("attempts", "cached")
 
 def _cmd_call(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     import time  # noqa: PLC0415
-    import warnings as warnings_module  # noqa: PLC0415
 
     import attrs  # noqa: PLC0415
-    import trio  # noqa: PLC0415
 
-    from toolflow._cache import CacheWarning, default_cache_path  # noqa: PLC0415
+    from toolflow._cache import default_cache_path  # noqa: PLC0415
     from toolflow._executor import open_engine  # noqa: PLC0415
-    from toolflow._invoke import CallHookWarning  # noqa: PLC0415
     from toolflow._project import load_project  # noqa: PLC0415
-    from toolflow._registry import Registry, load_registry  # noqa: PLC0415
+    from toolflow._registry import load_registry, without_caches  # noqa: PLC0415
     from toolflow._results import ToolResult  # noqa: PLC0415
 
     request = _call_request(args, stdout)
@@ -450,10 +449,9 @@ def _cmd_call(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     name, arguments, warnings, call_id = request
     plugins = _load_plugins(stderr)
     registry = load_registry(_spec_paths(args.specs or []), plugins=plugins)
-    tool = registry.get(name)  # an unknown tool is a usage error (exit 2), before the engine opens
     if args.no_cache:
-        tool = attrs.evolve(tool, spec=attrs.evolve(tool.spec, cache=None))
-        registry = Registry(tools={name: tool})
+        registry = without_caches(registry)
+    tool = registry.get(name)  # an unknown tool is a usage error (exit 2), before the engine opens
     cache_path = default_cache_path(load_project().root)
     elapsed = 0.0
 
@@ -466,12 +464,7 @@ def _cmd_call(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
             finally:
                 elapsed = time.perf_counter() - started
 
-    with warnings_module.catch_warnings(record=True) as caught:
-        warnings_module.simplefilter("always", CallHookWarning)
-        warnings_module.simplefilter("always", CacheWarning)
-        result = trio.run(run_call)
-    for warning in caught:
-        print(f"toolflow: warning: {warning.message}", file=stderr)
+    result = run_trio(run_call, stderr)
     if warnings:
         result = attrs.evolve(result, warnings=(*warnings, *result.warnings))
     if args.trace:
@@ -482,6 +475,24 @@ def _cmd_call(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     printed = attrs.evolve(result, extra={k: v for k, v in result.extra.items() if k not in _TRACE_KEYS})
     stdout.write(json.dumps(printed.to_dict(), indent=2, ensure_ascii=False, default=str) + "\n")
     return 0 if result.success else 1
+
+
+def run_trio(main: Callable[[], Awaitable[_T]], stderr: TextIO) -> _T:
+    """``trio.run(main)``, printing the engine's call-hook and cache warnings as ``toolflow: warning: ...``."""
+    import warnings  # noqa: PLC0415
+
+    import trio  # noqa: PLC0415
+
+    from toolflow._cache import CacheWarning  # noqa: PLC0415
+    from toolflow._executor import CallHookWarning  # noqa: PLC0415
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", CallHookWarning)
+        warnings.simplefilter("always", CacheWarning)
+        result = trio.run(main)
+    for warning in caught:
+        print(f"toolflow: warning: {warning.message}", file=stderr)
+    return result
 
 
 def _cmd_run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
@@ -534,7 +545,7 @@ def _cmd_serve(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     from toolflow._cache import default_cache_path  # noqa: PLC0415
     from toolflow._errors import UsageError  # noqa: PLC0415
     from toolflow._project import load_project  # noqa: PLC0415
-    from toolflow._registry import load_registry  # noqa: PLC0415
+    from toolflow._registry import load_registry, without_caches  # noqa: PLC0415
 
     try:
         from toolflow import _serve  # noqa: PLC0415
@@ -553,7 +564,7 @@ def _cmd_serve(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     registry = load_registry(_spec_paths(args.specs or []), plugins=plugins)
     registry = _serve.select_tools(registry, toolsets=args.toolset or (), tools=_split(args.tool))
     if args.no_cache:
-        registry = _serve.without_cache(registry)
+        registry = without_caches(registry)
     cache_path = str(default_cache_path(load_project().root))
     _serve.serve(
         registry,

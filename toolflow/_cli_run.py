@@ -10,25 +10,24 @@ import argparse
 import json
 import signal
 import sys
-import warnings as warnings_module
 from collections.abc import Mapping
 from typing import Any, TextIO
 
 import attrs
 import trio
 
-from toolflow._cache import CacheWarning, default_cache_path
+from toolflow._cache import default_cache_path
 from toolflow._calls import ToolCall
+from toolflow._cli import run_trio
 from toolflow._errors import UsageError
 from toolflow._executor import Engine, open_engine
-from toolflow._invoke import CallHookWarning
 from toolflow._loader import load_specs
 from toolflow._loop import Agent, LoopResult, TurnRecord
 from toolflow._plugins import Plugins
 from toolflow._policy import Policy
 from toolflow._project import load_project
 from toolflow._providers import ModelProvider, load_provider
-from toolflow._registry import Registry
+from toolflow._registry import Registry, without_caches
 from toolflow._results import ToolResult
 
 __all__ = ["EXIT_CODES", "command", "print_end", "print_turn"]
@@ -175,8 +174,7 @@ def command(args: argparse.Namespace, plugins: Plugins, stdout: TextIO, stderr: 
     if args.toolset is not None:
         policy = attrs.evolve(policy, toolset=args.toolset)
     if args.no_cache:
-        uncached = {tool.name: attrs.evolve(tool, spec=attrs.evolve(tool.spec, cache=None)) for tool in registry}
-        registry = attrs.evolve(registry, tools=uncached)
+        registry = without_caches(registry)
     provider = _provider(args.model, plugins, args, os.environ)
     prompt = args.prompt if args.prompt is not None else getattr(provider, "prompt", "")
     if not prompt:
@@ -210,12 +208,7 @@ def command(args: argparse.Namespace, plugins: Plugins, stdout: TextIO, stderr: 
             finally:
                 await provider.aclose()
 
-    with warnings_module.catch_warnings(record=True) as caught:
-        warnings_module.simplefilter("always", CallHookWarning)
-        warnings_module.simplefilter("always", CacheWarning)
-        result = trio.run(main)
-    for warning in caught:
-        print(f"toolflow: warning: {warning.message}", file=stderr)
+    result = run_trio(main, stderr)
     if text:
         print_end(result, stdout)
     else:

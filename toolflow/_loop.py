@@ -43,7 +43,6 @@ from toolflow._errors import UsageError
 from toolflow._executor import Abort, Engine, HistoryEntry, first_verdict
 from toolflow._history import HistoryFormat, get_format
 from toolflow._model import RetryPolicy
-from toolflow._plugins import Plugins
 from toolflow._policy import LoopDecision, LoopReason, Policy, check_loop_continuation
 from toolflow._providers import HISTORY_FORMATS, ModelProvider, ModelRequest, ModelResponse, ProviderError, Usage
 from toolflow._registry import RegisteredTool, UnknownToolError
@@ -231,7 +230,6 @@ class Agent:
         self.system = self.format.system_prompt(system if system is not None else self.policy.system_prompt, specs)
         self._definitions = tuple(self.format.tool_definitions(specs))
         self._approve = approve
-        self._plugins: Plugins | None = engine.plugins
         self.model = model
         self.max_result_chars = max_result_chars
         self.provider_retry = provider_retry
@@ -537,7 +535,7 @@ class Agent:
             if inspect.isawaitable(answer):
                 answer = await answer
             return bool(answer)
-        return first_verdict(self._plugins, "toolflow_approve_call", call=call, category=category) is True
+        return first_verdict(self.engine.plugins, "toolflow_approve_call", call=call, category=category) is True
 
     def _decide(
         self,

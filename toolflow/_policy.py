@@ -268,20 +268,6 @@ class Policy:
                 policy = cls.from_mapping(spec_file.policy, base=policy)
         return policy
 
-    def to_dict(self) -> dict[str, Any]:
-        """The policy as plain data (for ``--output json`` and logs)."""
-        return {
-            "max_iterations": self.max_iterations,
-            "soft_warn_iterations": self.soft_warn_at,
-            "max_consecutive_errors": self.max_consecutive_errors,
-            "tokens": attrs.asdict(self.tokens) if self.tokens is not None else None,
-            "toolset": self.toolset,
-            "allow": list(self.allow) if self.allow is not None else None,
-            "deny": list(self.deny),
-            "deliberate": list(self.deliberate) if self.deliberate is not None else None,
-            "categories": {name: attrs.asdict(value) for name, value in self.categories.items()},
-        }
-
 
 def check_loop_continuation(*, policy: Policy, iteration: int, tokens_used: int | None = None) -> LoopDecision:
     """Seed 001's continuation check after turn *iteration* (from 1), with *tokens_used* of the context.

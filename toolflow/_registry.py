@@ -44,6 +44,7 @@ __all__ = [
     "UnknownToolError",
     "UnknownToolsetError",
     "load_registry",
+    "without_caches",
 ]
 
 BINDING_KIND = "implementation"
@@ -426,6 +427,12 @@ class Registry:
         for category in categories:
             if category not in self._categories:
                 raise UnknownCategoryError(category, self._categories)
+
+
+def without_caches(registry: Registry) -> Registry:
+    """*registry* with every tool's ``cache`` removed (``--no-cache``); toolsets and categories are kept."""
+    tools = {tool.name: attrs.evolve(tool, spec=attrs.evolve(tool.spec, cache=None)) for tool in registry}
+    return attrs.evolve(registry, tools=tools)
 
 
 def load_registry(

@@ -69,7 +69,6 @@ __all__ = [
     "call_result",
     "select_tools",
     "serve",
-    "without_cache",
 ]
 
 Transport: TypeAlias = Literal["stdio", "http"]
@@ -107,12 +106,6 @@ def select_tools(registry: Registry, *, toolsets: Iterable[str] = (), tools: Ite
     for toolset in toolsets:
         names.update(registry.toolset(toolset).names())
     return registry.filter(names=names)
-
-
-def without_cache(registry: Registry) -> Registry:
-    """A registry of the same tools with no cache at all (``--no-cache``)."""
-    tools = {tool.name: attrs.evolve(tool, spec=attrs.evolve(tool.spec, cache=None)) for tool in registry}
-    return Registry(tools=tools)
 
 
 def call_result(result: ToolResult, *, structured: bool = False) -> types.CallToolResult:

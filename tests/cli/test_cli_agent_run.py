@@ -242,3 +242,11 @@ def test_the_shipped_session_runs_end_to_end() -> None:
     assert "blocked: Error: tool 'execute_command' is not available now" in out
     assert "→ set_attribute" in out
     assert out.splitlines()[-1].startswith("loop ended: terminal ('say' ended the loop)")
+
+
+def test_the_cli_lists_the_history_formats_of_the_loop() -> None:
+    """`--format`'s choices (kept in the CLI so `--help` imports no loop code) are the loop's formats."""
+    from toolflow._cli import HISTORY_FORMATS
+    from toolflow._providers import HISTORY_FORMATS as LOOP_FORMATS
+
+    assert HISTORY_FORMATS == LOOP_FORMATS
