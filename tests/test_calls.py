@@ -592,6 +592,21 @@ def test_batch_ids_are_unique(raws: list[object]) -> None:
     assert len({p.id for p in parsed}) == len(parsed)
 
 
+@settings(max_examples=200, deadline=None)
+@given(raw=JSON_LIKE | JSON_LIKE.map(json.dumps))
+def test_parsed_call_equals_the_attrs_record(raw: object) -> None:
+    """A parsed call, built slot by slot, is what ToolCall(...) with its converters builds from the same fields."""
+    parsed = parse_tool_call(raw)
+    if isinstance(parsed, ToolCall):
+        fields = attrs.asdict(parsed, recurse=False)
+        rebuilt = ToolCall(**fields)
+        assert parsed == rebuilt
+        assert parsed.raw is rebuilt.raw
+        assert type(parsed.arguments) is dict
+        assert type(parsed.warnings) is tuple
+        assert isinstance(parsed.reasoning, str)
+
+
 # -- toolflow call --raw -----------------------------------------------------------------------------------------
 
 SAY = """\

@@ -112,6 +112,10 @@ def spec_digest(spec: ToolSpec) -> str:
     return digest
 
 
+_CANONICAL_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+# Built once: json.dumps with options builds a new encoder per call, a fair share of a cache hit.
+
+
 def cache_key(spec: ToolSpec, arguments: Mapping[str, Any]) -> str | None:
     """Return the cache key of calling *spec* with the cleaned *arguments*, or ``None``.
 
@@ -122,7 +126,7 @@ def cache_key(spec: ToolSpec, arguments: Mapping[str, Any]) -> str | None:
     Never raises.
     """
     try:
-        args = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        args = _CANONICAL_JSON.encode(arguments)
     except (TypeError, ValueError, RecursionError):
         return None
     return f"{spec.name}:{spec_digest(spec)[:16]}:{args}"

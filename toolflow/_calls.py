@@ -90,6 +90,7 @@ _EMPTY: Mapping[str, Any] = MappingProxyType({})
 # isinstance() tuples, built once (``X | Y`` in a call builds a union each time); dict before the slow ABC.
 _TEXT_TYPES = (str, bytes, bytearray)
 _MAPPING_TYPES = (dict, Mapping)
+_ONE_CALL_TYPES = (str, bytes, bytearray, Mapping)
 _SMALL_TYPES = (bool, float)
 _SEQUENCE_TYPES = (list, tuple)
 _FALLBACK_KEYS = frozenset({"tool", "parameters", "reasoning"})
@@ -162,6 +163,42 @@ class MalformedCall:
 ParsedCall: TypeAlias = ToolCall | MalformedCall
 """What parsing one raw call gives."""
 
+_PARSED_TYPES = (ToolCall, MalformedCall)
+
+_new = object.__new__
+_set_id = ToolCall.__dict__["id"].__set__
+_set_name = ToolCall.__dict__["name"].__set__
+_set_arguments = ToolCall.__dict__["arguments"].__set__
+_set_reasoning = ToolCall.__dict__["reasoning"].__set__
+_set_format = ToolCall.__dict__["format"].__set__
+_set_warnings = ToolCall.__dict__["warnings"].__set__
+_set_raw = ToolCall.__dict__["raw"].__set__
+
+
+def _new_call(  # noqa: PLR0917 - one parameter per field, positional for speed
+    call_id: str,
+    name: str,
+    arguments: dict[str, Any],
+    reasoning: str,
+    fmt: str,
+    warnings: tuple[str, ...],
+    raw: object,
+) -> ToolCall:
+    """``ToolCall(...)`` for fields already in their final form (*arguments* the call's own dict), slot by slot.
+
+    Every call a model makes is parsed, and the attrs ``__init__`` with its converters costs
+    twice this. ``tests/test_calls.py`` compares the two.
+    """
+    call: ToolCall = _new(ToolCall)
+    _set_id(call, call_id)
+    _set_name(call, name)
+    _set_arguments(call, arguments)
+    _set_reasoning(call, reasoning)
+    _set_format(call, fmt)
+    _set_warnings(call, warnings)
+    _set_raw(call, raw)
+    return call
+
 
 def parse_tool_call(
     raw: object,
@@ -207,12 +244,16 @@ def parse_tool_calls(
     if raw_calls is None:
         return []
     items: Iterable[object]
-    if isinstance(raw_calls, str | bytes | bytearray | Mapping) or not isinstance(raw_calls, Iterable):
+    if type(raw_calls) is list:
+        items = raw_calls
+    elif isinstance(raw_calls, _ONE_CALL_TYPES) or not isinstance(raw_calls, Iterable):
         items = [raw_calls]
     else:
         items = raw_calls
     parsed = [_parse_safely(raw, f"{id_prefix}{n}", max_argument_bytes) for n, raw in enumerate(items)]
     provided = {call.id for call, given in parsed if given}
+    if len(provided) == len(parsed):  # every call brought its own id, and no two share one
+        return [call for call, _ in parsed]
     used: set[str] = set()
     calls: list[ParsedCall] = []
     for n, (call, given) in enumerate(parsed):
@@ -244,7 +285,7 @@ def _check_limit(limit: int) -> None:
 
 def _parse_safely(raw: object, default_id: str, limit: int) -> tuple[ParsedCall, bool]:
     """Parse *raw*; also say whether the call's id came from the provider."""
-    if isinstance(raw, ToolCall | MalformedCall):  # parsed already (the agent loop parses before it gates)
+    if isinstance(raw, _PARSED_TYPES):  # parsed already (the agent loop parses before it gates)
         return raw, True
     try:
         return _parse(raw, default_id, limit)
@@ -302,15 +343,9 @@ def _parse(raw: object, default_id: str, limit: int) -> tuple[ParsedCall, bool]:
     decoded, problem, notes = _decode_arguments(arguments, limit)
     if problem is not None:
         return MalformedCall(id=ident, name=checked, error=problem, format=fmt, raw=raw), given is not None
-    call = ToolCall(
-        id=ident,
-        name=checked,
-        arguments=decoded,
-        reasoning=_reasoning(reasoning),
-        format=fmt,
-        warnings=(*warnings, *notes),
-        raw=raw,
-    )
+    # JSON text decoded just now is the call's own dict already; anything else is copied.
+    own = decoded if type(decoded) is dict and decoded is not arguments else dict(decoded)
+    call = _new_call(ident, checked, own, _reasoning(reasoning), fmt, (*warnings, *notes), raw)
     return call, given is not None
 
 

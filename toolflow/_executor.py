@@ -739,13 +739,25 @@ class Engine:
         cancellation from outside escapes.
         """
         parsed = parse_tool_calls(raw_calls)
-        ids = tuple(item.id for item in parsed)
-        malformed = sum(isinstance(item, MalformedCall) for item in parsed)
+        entries: list[HistoryEntry | None] = [None] * len(parsed)
+        concurrent: list[tuple[int, ToolCall]] = []
+        dangerous: list[tuple[int, ToolCall]] = []
+        malformed = 0
+        for index, item in enumerate(parsed):
+            if isinstance(item, MalformedCall):
+                malformed += 1
+                entries[index] = _entry(item, item.to_result())
+            elif self._is_dangerous(item.name):
+                dangerous.append((index, item))
+            else:
+                concurrent.append((index, item))
         if malformed > self.max_malformed:
             message = f"{malformed} malformed tool calls in one batch (at most {self.max_malformed} allowed)"
-            return Abort(reason="malformed_calls", message=message, call_ids=ids)
-        entries: list[HistoryEntry | None] = [None] * len(parsed)
-        dangerous: list[tuple[int, ToolCall]] = []
+            return Abort(reason="malformed_calls", message=message, call_ids=_ids(parsed))
+        # No cancel scope of the batch's own: every wait of a call (its attempts, back-offs, waits
+        # for a slot) is in a scope that kill() cancels, and a call that has not started yet sees
+        # the stop kill() requests. The kill count tells a killed batch.
+        kills = self._kills
         stopped = False
 
         async def run_one(index: int, call: ToolCall) -> None:
@@ -767,49 +779,39 @@ class Engine:
                 result = attrs.evolve(result, warnings=(*call.warnings, *result.warnings))
             entries[index] = _entry(call, result)
 
-        with trio.CancelScope() as scope:
-            self._scopes.add(scope)
-            try:
-                concurrent: list[tuple[int, ToolCall]] = []
-                for index, item in enumerate(parsed):
-                    if isinstance(item, MalformedCall):
-                        entries[index] = _entry(item, item.to_result())
-                    elif self._is_dangerous(item.name):
-                        dangerous.append((index, item))
-                    else:
-                        concurrent.append((index, item))
-                if len(concurrent) == 1:  # one call needs no nursery: a task and its switches cost more than the call
-                    await run_one(*concurrent[0])
-                elif concurrent:
-                    async with trio.open_nursery() as nursery:
-                        for index, item in concurrent:
-                            nursery.start_soon(run_one, index, item)
-                for index, item in dangerous:
-                    if self._stop_requested:
-                        stopped = True
-                    elif self.dangerous_per_tick is not None and self._dangerous_this_tick >= self.dangerous_per_tick:
-                        result = ToolResult.failure(
-                            ONE_DANGEROUS_PER_TURN.format(name=item.name), extra={"status": "blocked"}
-                        )
-                        entries[index] = _entry(item, result)
-                    else:
-                        self._dangerous_this_tick += 1
-                        await run_one(index, item)
-            finally:
-                self._scopes.discard(scope)
-        if scope.cancel_called:
-            return Abort(reason="killed", message="the turn was killed while its tools ran", call_ids=ids)
-        done = tuple(entry for entry in entries if entry is not None)
-        if stopped or len(done) != len(parsed):
+        if len(concurrent) == 1:  # one call needs no nursery: a task and its switches cost more than the call
+            await run_one(*concurrent[0])
+        elif concurrent:
+            async with trio.open_nursery() as nursery:
+                for index, item in concurrent:
+                    nursery.start_soon(run_one, index, item)
+        for index, item in dangerous:
+            if self._stop_requested:
+                stopped = True
+            elif self.dangerous_per_tick is not None and self._dangerous_this_tick >= self.dangerous_per_tick:
+                result = ToolResult.failure(ONE_DANGEROUS_PER_TURN.format(name=item.name), extra={"status": "blocked"})
+                entries[index] = _entry(item, result)
+            else:
+                self._dangerous_this_tick += 1
+                await run_one(index, item)
+        if self._kills != kills:
+            message = "the turn was killed while its tools ran"
+            return Abort(reason="killed", message=message, call_ids=_ids(parsed))
+        if stopped or None in entries:
+            done = tuple(entry for entry in entries if entry is not None)
             message = "stop requested: calls not yet dispatched were not run"
-            return Abort(reason="stopped", message=message, call_ids=ids, finished=done)
-        return done
+            return Abort(reason="stopped", message=message, call_ids=_ids(parsed), finished=done)
+        return cast("tuple[HistoryEntry, ...]", tuple(entries))
 
     def _is_dangerous(self, name: str) -> bool:
         try:
             return self._plan(name).dangerous
         except UnknownToolError:
             return False
+
+
+def _ids(calls: Iterable[ParsedCall]) -> tuple[str, ...]:
+    return tuple(call.id for call in calls)
 
 
 def first_verdict(plugins: Plugins | None, hook_name: str, **kwargs: Any) -> bool | None:

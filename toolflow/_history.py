@@ -131,8 +131,12 @@ class HistoryFormat(Protocol):
 # --------------------------------------------------------------------------- helpers
 
 
+_COMPACT_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+# Built once: json.dumps with options builds a new encoder per call (see toolflow._results).
+
+
 def _compact_json(value: object) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return _COMPACT_JSON.encode(value)
 
 
 def _angle_safe(text: str) -> str:

@@ -225,6 +225,8 @@ class Agent:
         self.format: HistoryFormat = get_format(format, text_protocol_template=self.policy.text_protocol)
         self.tools = _exposed(engine, self.policy, deliberate=deliberate)
         self._allowlist = frozenset(tool.name for tool in self.tools)
+        # Each tool's category and what the policy makes of it, looked up once rather than per call.
+        self._categories = {tool.name: (tool.category, self.policy.category(tool.category)) for tool in engine.registry}
         self._restricted = len(self._allowlist) != len(engine.registry)
         specs = [tool.spec for tool in self.tools]
         self.system = self.format.system_prompt(system if system is not None else self.policy.system_prompt, specs)
@@ -486,22 +488,22 @@ class Agent:
             if isinstance(call, MalformedCall):
                 to_run.append(call)  # the engine answers it (and counts it towards max_malformed)
                 continue
-            tool = _lookup(engine, call.name)
-            if tool is None or call.name not in self._allowlist:
+            known = self._categories.get(call.name)
+            if known is None or call.name not in self._allowlist:
                 to_run.append(call)  # the engine's look-up and gate answer it
                 continue
-            behaviour = self.policy.category(tool.category)
+            category, behaviour = known
             if behaviour.per_turn is not None:
-                seen = counts.get(tool.category, 0)
+                seen = counts.get(category, 0)
                 if seen >= behaviour.per_turn:
                     message = (
-                        f"Error: at most {behaviour.per_turn} {tool.category} call(s) per turn - "
+                        f"Error: at most {behaviour.per_turn} {category} call(s) per turn - "
                         f"{call.name!r} was not run; call it again next turn"
                     )
                     decided[call.id] = _entry(call, ToolResult.failure(message, extra={"status": "blocked"}))
                     continue
-                counts[tool.category] = seen + 1
-            if behaviour.approval and not await self._approved(call, tool.category):
+                counts[category] = seen + 1
+            if behaviour.approval and not await self._approved(call, category):
                 message = f"Error: {call.name!r} was not approved, so it did not run; do not retry it unchanged"
                 decided[call.id] = _entry(call, ToolResult.failure(message, extra={"status": "denied"}))
                 continue
@@ -550,8 +552,8 @@ class Agent:
         ends: list[str] = []
         for entry in entries:
             consecutive_errors = 0 if entry.success else consecutive_errors + 1
-            tool = _lookup(self.engine, entry.tool_name)
-            if tool is not None and policy.category(tool.category).ends(success=entry.success):
+            known = self._categories.get(entry.tool_name)
+            if known is not None and known[1].ends(success=entry.success):
                 ends.append(entry.tool_name)
         tokens = response.usage.total_tokens if response.usage is not None else None
         base = check_loop_continuation(policy=policy, iteration=iteration, tokens_used=tokens)
@@ -598,13 +600,6 @@ class Agent:
         last = entries[-1]
         result = attrs.evolve(last.result, extra={**last.result.extra, **extra})
         return (*entries[:-1], attrs.evolve(last, result=result))
-
-
-def _lookup(engine: Engine, name: str) -> RegisteredTool | None:
-    try:
-        return engine.registry.get(name)
-    except UnknownToolError:
-        return None
 
 
 def _exposed(engine: Engine, policy: Policy, *, deliberate: bool) -> tuple[RegisteredTool, ...]:
