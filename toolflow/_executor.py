@@ -758,12 +758,10 @@ class Engine:
         # for a slot) is in a scope that kill() cancels, and a call that has not started yet sees
         # the stop kill() requests. The kill count tells a killed batch.
         kills = self._kills
-        stopped = False
 
         async def run_one(index: int, call: ToolCall) -> None:
-            nonlocal stopped
+            # A call a stop keeps from running leaves its entry None.
             if self._stop_requested:
-                stopped = True
                 return
             # Engine.call, without its own coroutine: one fewer object per call in flight.
             admitted = self._admit(call.name)
@@ -773,7 +771,6 @@ class Engine:
                 else cast("ToolResult", admitted)
             )
             if result is _STOPPED:
-                stopped = True
                 return
             if call.warnings:
                 result = attrs.evolve(result, warnings=(*call.warnings, *result.warnings))
@@ -787,8 +784,8 @@ class Engine:
                     nursery.start_soon(run_one, index, item)
         for index, item in dangerous:
             if self._stop_requested:
-                stopped = True
-            elif self.dangerous_per_tick is not None and self._dangerous_this_tick >= self.dangerous_per_tick:
+                continue  # not run: its entry stays None
+            if self.dangerous_per_tick is not None and self._dangerous_this_tick >= self.dangerous_per_tick:
                 result = ToolResult.failure(ONE_DANGEROUS_PER_TURN.format(name=item.name), extra={"status": "blocked"})
                 entries[index] = _entry(item, result)
             else:
@@ -797,7 +794,7 @@ class Engine:
         if self._kills != kills:
             message = "the turn was killed while its tools ran"
             return Abort(reason="killed", message=message, call_ids=_ids(parsed))
-        if stopped or None in entries:
+        if None in entries:  # a stop kept some calls from running
             done = tuple(entry for entry in entries if entry is not None)
             message = "stop requested: calls not yet dispatched were not run"
             return Abort(reason="stopped", message=message, call_ids=_ids(parsed), finished=done)
