@@ -171,6 +171,34 @@ async def test_execute_returns_a_history_entry(setup: Setup, autojump_clock: Any
     assert outcome.result.data == "done"
 
 
+async def test_entries_say_how_long_each_dispatched_call_took(setup: Setup, autojump_clock: Any) -> None:
+    """An entry's duration is the call's time on the run's clock; calls answered without dispatch have none."""
+    registry, plugins, _ = setup
+    bad = {"id": "m", "type": "function", "function": {"name": "ok", "arguments": "{oops"}}
+    calls = [
+        _call("a", "ok", 1.5),
+        _call("b", "slow"),
+        _call("c", "nope"),
+        bad,
+        _call("d", "danger", 0.25),
+        _call("e", "danger"),
+    ]
+    async with open_engine(registry, plugins=plugins) as engine:
+        outcome = await engine.execute_batch(calls)
+    assert isinstance(outcome, tuple)
+    durations = {entry.call_id: entry.duration for entry in outcome}
+    # a and b run concurrently (b times out after 2 s); the dangerous d runs after them; c is an
+    # unknown tool, m malformed and e the second dangerous call of the tick: none of them ran.
+    assert durations == {
+        "a": pytest.approx(1.5),
+        "b": pytest.approx(2.0),
+        "c": None,
+        "m": None,
+        "d": pytest.approx(0.25),
+        "e": None,
+    }
+
+
 async def test_plain_timeout_is_a_failure_entry(setup: Setup, autojump_clock: Any) -> None:
     """A timeout without a kill is a history entry the model sees: success false, `timed out after 2s`."""
     registry, plugins, _ = setup

@@ -98,6 +98,8 @@ def test_fast_history_entries_equal_constructed_ones() -> None:
     bad = MalformedCall(id="c2", error="Error: Missing tool name", format="unknown")
     assert _entry(call, result) == HistoryEntry(call_id="c1", tool_name="nap", call=call, result=result, success=True)
     assert _entry(bad, result) == HistoryEntry(call_id="c2", tool_name="", call=bad, result=result, success=True)
+    timed = HistoryEntry(call_id="c1", tool_name="nap", call=call, result=result, success=True, duration=0.5)
+    assert _entry(call, result, 0.5) == timed
 
 
 @pytest.mark.parametrize("kind", sorted(VALUES))

@@ -80,6 +80,12 @@ def _arguments(call: object) -> str:
     return "(malformed)"
 
 
+def _milliseconds(seconds: float) -> str:
+    """``12 ms``, or ``0.4 ms`` below 10 ms, where whole milliseconds would say little."""
+    ms = seconds * 1000
+    return f"{ms:.0f} ms" if ms >= 10 else f"{ms:.1f} ms"
+
+
 def print_turn(turn: TurnRecord, stdout: TextIO) -> None:
     """Write the trace of one turn."""
     tokens = f" · {turn.usage.total_tokens:,} tokens" if turn.usage is not None else ""
@@ -95,9 +101,8 @@ def print_turn(turn: TurnRecord, stdout: TextIO) -> None:
             details.append("cached")
         elif isinstance(attempts, int) and attempts > 1:
             details.append(f"{attempts} attempts")
-        duration = getattr(entry, "duration", None)
-        if isinstance(duration, float):
-            details.append(f"{duration * 1000:.0f} ms")
+        if entry.duration is not None:
+            details.append(_milliseconds(entry.duration))
         suffix = f" ({', '.join(details)})" if details else ""
         stdout.write(f"  → {entry.tool_name or '?'} {_arguments(entry.call)}\n")
         stdout.write(f"    {_outcome(result)}{suffix}\n")

@@ -138,6 +138,11 @@ class HistoryEntry:
         call: The parsed call; a :class:`~toolflow._calls.MalformedCall` when it could not be run.
         result: The result handed to the model.
         success: ``result.success``.
+        duration: Seconds the engine spent on the call, from dispatch to result (cache look-up,
+            attempts and back-offs included), on the run's clock (so a test's ``MockClock`` gives
+            exact times); ``None`` for a call answered without being dispatched: malformed, an
+            unknown tool, refused by the allowlist or a ``depends_on`` rule, a ``dangerous`` call
+            over the turn's limit, or gated by the agent loop.
     """
 
     call_id: str
@@ -145,6 +150,7 @@ class HistoryEntry:
     call: ParsedCall
     result: ToolResult
     success: bool
+    duration: float | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -765,16 +771,18 @@ class Engine:
                 return
             # Engine.call, without its own coroutine: one fewer object per call in flight.
             admitted = self._admit(call.name)
-            result = (
-                await self._run(admitted, call.arguments, call.id)
-                if type(admitted) is _Plan
-                else cast("ToolResult", admitted)
-            )
+            duration = None
+            if type(admitted) is _Plan:
+                started = trio.current_time()
+                result = await self._run(admitted, call.arguments, call.id)
+                duration = trio.current_time() - started
+            else:
+                result = cast("ToolResult", admitted)
             if result is _STOPPED:
                 return
             if call.warnings:
                 result = attrs.evolve(result, warnings=(*call.warnings, *result.warnings))
-            entries[index] = _entry(call, result)
+            entries[index] = _entry(call, result, duration)
 
         if len(concurrent) == 1:  # one call needs no nursery: a task and its switches cost more than the call
             await run_one(*concurrent[0])
@@ -878,9 +886,10 @@ _set_tool_name = HistoryEntry.__dict__["tool_name"].__set__
 _set_call = HistoryEntry.__dict__["call"].__set__
 _set_result = HistoryEntry.__dict__["result"].__set__
 _set_success = HistoryEntry.__dict__["success"].__set__
+_set_duration = HistoryEntry.__dict__["duration"].__set__
 
 
-def _entry(call: ParsedCall, result: ToolResult) -> HistoryEntry:
+def _entry(call: ParsedCall, result: ToolResult, duration: float | None = None) -> HistoryEntry:
     """``HistoryEntry(call_id=call.id, ...)``, slot by slot.
 
     A batch makes one per call, and the frozen attrs ``__init__`` costs twice this; the fields
@@ -892,6 +901,7 @@ def _entry(call: ParsedCall, result: ToolResult) -> HistoryEntry:
     _set_call(entry, call)
     _set_result(entry, result)
     _set_success(entry, result.success)
+    _set_duration(entry, duration)
     return entry
 
 

@@ -153,6 +153,7 @@ def _turn_dict(turn: TurnRecord) -> dict[str, Any]:
                 "tool": entry.tool_name,
                 "arguments": dict(entry.call.arguments) if isinstance(entry.call, ToolCall) else None,
                 "result": entry.result.to_dict(),
+                "duration_ms": None if entry.duration is None else round(entry.duration * 1000, 3),
             }
             for entry in turn.entries
         ],

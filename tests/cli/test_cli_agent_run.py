@@ -90,7 +90,7 @@ def test_text_trace_and_terminal_end(project: Path) -> None:
     assert lines[0].startswith("turn 1 · 10 tokens · ")
     assert "  model: echoing" in lines
     assert '  → echo {"word": "hi"}' in lines
-    assert '    ok: "echo hi"' in lines
+    assert any(re.fullmatch(r'    ok: "echo hi" \([0-9.]+ ms\)', line) for line in lines), lines
     assert lines[-1] == "loop ended: terminal ('done' ended the loop) after 2 turns, 2 tool calls"
 
 
@@ -106,6 +106,8 @@ def test_json_output_has_the_history(project: Path, fmt: str) -> None:
     assert document["format"] == fmt
     assert [c["tool"] for t in document["turns"] for c in t["calls"]] == ["echo", "done"]
     assert document["turns"][0]["calls"][0]["result"]["data"] == "echo hi"
+    durations = [c["duration_ms"] for t in document["turns"] for c in t["calls"]]
+    assert all(isinstance(ms, float) and ms >= 0 for ms in durations), durations
     assert document["history"][0]["role"] == "user"
     assert len(document["history"]) >= 4
 
@@ -237,9 +239,10 @@ def test_the_shipped_session_runs_end_to_end() -> None:
     )
     assert done.returncode == 0, done.stderr
     out = done.stdout
-    assert re.search(r"→ recall_memories .*\n    ok: .*\(cached\)", out), out
-    assert re.search(r"→ get_system_status .*\n    ok: .*\(2 attempts", out), out
-    assert "blocked: Error: tool 'execute_command' is not available now" in out
+    assert re.search(r"→ recall_memories .*\n    ok: .*\(cached, [0-9.]+ ms\)", out), out
+    assert re.search(r"→ get_system_status .*\n    ok: .*\(2 attempts, [0-9.]+ ms\)\n", out), out
+    # a call the allowlist refused was never dispatched, so it has no duration
+    assert re.search(r"blocked: Error: tool 'execute_command' is not available now[^\n]*'whisper'\n", out), out
     assert "→ set_attribute" in out
     assert out.splitlines()[-1].startswith("loop ended: terminal ('say' ended the loop)")
 
