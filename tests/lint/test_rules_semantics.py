@@ -1,4 +1,4 @@
-"""The semantic rules (TF211-TF221): what the case files under tests/cases cannot say."""
+"""The semantic rules (TF211-TF221, and TF225 on toolset names): what the case files under tests/cases cannot say."""
 
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ from toolflow._lint._rule import LintContext
 from toolflow._lint.rules import builtin_rules
 from toolflow._loader import load_specs
 from toolflow._model import Implementation, ParameterRule, SpecFile, ToolDependency, ToolSpec
+from toolflow._plugins import load_plugins
+from toolflow._registry import Registry, RegistryError
 from toolflow._templates import TemplateProblem, parse_template, template_variables
 
 SEMANTIC_RULES = tuple(f"TF{n}" for n in range(211, 222))
@@ -279,6 +281,46 @@ def test_categories_declared_by_any_file_are_known(tmp_path: Path) -> None:
     spec = _spec(tmp_path / "tools.yaml", {"look": _tool(category="observe"), "tell": _tool(category="notify")})
     (found,) = _lint(policy, other, spec)
     assert (found.code, found.pointer) == ("TF221", "/tools/tell/category")
+
+
+# --- TF225: toolset names across files ----------------------------------------------------------
+
+
+def _toolset_files(tmp_path: Path, *names: str) -> list[Path]:
+    """One spec file per name, each with its own template tool and a toolset 'core' selecting it."""
+    return [
+        _spec(
+            tmp_path / f"{name}.yaml",
+            {name: {"description": "Say it", "template": "hi"}},
+            toolsets={"core": {"tools": [name]}},
+        )
+        for name in names
+    ]
+
+
+def test_duplicate_toolset_each_declaration_names_the_others(tmp_path: Path) -> None:
+    """With three files declaring toolset 'core', each diagnostic names the other two places."""
+    paths = _toolset_files(tmp_path, "a", "b", "c")
+    found = list(lint_paths(paths, LintConfig(select=("TF225",))).diagnostics)
+    assert [(d.code, d.pointer) for d in found] == [("TF225", "/toolsets/core")] * 3
+    for path, diagnostic in zip(paths, found, strict=True):
+        others = [f"{p}:4:5" for p in paths if p != path]  # line 4 of the JSON: "core": {
+        assert diagnostic.message == f"toolset 'core' is also declared at {', '.join(others)}"
+
+
+def test_same_file_named_twice_does_not_declare_its_toolsets_twice(tmp_path: Path) -> None:
+    """A file given twice on the command line is not a duplicate toolset, and its registry builds."""
+    (spec,) = _toolset_files(tmp_path, "a")
+    assert lint_paths([spec, tmp_path, f"{tmp_path}/./a.yaml"]).diagnostics == ()
+    assert Registry.build(load_specs([spec]), load_plugins(entry_points=False)).toolset("core").names() == ("a",)
+
+
+def test_lint_reports_the_duplicate_toolsets_the_registry_refuses(tmp_path: Path) -> None:
+    """Lint passes exactly the toolset declarations the registry accepts."""
+    paths = _toolset_files(tmp_path, "a", "b")
+    assert [d.code for d in lint_paths(paths).diagnostics] == ["TF225", "TF225"]
+    with pytest.raises(RegistryError, match="toolset 'core' is declared twice"):
+        Registry.build(load_specs(paths), load_plugins(entry_points=False))
 
 
 # --- messages ----------------------------------------------------------------------------------
