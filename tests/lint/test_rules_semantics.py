@@ -19,7 +19,7 @@ from toolflow._loader import load_specs
 from toolflow._model import Implementation, ParameterRule, SpecFile, ToolDependency, ToolSpec
 from toolflow._plugins import load_plugins
 from toolflow._registry import Registry, RegistryError
-from toolflow._templates import TemplateProblem, parse_template, template_variables
+from toolflow._templates import TemplateProblem, compile_template, parse_template, template_variables
 
 SEMANTIC_RULES = tuple(f"TF{n}" for n in range(211, 222))
 CASES = Path(__file__).resolve().parent.parent / "cases"
@@ -101,6 +101,33 @@ def test_deeply_nested_template_is_a_diagnostic_not_a_crash(tmp_path: Path) -> N
     assert [(d.code, d.message) for d in found] == [
         ("TF215", "template does not compile: the template nests too deeply")
     ]
+
+
+def _nested(opening: str, closing: str, depth: int) -> str:
+    return "".join(opening.format(n=n) for n in range(depth)) + "y" + closing * depth
+
+
+@pytest.mark.parametrize(
+    ("source", "compiles"),
+    [
+        (_nested("{{% for i{n} in items %}}", "{% endfor %}", 20), True),
+        (_nested("{{% for i{n} in items %}}", "{% endfor %}", 21), False),  # Python: too many statically nested blocks
+        (_nested("{{% if items %}}", "{% endif %}", 98), True),
+        (_nested("{{% if items %}}", "{% endif %}", 99), False),  # Python: too many levels of indentation
+        ("".join(f"{{% if items %}}{n}{{% endif %}}" for n in range(200)), True),  # many blocks, none nested
+    ],
+)
+def test_template_nesting_lint_agrees_with_the_tool_build(tmp_path: Path, source: str, *, compiles: bool) -> None:
+    """TF215 reports a template nested deeper than Python compiles exactly when the template kind cannot build it."""
+    tool = {"description": "Deep", "parameters": {"type": "object", "properties": {}}, "template": source}
+    spec = _spec(tmp_path / "deep.yaml", {"deep": tool})
+    found = [(d.code, d.message) for d in _lint(spec) if d.code == "TF215"]
+    assert isinstance(compile_template(source), TemplateProblem) is not compiles
+    if compiles:
+        assert found == []
+    else:
+        ((code, message),) = found
+        assert (code, message.split(" (")[0]) == ("TF215", "template does not compile: the template nests too deeply")
 
 
 def test_template_that_does_not_compile_is_not_checked_for_variables(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ from yaml.nodes import MappingNode, ScalarNode
 from toolflow._lint._rule import ToolMemo
 from toolflow._model import ToolSpec
 from toolflow._schemas import did_you_mean
-from toolflow._templates import TemplateProblem, environment, parse_template, template_variables
+from toolflow._templates import TemplateProblem, compile_template, environment, parse_template, template_variables
 from toolflow._yaml import NodeLocator
 
 __all__ = ["TemplateFacts", "file_position", "template_facts"]
@@ -93,6 +93,25 @@ _PLAIN: Analysis = ((), frozenset(), ())
 _SIMPLE_STATEMENTS = (jinja2.nodes.Output, jinja2.nodes.If, jinja2.nodes.ExprStmt)
 """Statements that bind no names: in a tree of only these, every name read is a free variable."""
 
+_BLOCKS = (
+    jinja2.nodes.If,
+    jinja2.nodes.For,
+    jinja2.nodes.Macro,
+    jinja2.nodes.CallBlock,
+    jinja2.nodes.FilterBlock,
+    jinja2.nodes.With,
+    jinja2.nodes.Block,
+    jinja2.nodes.ScopedEvalContextModifier,
+)
+"""Statements with a body: each nests the Python code Jinja generates for what it holds."""
+
+_CHECKED_LOOPS = 16
+_CHECKED_BLOCKS = 64
+# Python refuses code nested more than 20 loops or 100 indentation levels deep, and Jinja's code
+# for a template nests about as deep as its blocks do (21 nested `for`s, or 99 nested `if`s,
+# fail to compile). A template with fewer loops and blocks than these in all cannot nest that
+# deep; one with more is compiled, as the tool's first call would, to find out.
+
 
 @functools.lru_cache(maxsize=4096)
 def _analyse(source: str) -> Analysis:
@@ -146,8 +165,12 @@ def _analyse_tree(source: str) -> Analysis:
     env_reads: list[str] = []
     names: set[str] = set()
     simple = True
+    loops = blocks = 0
     env = environment()
     for node in tree.find_all(jinja2.nodes.Node):
+        if isinstance(node, _BLOCKS):
+            blocks += 1
+            loops += isinstance(node, jinja2.nodes.For)
         if isinstance(node, jinja2.nodes.Name):
             names.add(node.name)
         elif isinstance(node, jinja2.nodes.Filter | jinja2.nodes.Test):
@@ -164,6 +187,10 @@ def _analyse_tree(source: str) -> Analysis:
             simple = False
     if problems:
         return tuple(problems), frozenset(), ()
+    if loops >= _CHECKED_LOOPS or blocks >= _CHECKED_BLOCKS:
+        compiled = compile_template(source)
+        if isinstance(compiled, TemplateProblem):
+            return (compiled,), frozenset(), ()
     if simple:
         # Jinja's own analysis runs its code generator, several times slower than the
         # parse; without loops, assignments, macros or blocks it has nothing to add.

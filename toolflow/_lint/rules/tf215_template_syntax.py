@@ -4,7 +4,8 @@
 Compiles every `template:` source and every item of a `command:` argv (each is a
 template too) in toolflow's sandboxed Jinja2 environment, and reports syntax
 errors and unknown filters or tests at the line inside the YAML file where the
-template goes wrong.
+template goes wrong, and templates nested deeper than Python can compile (more
+than 20 nested `for` loops, or about 100 nested blocks).
 
 ## Why is this bad?
 The template is compiled when the tool is first called, so the mistake surfaces
