@@ -527,6 +527,16 @@ def test_kinds_are_recorded_with_their_plugin() -> None:
         plugins.register(_Registers(({"name": "x"},), hook="toolflow_register_kinds"), "dicty")
 
 
+@pytest.mark.parametrize("name", ["timeout", "description", "implementation", "cache"])
+def test_a_kind_named_like_a_tool_key_fails_its_plugin(name: str) -> None:
+    """A kind named like a key every tool may have (`timeout: 5s` would also select the kind) fails its plugin."""
+    plugins = _manual()
+    kind = ImplementationKind(name=name, schema={"type": "string"}, build=lambda spec: len)
+    with pytest.warns(PluginLoadWarning, match=f"kind name '{name}' is a key of the spec format's tools"):
+        assert not plugins.register(_Registers((kind,), hook="toolflow_register_kinds"), "clash")
+    assert name not in plugins.kinds()
+
+
 def test_named_factories_are_collected_per_hook() -> None:
     """Cache backends and model providers: registered(hook) maps names to (plugin, factory)."""
     plugins = _manual()

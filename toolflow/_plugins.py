@@ -20,6 +20,7 @@ distribution and the error, and everything else keeps working; with
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.metadata
 import inspect
@@ -37,7 +38,7 @@ import pluggy
 from toolflow import __version__, hookspecs
 from toolflow._errors import ToolflowError
 from toolflow._lint._rule import PluginFacts, Rule
-from toolflow._schemas import did_you_mean
+from toolflow._schemas import did_you_mean, spec_schema
 
 __all__ = [
     "Binding",
@@ -446,6 +447,9 @@ class _Collector:
         if not isinstance(kind, ImplementationKind):
             self._fail(f"expected a toolflow.ImplementationKind, not {type(kind).__name__}")
         self._once("kind name", kind.name)
+        if kind.name in _tool_keys():
+            # The loader would read the key as both: `timeout: 5s` would also make the tool this kind.
+            self._fail(f"kind name {kind.name!r} is a key of the spec format's tools; give the kind another name")
         if not isinstance(kind.schema, Mapping) or not callable(kind.build):
             self._fail(f"kind {kind.name!r} needs a schema mapping and a callable build")
         self.items.append(attrs.evolve(kind, plugin=self.plugin))
@@ -465,6 +469,13 @@ class _Collector:
         if not callable(factory):
             self._fail(f"factory of {name!r} must be callable, not {factory!r}")
         self.items.append((name, factory))
+
+
+@functools.cache
+def _tool_keys() -> frozenset[str]:
+    """A tool's keys in the spec format, but for the built-in kinds (``template``, ``command``), which are plugins."""
+    keys = spec_schema()["definitions"]["tool"]["properties"]
+    return frozenset(keys) - {"template", "command"}
 
 
 def make_manager() -> pluggy.PluginManager:

@@ -70,7 +70,9 @@ def toolflow_register_kinds(register: Callable[[Any], None]) -> None:
     ``name`` is the spec key that selects it (``template``, ``command``, ``http``),
     ``schema`` the JSON Schema of that key's value (so the linter checks it), and
     ``build(spec)`` returns the callable that runs a tool of that kind. The
-    built-in ``template`` and ``command`` kinds are registered this way.
+    built-in ``template`` and ``command`` kinds are registered this way. A kind
+    named like a key tools already have (``timeout``, ``retry``, ...) fails its
+    plugin.
     """
 
 
