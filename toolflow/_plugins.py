@@ -320,6 +320,7 @@ class Plugins:
             bindings={name: tuple(b.plugin for b in found) for name, found in bindings.items()},
             targets={name: found[0].target for name, found in bindings.items()},
             failed={i.name: i.error or "unknown error" for i in self.infos if i.status == "failed"},
+            kinds={name: tuple(k.plugin or "" for k in found) for name, found in self.kinds().items()},
         )
 
     def _admit(self, plugin: object, name: str) -> tuple[tuple[str, ...], dict[str, list[Any]]]:

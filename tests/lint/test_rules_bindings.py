@@ -26,8 +26,10 @@ from toolflow._lint._config import LintConfig
 from toolflow._lint._engine import lint_paths
 from toolflow._lint._rule import LintContext, PluginFacts
 from toolflow._lint.rules import builtin_rules
+from toolflow._loader import load_specs
 from toolflow._model import SpecFile, ToolSpec
-from toolflow._plugins import PluginLoadWarning, Plugins, load_plugins
+from toolflow._plugins import ImplementationKind, PluginLoadWarning, Plugins, load_plugins
+from toolflow._registry import Registry, RegistryError
 from toolflow.hookspecs import hookimpl
 
 BINDING_RULES = ("TF401", "TF402", "TF403", "TF404")
@@ -62,7 +64,7 @@ class _Binds:
         self.toolflow_register_implementations = hookimpl(implementations)
 
 
-def _plugins(**plugins: _Binds) -> Plugins:
+def _plugins(**plugins: object) -> Plugins:
     manager = load_plugins(builtins=False, entry_points=False)
     for name, plugin in plugins.items():
         assert manager.register(plugin, name)
@@ -228,6 +230,46 @@ def test_three_plugins_binding_one_name_are_listed(tmp_path: Path) -> None:
     facts = PluginFacts(bindings={"x": ("a", "b", "c")}, targets={"x": lambda: None})
     ((code, _, _, message),) = _lint(spec, facts)
     assert (code, message.rsplit(": ", 1)[1]) == ("TF402", "'a', 'b' and 'c'")
+
+
+class _Kind:
+    """A plugin object that provides the `canned` kind."""
+
+    def __init__(self) -> None:
+        def kinds(register: Any) -> None:
+            register(ImplementationKind(name="canned", schema={"type": "string"}, build=lambda spec: search))
+
+        self.toolflow_register_kinds = hookimpl(kinds)
+
+
+def test_kind_provided_by_two_plugins_is_reported_as_the_registry_refuses_it(tmp_path: Path) -> None:
+    """Two plugins providing one kind: TF402 at the tool's kind key, and the registry refuses to build."""
+    spec = _spec(
+        tmp_path,
+        """\
+        toolflow: 1
+        tools:
+          answer:
+            description: Gives the canned answer
+            canned: hello
+        """,
+    )
+    plugins = _plugins(first=_Kind(), second=_Kind())
+    report = lint_paths(
+        [spec], LintConfig(select=BINDING_RULES), plugins=plugins.lint_facts(), kinds=plugins.kind_schemas()
+    )
+    assert [(d.code, d.line, d.column, d.message) for d in report.diagnostics] == [
+        ("TF402", 5, 5, "the 'canned' kind of tool 'answer' is provided by more than one plugin: 'first' and 'second'")
+    ]
+    with pytest.raises(RegistryError, match="the 'canned' kind of tool 'answer' is provided by 2 plugins"):
+        Registry.build(load_specs([spec], kinds=plugins.kind_schemas()), plugins)
+    single = _plugins(only=_Kind())
+    assert (
+        lint_paths(
+            [spec], LintConfig(select=BINDING_RULES), plugins=single.lint_facts(), kinds=single.kind_schemas()
+        ).diagnostics
+        == ()
+    )
 
 
 # --- TF403 implementation-signature ---------------------------------------------------------------------------

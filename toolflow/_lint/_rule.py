@@ -34,11 +34,13 @@ class PluginFacts:
         bindings: Implementation name to the names of the plugins that bind it.
         targets: Implementation name to its target: the callable, or the lazy ``"module:attr"`` string.
         failed: Plugin name to the error that stopped it loading.
+        kinds: Implementation kind to the names of the plugins that provide it.
     """
 
     bindings: Mapping[str, tuple[str, ...]] = attrs.field(factory=dict)
     targets: Mapping[str, object] = attrs.field(factory=dict)
     failed: Mapping[str, str] = attrs.field(factory=dict)
+    kinds: Mapping[str, tuple[str, ...]] = attrs.field(factory=dict)
 
 
 @attrs.define(kw_only=True)

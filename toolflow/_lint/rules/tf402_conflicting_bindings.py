@@ -1,9 +1,10 @@
-"""An `implementation` name that more than one plugin binds.
+"""An `implementation` name that more than one plugin binds, or a kind that more than one provides.
 
 ## What it does
 Reports a tool whose `implementation:` names an implementation bound by two or
-more of the loaded plugins, naming each of them. The rule runs only when
-plugins were loaded (`toolflow lint` loads them).
+more of the loaded plugins, and a tool of an implementation kind (`http:`, say)
+that two or more of them provide, naming each of the plugins. The rule runs only
+when plugins were loaded (`toolflow lint` loads them).
 
 ## Why is this bad?
 toolflow never picks one of them silently: building the registry fails with
@@ -47,10 +48,24 @@ def check(ctx: LintContext) -> Iterator[Diagnostic]:
         plugins = facts.bindings.get(name, ())
         if len(plugins) < 2:
             continue
-        listed = [repr(p) for p in plugins]
-        owners = f"{', '.join(listed[:-1])} and {listed[-1]}"
+        owners = _owners(plugins)
         message = f"implementation {name!r} of tool {tool.name!r} is bound by more than one plugin: {owners}"
         yield RULE.diag(tool, implementation.pointer, message)
+    for tool in ctx.tools:
+        for implementation in tool.implementations:
+            plugins = facts.kinds.get(implementation.kind, ())
+            if len(plugins) < 2:
+                continue
+            owners = _owners(plugins)
+            message = (
+                f"the {implementation.kind!r} kind of tool {tool.name!r} is provided by more than one plugin: {owners}"
+            )
+            yield RULE.diag(tool, implementation.pointer, message, key=True)
+
+
+def _owners(plugins: tuple[str, ...]) -> str:
+    listed = [repr(p) for p in plugins]
+    return f"{', '.join(listed[:-1])} and {listed[-1]}"
 
 
 RULE = Rule(code="TF402", name="conflicting-bindings", severity=Severity.ERROR, doc=__doc__ or "", check=check)
