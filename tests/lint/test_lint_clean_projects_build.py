@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import tempfile
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import hypothesis.strategies as st
@@ -20,11 +21,13 @@ from hypothesis import HealthCheck, event, given, settings
 from toolflow._lint._config import LintConfig
 from toolflow._lint._engine import lint_paths
 from toolflow._loader import load_specs
+from toolflow._loop import _exposed
 from toolflow._plugins import load_plugins
+from toolflow._policy import Policy
 from toolflow._registry import Registry
 
 TOOL_NAMES = ["look", "say", "search", "Search", "say-it"]
-TOOLSET_NAMES = ["core", "chat"]
+TOOLSET_NAMES = ["core", "chat"]  # policies may name them too
 CATEGORIES = ["safe_chain", "terminal", "dangerous", "observe"]
 TEMPLATES = [
     "pong",
@@ -86,7 +89,22 @@ def _file(draw: st.DrawFn) -> dict[str, Any]:
     document["tools"] = draw(st.dictionaries(st.sampled_from(TOOL_NAMES), _tool(), max_size=2))
     if draw(st.booleans()):
         document["toolsets"] = draw(st.dictionaries(st.sampled_from(TOOLSET_NAMES), _toolset(), min_size=1, max_size=2))
+    if draw(st.integers(0, 2)) == 0:
+        document["policy"] = draw(_policy())
     return document
+
+
+@st.composite
+def _policy(draw: st.DrawFn) -> dict[str, Any]:
+    """A policy naming toolsets and tools from the pools (some of which no file declares)."""
+    names = st.lists(st.sampled_from(TOOL_NAMES), min_size=1, max_size=2, unique=True)
+    policy: dict[str, Any] = {}
+    if draw(st.booleans()):
+        policy["toolset"] = draw(st.sampled_from(TOOLSET_NAMES))
+    for key in ("allow", "deny", "deliberate"):
+        if draw(st.integers(0, 2)) == 0:
+            policy[key] = draw(names)
+    return policy
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -105,6 +123,10 @@ def test_a_project_lint_passes_builds_and_resolves(files: list[dict[str, Any]]) 
         event("lint reports errors" if errors else "lint passes")
         if errors:
             return
-        registry = Registry.build(load_specs(paths, kinds=plugins.kind_schemas()), plugins)
+        specs = load_specs(paths, kinds=plugins.kind_schemas())
+        registry = Registry.build(specs, plugins)
         for tool in registry:
             assert callable(tool.resolve()), tool.name
+        # The agent loop takes the policy: its toolset and tool names must all exist.
+        policy = Policy.from_specs(specs)
+        _exposed(SimpleNamespace(registry=registry), policy, deliberate=policy.deliberate is not None)  # type: ignore[arg-type]
