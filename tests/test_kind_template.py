@@ -2,29 +2,38 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
+import itertools
 import json
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import jinja2
 import pytest
+import trio
 import yaml
 
+import toolflow
 from toolflow import ToolSpec, load_specs
 from toolflow._plugins import ImplementationKind, load_plugins
 from toolflow._templates import (
+    CHECK_EVERY,
     NESTING_MESSAGE,
     TemplateEnv,
     TemplateError,
     TemplateProblem,
     compile_template,
+    has_loops,
     parse_template,
+    render_template,
 )
 
 SCHEMA_FILE = Path(__file__).resolve().parent.parent / "toolflow" / "data" / "spec-v1.schema.json"
 
-Run = Callable[..., Coroutine[Any, Any, object]]
+Run = Callable[..., Any]
+"""A template tool's callable: async, or sync for a template with loops or macros."""
 
 PARAMETERS = {
     "type": "object",
@@ -58,7 +67,14 @@ def _build(tmp_path: Path, template: object, parameters: object = None) -> Run:
 
 
 async def _render(tmp_path: Path, template: object, **arguments: Any) -> object:
-    return await _build(tmp_path, template)(**arguments)
+    return await _call(_build(tmp_path, template), **arguments)
+
+
+async def _call(run: Run, **arguments: Any) -> object:
+    """Call *run* as the engine would: await it, or (a sync one) run it in a worker thread."""
+    if inspect.iscoroutinefunction(run):
+        return await run(**arguments)
+    return await trio.to_thread.run_sync(functools.partial(run, **arguments))
 
 
 def test_registered_as_a_default_plugin_with_the_spec_schema() -> None:
@@ -376,3 +392,105 @@ async def test_escape_payload_runs_nothing_in_the_sandbox(tmp_path: Path) -> Non
     assert isinstance(result, dict)
     assert result["success"] is False
     assert not target.exists()
+
+
+# --- long renderings ------------------------------------------------------------------------------
+
+LOOP = "{% for a in items %}{% for b in items %}{{ b }}{% endfor %}{% endfor %}"
+
+
+class _Stop(BaseException):
+    """Raised by a checkpoint to stop a rendering (as trio.Cancelled would)."""
+
+
+def test_checkpoint_is_called_every_so_many_pieces_and_stops_the_rendering() -> None:
+    """render_template calls its checkpoint every CHECK_EVERY pieces; what it raises ends the rendering."""
+    template = compile_template("{% for i in items %}{{ i }},{% endfor %}")
+    assert not isinstance(template, TemplateProblem)
+    calls: list[int] = []
+    text = render_template(template, {"items": range(1000)}, checkpoint=lambda: calls.append(1))
+    assert text == render_template(template, {"items": range(1000)})
+    assert len(calls) >= 2000 // CHECK_EVERY
+
+    def stop_on_the_third() -> None:
+        calls.append(1)
+        if len(calls) == 3:
+            raise _Stop
+
+    calls.clear()
+    with pytest.raises(_Stop):
+        render_template(template, {"items": itertools.count()}, checkpoint=stop_on_the_third)
+
+
+@pytest.mark.parametrize(
+    ("source", "loops"),
+    [
+        ("{{ x }}", False),
+        ("{% if x %}{{ x | upper }}{% endif %}", False),
+        ("{% for i in items %}{{ i }}{% endfor %}", True),
+        ("{% macro m(n) %}{{ n }}{% endmacro %}{{ m(1) }}", True),
+        ("{% for i in items %}", False),  # does not parse: never renders
+    ],
+)
+def test_templates_with_loops_or_macros_render_in_a_worker_thread(tmp_path: Path, source: str, *, loops: bool) -> None:
+    """A template with loops or macros is a sync implementation (the engine threads it); others stay async."""
+    assert has_loops(source) is loops
+    if not isinstance(parse_template(source), TemplateProblem):
+        assert inspect.iscoroutinefunction(_build(tmp_path, source)) is not loops
+
+
+class _CountingList(list[int]):
+    """A list that counts how many items its iterations have handed out."""
+
+    handed = 0
+
+    def __iter__(self) -> Iterator[int]:
+        for item in super().__iter__():
+            type(self).handed += 1
+            yield item
+
+
+async def test_a_long_rendering_times_out_without_stalling_the_engine(tmp_path: Path) -> None:
+    """A looping template over a long list times out at its timeout, other calls run meanwhile, and it stops."""
+    spec = tmp_path / "tools.yaml"
+    spec.write_text(
+        yaml.safe_dump(
+            {
+                "toolflow": 1,
+                "tools": {
+                    "grid": {
+                        "description": "Renders every pair of items",
+                        "parameters": {"type": "object", "properties": {"items": {"type": "array"}}},
+                        "template": LOOP,
+                        "timeout": "200ms",
+                        "retry": {"attempts": 1},
+                    },
+                    "hello": {"description": "Says hello", "template": "hello"},
+                },
+            }
+        ),
+        encoding="utf-8",
+    )
+    plugins = load_plugins(entry_points=False)
+    registry = toolflow.load_registry([spec], plugins=plugins)
+    items = _CountingList(range(100_000))  # 10^10 pieces: hours of rendering
+    with trio.fail_after(20):
+        async with toolflow.open_engine(registry, plugins=plugins) as engine:
+            async with trio.open_nursery() as nursery:
+                hellos: list[object] = []
+
+                async def greet() -> None:
+                    for _ in range(5):
+                        hellos.append((await engine.call("hello", {})).data)
+                        await trio.sleep(0.01)
+
+                nursery.start_soon(greet)
+                result = await engine.call("grid", {"items": items})
+            assert hellos == ["hello"] * 5  # the engine went on while the template rendered
+            assert (result.success, result.error) == (False, "timed out after 200ms")
+            # The abandoned rendering stops at its next checkpoint: the count stops growing.
+            seen = -1
+            while seen != _CountingList.handed:
+                seen = _CountingList.handed
+                await trio.sleep(0.2)
+    assert 0 < seen < 100_000 * 100_000

@@ -16,7 +16,7 @@ compile them once per tool (:func:`compile_template`) and render them per call
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from typing import Any
 
@@ -36,6 +36,7 @@ __all__ = [
     "TemplateProblem",
     "compile_template",
     "environment",
+    "has_loops",
     "parse_template",
     "render_template",
     "template_environment",
@@ -191,8 +192,23 @@ class TemplateEnv:
     __repr__ = __str__
 
 
-def render_template(template: jinja2.Template, variables: Mapping[str, Any]) -> str:
-    """Render *template* with *variables*; never raises anything but :class:`TemplateError`.
+CHECK_EVERY = 256
+"""How many pieces of output :func:`render_template` writes between two calls of its ``checkpoint``."""
+
+
+def render_template(
+    template: jinja2.Template, variables: Mapping[str, Any], *, checkpoint: Callable[[], None] | None = None
+) -> str:
+    """Render *template* with *variables*; raises nothing but :class:`TemplateError` and what *checkpoint* raises.
+
+    Args:
+        template: A template made by :func:`compile_template`.
+        variables: What the template sees.
+        checkpoint: Called before the first piece of output and after every :data:`CHECK_EVERY`
+            pieces; raising ends the rendering. ``trio.Cancelled`` (any ``BaseException`` that
+            is not an ``Exception``) propagates as it is; an ``Exception`` is a failed rendering.
+            A tool rendering in a worker thread passes ``trio.from_thread.check_cancelled``, so
+            that a long rendering stops soon after its call timed out or was killed.
 
     Raises:
         TemplateError: The rendering failed; the message says why without
@@ -200,7 +216,9 @@ def render_template(template: jinja2.Template, variables: Mapping[str, Any]) -> 
             an error raised by an operation of the template).
     """
     try:
-        return template.render(variables)
+        if checkpoint is None:
+            return template.render(variables)
+        return _render_checked(template, variables, checkpoint)
     except SecurityError as exc:
         msg = f"template refused unsafe access: {str(exc).rstrip('.')}"
         raise TemplateError(msg) from None
@@ -216,6 +234,28 @@ def render_template(template: jinja2.Template, variables: Mapping[str, Any]) -> 
     except Exception as exc:  # noqa: BLE001 - any error of an operation inside the template is the template's failure
         msg = f"template error: {type(exc).__name__}: {exc}"
         raise TemplateError(msg) from None
+
+
+def _render_checked(template: jinja2.Template, variables: Mapping[str, Any], checkpoint: Callable[[], None]) -> str:
+    """``template.render(variables)``, piece by piece, calling *checkpoint* every :data:`CHECK_EVERY` pieces."""
+    pieces: list[str] = []
+    for count, piece in enumerate(template.generate(variables)):
+        if count % CHECK_EVERY == 0:
+            checkpoint()
+        pieces.append(piece)
+    return "".join(pieces)
+
+
+def has_loops(source: str) -> bool:
+    """Whether *source* has a ``for`` loop or a macro (which may recurse).
+
+    How long such a template renders depends on its arguments. A template that does not parse
+    has none (it never renders).
+    """
+    tree = parse_template(source)
+    if isinstance(tree, TemplateProblem):
+        return False
+    return any(True for _ in tree.find_all((jinja2.nodes.For, jinja2.nodes.Macro, jinja2.nodes.CallBlock)))
 
 
 def template_environment() -> ImmutableSandboxedEnvironment:

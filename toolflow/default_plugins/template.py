@@ -12,13 +12,20 @@ result dict like any implementation's. A rendering that fails (an undefined
 variable, a refused attribute, an unlisted environment variable) or JSON that
 does not parse is a failure result, ``{"success": false, "error": ...}``; only
 cancellation escapes a call.
+
+A template without ``for`` loops or macros renders in the call's own task: its
+time is bounded by its size. One with them can take as long as its arguments
+make it (a loop over a long list inside another), and rendering is synchronous
+code that no timeout can interrupt, so such a tool is a sync implementation: the
+engine renders it in a worker thread, abandons the thread at the tool's timeout
+(or a kill), and the rendering stops at its next piece of output.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from toolflow import hookspecs
@@ -53,8 +60,10 @@ SCHEMA: Mapping[str, Any] = {
 _PREVIEW_CHARS = 60
 
 
-def build(spec: ToolSpec) -> Callable[..., Coroutine[Any, Any, object]]:
-    """Compile the template of *spec* and return the async callable that renders it per call.
+def build(spec: ToolSpec) -> Callable[..., object]:
+    """Compile the template of *spec* and return the callable that renders it per call.
+
+    The callable is async, or sync for a template with loops or macros (see the module docs).
 
     Raises:
         TemplateError: The template does not compile, or the tool both lists
@@ -65,6 +74,7 @@ def build(spec: ToolSpec) -> Callable[..., Coroutine[Any, Any, object]]:
         TemplateError,
         TemplateProblem,
         compile_template,
+        has_loops,
         render_template,
     )
 
@@ -83,10 +93,10 @@ def build(spec: ToolSpec) -> Callable[..., Coroutine[Any, Any, object]]:
         raise TemplateError(msg)
     as_json = config["output"] == "json"
 
-    async def run(**arguments: Any) -> object:
+    def answer(arguments: dict[str, Any], checkpoint: Callable[[], None] | None) -> object:
         variables = {"env": TemplateEnv(listed, os.environ), **arguments}
         try:
-            text = render_template(template, variables)
+            text = render_template(template, variables, checkpoint=checkpoint)
         except TemplateError as exc:
             return {"success": False, "error": str(exc)}
         if not as_json:
@@ -97,8 +107,30 @@ def build(spec: ToolSpec) -> Callable[..., Coroutine[Any, Any, object]]:
             preview = text if len(text) <= _PREVIEW_CHARS else text[:_PREVIEW_CHARS] + "..."
             return {"success": False, "error": f"template output is not valid JSON ({exc}): {preview!r}"}
 
+    run: Callable[..., object]
+    if has_loops(config["source"]):
+
+        def run(**arguments: Any) -> object:
+            return answer(arguments, _cancellation_check())
+
+    else:
+
+        async def run(**arguments: Any) -> object:  # async, so it renders in the call's own task
+            return answer(arguments, None)
+
     run.__name__ = run.__qualname__ = f"template:{spec.name}"
     return run
+
+
+def _cancellation_check() -> Callable[[], None] | None:
+    """``trio.from_thread.check_cancelled`` in a worker thread trio started (as the engine does), else None."""
+    import trio  # noqa: PLC0415 - trio is imported only when a looping template renders
+
+    try:
+        trio.from_thread.check_cancelled()
+    except RuntimeError:  # not a thread of trio.to_thread.run_sync: nothing can cancel the rendering
+        return None
+    return trio.from_thread.check_cancelled
 
 
 def _config(spec: ToolSpec) -> dict[str, Any] | None:
