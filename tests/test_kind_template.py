@@ -494,3 +494,39 @@ async def test_a_long_rendering_times_out_without_stalling_the_engine(tmp_path: 
                 seen = _CountingList.handed
                 await trio.sleep(0.2)
     assert 0 < seen < 100_000 * 100_000
+
+
+@pytest.mark.parametrize(
+    ("source", "arguments", "expected"),
+    [
+        ("{{ '=' * n }}", {"n": 3}, "==="),
+        ("{{ x * n }}", {"x": "ab", "n": 500_000}, "ab" * 500_000),
+        ("{{ n ** 2 }}", {"n": 12}, "144"),
+        ("{{ 10 ** n }}", {"n": 4299}, "1" + "0" * 4299),
+        ("{{ 2.0 ** n }}", {"n": 3}, "8.0"),
+    ],
+)
+async def test_repetition_and_powers_within_the_limits_render(
+    tmp_path: Path, source: str, arguments: dict[str, Any], expected: str
+) -> None:
+    """`*` and `**` work as usual up to a million items and 4,300 digits."""
+    parameters = {"type": "object", "properties": {"n": {"type": "number"}, "x": {"type": "string"}}}
+    assert await _call(_build(tmp_path, source, parameters), **arguments) == expected
+
+
+@pytest.mark.parametrize(
+    ("source", "arguments", "error"),
+    [
+        ("{{ '=' * n }}", {"n": 10**12}, "template error: '*' would make 1,000,000,000,000 items, more than 1,000,000"),
+        ("{{ n * [0] }}", {"n": 2_000_000}, "template error: '*' would make 2,000,000 items, more than 1,000,000"),
+        ("{{ 10 ** n }}", {"n": 10**12}, "template error: '**' would make a number of more than 4300 digits"),
+        ("{{ 3 ** 3000000 }}", {}, "template error: '**' would make a number of more than 4300 digits"),
+    ],
+)
+async def test_repetition_and_powers_beyond_the_limits_fail_at_once(
+    tmp_path: Path, source: str, arguments: dict[str, Any], error: str
+) -> None:
+    """A huge `*` or `**` (a model's argument, or constants Jinja would fold while compiling) fails before it runs."""
+    parameters = {"type": "object", "properties": {"n": {"type": "integer"}}}
+    result = await _call(_build(tmp_path, source, parameters), **arguments)
+    assert result == {"success": False, "error": error}

@@ -16,6 +16,7 @@ compile them once per tool (:func:`compile_template`) and render them per call
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from typing import Any
@@ -91,10 +92,50 @@ def _finalize(value: Any) -> Any:
     return value
 
 
+MAX_REPEAT = 1_000_000
+"""The most items (characters of a string, elements of a list) ``*`` may make in a template."""
+
+MAX_POWER_DIGITS = 4300
+"""The most decimal digits ``**`` of two integers may make in a template (what Python prints of an int)."""
+
+
+class _Sandbox(ImmutableSandboxedEnvironment):
+    """The sandbox, with ``*`` and ``**`` checked before they run.
+
+    ``'=' * width`` or ``10 ** n`` with an argument the model chose could take all the memory or
+    minutes of one synchronous operation, which no timeout interrupts. Jinja also computes
+    operations of constants when it compiles a template (``{{ 3 ** 3000000 }}``); intercepted
+    operators are left to run time, where these limits apply.
+    """
+
+    intercepted_binops = frozenset({"*", "**"})
+
+    def call_binop(self, context: jinja2.runtime.Context, operator: str, left: Any, right: Any) -> Any:
+        if operator == "*":
+            _check_repeat(left, right)
+            _check_repeat(right, left)
+        elif _too_many_digits(left, right):
+            msg = f"'**' would make a number of more than {MAX_POWER_DIGITS} digits"
+            raise jinja2.TemplateRuntimeError(msg)
+        return super().call_binop(context, operator, left, right)
+
+
+def _check_repeat(sequence: object, times: object) -> None:
+    if isinstance(sequence, str | list | tuple) and isinstance(times, int) and len(sequence) * times > MAX_REPEAT:
+        msg = f"'*' would make {len(sequence) * times:,} items, more than {MAX_REPEAT:,}"
+        raise jinja2.TemplateRuntimeError(msg)
+
+
+def _too_many_digits(base: object, exponent: object) -> bool:
+    if not isinstance(base, int) or not isinstance(exponent, int) or exponent <= 0 or base in (-1, 0, 1):
+        return False
+    return exponent * math.log10(abs(base)) >= MAX_POWER_DIGITS  # the digits of |base| ** exponent, less one
+
+
 @functools.cache
 def environment() -> ImmutableSandboxedEnvironment:
     """Return the shared sandboxed environment (autoescape off: results are not HTML)."""
-    return ImmutableSandboxedEnvironment(
+    return _Sandbox(
         undefined=_Undefined,
         autoescape=False,
         keep_trailing_newline=True,
