@@ -160,6 +160,14 @@ def parse_template(source: str) -> jinja2.nodes.Template | TemplateProblem:
     except RecursionError:
         # Jinja's parser recurses once per nesting level.
         return TemplateProblem(message=NESTING_MESSAGE, line=1)
+    except ValueError as exc:
+        return _literal_problem(exc)
+
+
+def _literal_problem(exc: ValueError) -> TemplateProblem:
+    """The lexer reads number literals with ``int()``, which refuses more than 4,300 digits."""
+    reason = str(exc).split(";", 1)[0]  # without Python's advice on raising the limit
+    return TemplateProblem(message=f"a number the template writes cannot be read ({reason})", line=1)
 
 
 def template_variables(tree: jinja2.nodes.Template) -> AbstractSet[str]:
@@ -184,6 +192,8 @@ def compile_template(source: str) -> jinja2.Template | TemplateProblem:
     except SyntaxError as exc:
         # Python refuses the generated code: too many nested parentheses or blocks.
         return TemplateProblem(message=f"{NESTING_MESSAGE} ({exc.msg})", line=1)
+    except ValueError as exc:
+        return _literal_problem(exc)
 
 
 class TemplateEnv:

@@ -130,6 +130,16 @@ def test_template_nesting_lint_agrees_with_the_tool_build(tmp_path: Path, source
         assert (code, message.split(" (")[0]) == ("TF215", "template does not compile: the template nests too deeply")
 
 
+def test_number_too_long_to_read_is_a_diagnostic_not_a_crash(tmp_path: Path) -> None:
+    """A number literal of more than 4,300 digits (Python will not read it) is TF215, not a traceback."""
+    source = "{{ " + "1" * 5000 + " }}"
+    spec = _spec(tmp_path / "long.yaml", {"long": {"description": "Long", "template": source}})
+    reason = "Exceeds the limit (4300 digits) for integer string conversion: value has 5000 digits"
+    message = f"template does not compile: a number the template writes cannot be read ({reason})"
+    assert [(d.code, d.message) for d in _lint(spec)] == [("TF215", message)]
+    assert isinstance(compile_template(source), TemplateProblem)
+
+
 def test_template_that_does_not_compile_is_not_checked_for_variables(tmp_path: Path) -> None:
     """An undeclared variable in a template with a syntax error gets TF215 only."""
     spec = _spec(tmp_path / "say.yaml", {"say": {"description": "Say it", "template": "{{ undeclared }"}})
