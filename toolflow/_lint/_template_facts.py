@@ -128,32 +128,69 @@ def _analyse(source: str) -> Analysis:
         return (TemplateProblem(message="the template nests too deeply", line=1),), frozenset(), ()
 
 
-_SIMPLE_TEMPLATE = re.compile(
-    r"(?:[^{]|\{(?![{%#]))*(?:\{\{-?[ \t]*[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*[ \t]*-?\}\}"
-    r"(?:[^{]|\{(?![{%#]))*)*"
+_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
+_PATH = rf"({_NAME})(?:\.({_NAME}))?(?:\.{_NAME})*"
+"""A name, maybe with attributes: the name and its first attribute (``env.HOME``) are captured."""
+_OPENER = re.compile(r"\{[{%#]")
+_OUTPUT = re.compile(rf"\{{\{{-?[ \t]*{_PATH}[ \t]*-?\}}\}}")
+_TAG = re.compile(
+    rf"\{{%-?[ \t]*(if|elif|else|endif)"
+    rf"(?:[ \t]+(?:not[ \t]+)?{_PATH}(?:[ \t]+is[ \t]+(?:not[ \t]+)?defined)?)?[ \t]*-?%\}}"
 )
-_SIMPLE_EXPRESSION = re.compile(r"\{\{-?[ \t]*([A-Za-z_][A-Za-z0-9_]*)(?:\.([A-Za-z_][A-Za-z0-9_]*))?")
-_CONSTANTS = frozenset({"true", "false", "none", "True", "False", "None"})
+_KEYWORDS = frozenset(
+    {"and", "or", "not", "in", "is", "if", "elif", "else", "endif", "true", "false", "none", "True", "False", "None"}
+)
+"""Words that are not plain names to Jinja's parser (constants, operators, tags): they take the slow path."""
 
 
 def _simple(source: str) -> Analysis | None:
-    """The analysis of a template made only of text and ``{{ name }}`` / ``{{ name.attr }}``, else None.
+    """The analysis of a template made of text, ``{{ name }}`` and plain ``{% if %}`` blocks, else None.
 
-    Such templates (most argv items and one-line templates) cannot fail to parse,
-    and their free variables are the names they print, so Jinja's parser, several
-    times slower, has nothing to add.
+    Outputs are a name with attributes (``{{ name }}``, ``{{ env.HOME }}``); conditions are such a
+    name, maybe after ``not`` and before ``is defined`` or ``is not defined``; blocks are balanced
+    ``if``/``elif``/``else``/``endif``. Such templates (most argv items, and most templates tools
+    declare) compile as long as they are balanced, and their free variables are the names they
+    read, so Jinja's parser, several times slower, has nothing to add. Anything else: ``None``.
+    ``tests/lint/test_template_fast_path.py`` checks the answers against the parser's.
     """
-    if _SIMPLE_TEMPLATE.fullmatch(source) is None:
-        return None
     names: set[str] = set()
     env_reads: list[str] = []
-    for match in _SIMPLE_EXPRESSION.finditer(source):
-        name, attribute = match[1], match[2]
-        if name in _CONSTANTS:
+    open_blocks: list[bool] = []  # per open `if`: whether its `else` was seen
+    position = 0
+    while (opener := _OPENER.search(source, position)) is not None:
+        if opener[0] == "{#":
             return None
-        names.add(name)
-        if name == "env" and attribute is not None and attribute not in env_reads:
-            env_reads.append(attribute)
+        is_tag = opener[0] == "{%"
+        match = (_TAG if is_tag else _OUTPUT).match(source, opener.start())
+        if match is None:
+            return None
+        if is_tag:
+            tag, name, attribute = match[1], match[2], match[3]
+            if (name is None) != (tag in ("else", "endif")):
+                return None  # `if`/`elif` need a condition; `else`/`endif` take none
+            if tag == "if":
+                if len(open_blocks) >= _CHECKED_BLOCKS:
+                    return None  # deep enough that Python may refuse it: the slow path compiles it
+                open_blocks.append(False)
+            elif not open_blocks:
+                return None  # outside any `if`
+            elif tag == "endif":
+                open_blocks.pop()
+            elif open_blocks[-1]:
+                return None  # `elif` or `else` after the block's `else`
+            elif tag == "else":
+                open_blocks[-1] = True
+        else:
+            name, attribute = match[1], match[2]
+        if name is not None:
+            if name in _KEYWORDS:
+                return None
+            names.add(name)
+            if name == "env" and attribute is not None and attribute not in env_reads:
+                env_reads.append(attribute)
+        position = match.end()
+    if open_blocks:
+        return None
     return (), frozenset(names - environment().globals.keys() - {"self"}), tuple(env_reads)
 
 
