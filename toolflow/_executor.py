@@ -802,7 +802,7 @@ class Engine:
         if self._kills != kills:
             message = "the turn was killed while its tools ran"
             return Abort(reason="killed", message=message, call_ids=_ids(parsed))
-        if None in entries:  # a stop kept some calls from running
+        if any(entry is None for entry in entries):  # a stop kept some calls from running
             done = tuple(entry for entry in entries if entry is not None)
             message = "stop requested: calls not yet dispatched were not run"
             return Abort(reason="stopped", message=message, call_ids=_ids(parsed), finished=done)

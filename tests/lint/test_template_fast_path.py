@@ -36,8 +36,8 @@ PIECES = st.sampled_from([*EXPRESSIONS, *FRAGMENTS])
 LOOSE = st.sampled_from([*EXPRESSIONS, *TAGS, "text", "\n", " ", "{{ a }", "{#", "{%"])
 GOOD_CONDITIONS = ["a", "not b", "env.HOME", "x.y", "c is defined", "d is not defined", "env.USER is defined", "self"]
 CONDITIONS = st.sampled_from(GOOD_CONDITIONS * 4 + ["in", "true", "a == 1", "a and b"])
-OPEN = st.sampled_from(["{% ", "{%- ", "{%"])
-CLOSE = st.sampled_from([" %}", " -%}", "%}"])
+OPEN = st.sampled_from(["{% ", "{%- ", "{%", "{%-", "{%+ "])
+CLOSE = st.sampled_from([" %}", " -%}", "%}", "-%}", " +%}"])
 
 
 @st.composite
