@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
+import attrs
 import pytest
 import trio
 import trio.testing
@@ -223,6 +225,21 @@ async def test_kill_cancels_calls_in_flight(setup: Setup, autojump_clock: trio.t
     assert result.reason == "killed"
     assert setup.tools.finished == []
     assert {e.result.extra["status"] for e in result.turns[0].entries} == {"cancelled"}
+    check_openai_history(result.messages)
+
+
+async def test_a_stop_reaches_a_session_of_quick_tools(setup: Setup) -> None:
+    """Quick tools never yield, but the scripted model does now and then, so a stop from another task gets through."""
+    turns: list[Any] = [{"tool_calls": [call("look")]}] * 400 + [{"text": "done"}]
+    provider = setup.transcript(turns)
+    policy = attrs.evolve(setup.policy, max_iterations=500)
+    async with toolflow.open_engine(setup.registry, plugins=setup.plugins) as engine:
+        agent = Agent(engine, provider, policy=policy)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_later, 0, agent.request_stop)
+            result = await agent.run("go")
+    assert result.reason == "stopped"
+    assert len(result.turns) < 200  # the stop got through at one of the model's first checkpoints, not at the end
     check_openai_history(result.messages)
 
 

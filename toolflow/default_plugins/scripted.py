@@ -122,6 +122,10 @@ class _Turn:
         return ModelResponse(message=message, usage=self.usage, finish_reason=finish)
 
 
+_YIELD_EVERY = 64
+"""The scripted provider lets other tasks run at every so many answers (see ``ScriptedProvider.complete``)."""
+
+
 class ScriptedProvider:
     """Answers model requests with the turns of a transcript, one per request.
 
@@ -157,7 +161,14 @@ class ScriptedProvider:
         self.requests: list[ModelRequest] = []
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
-        """The next turn, written in *request*'s format."""
+        """The next turn, written in *request*'s format; the first answer and every 64th let other tasks run first."""
+        if self._next % _YIELD_EVERY == 0:
+            # A real provider's I/O lets other tasks run; without this a session of quick tools would
+            # never yield, and Ctrl-C (the CLI's signal task), a stop or a kill would wait for its end.
+            # Not every turn: a checkpoint here costs a fifth of a whole turn of the loop.
+            import trio  # noqa: PLC0415 - imported when a model is asked, never when plugins load (toolflow lint)
+
+            await trio.lowlevel.checkpoint()
         self.requests.append(request)
         if self._next >= len(self._turns):
             message = f"the transcript {self.path} has no turn {self._next + 1} (it has {len(self._turns)})"
