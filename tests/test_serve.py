@@ -321,6 +321,15 @@ def test_serve_on_a_port_in_use_is_a_usage_error(project: Path, monkeypatch: pyt
     assert "Traceback" not in err.getvalue()
 
 
+@pytest.mark.parametrize("port", ["99999", "-1", "http"])
+def test_serve_on_a_port_outside_the_range_is_a_usage_error(project: Path, port: str) -> None:
+    """`--port` takes 0 to 65535: anything else is one error line and exit 2, not a traceback."""
+    out, err = io.StringIO(), io.StringIO()
+    code = run(["serve", "--transport", "http", f"--port={port}"], stdout=out, stderr=err)
+    assert (code, out.getvalue()) == (2, "")
+    assert f"argument --port: expected a port number from 0 to 65535, got '{port}'" in err.getvalue()
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [

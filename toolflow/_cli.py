@@ -117,7 +117,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--host", default="127.0.0.1", help="HTTP: the address to listen on (default: 127.0.0.1)")
     serve.add_argument(
-        "--port", type=int, default=8000, help="HTTP: the port to listen on (default: 8000; 0: any free port)"
+        "--port", type=_port, default=8000, help="HTTP: the port to listen on (default: 8000; 0: any free port)"
     )
     serve.add_argument(
         "--toolset", action="append", metavar="NAME", help="serve the tools of this toolset (repeatable)"
@@ -189,6 +189,18 @@ def _add_run_parser(commands: Any) -> None:
     run.add_argument("--api-key-env", metavar="VAR", help="openai: read the API key from this variable")
     run.add_argument("--no-stream", action="store_true", help="openai: ask for whole responses, not streams")
     run.set_defaults(handler=_cmd_run)
+
+
+def _port(text: str) -> int:
+    """``--port``: a TCP port number, 0 to 65535."""
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        msg = f"expected a port number from 0 to 65535, got {text!r}"
+        raise argparse.ArgumentTypeError(msg)
+    return port
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -386,8 +386,8 @@ def _listen(host: str, port: int) -> int:
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         listener.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         listener.bind((host, port))
-    except OSError as exc:
+    except (OSError, OverflowError) as exc:  # OverflowError: a port outside 0-65535
         listener.close()
-        msg = f"cannot listen on {host}:{port}: {exc.strerror or exc}"
+        msg = f"cannot listen on {host}:{port}: {getattr(exc, 'strerror', None) or exc}"
         raise UsageError(msg) from None
     return listener.detach()
