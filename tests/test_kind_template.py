@@ -504,12 +504,17 @@ async def test_a_long_rendering_times_out_without_stalling_the_engine(tmp_path: 
         ("{{ n ** 2 }}", {"n": 12}, "144"),
         ("{{ 10 ** n }}", {"n": 4299}, "1" + "0" * 4299),
         ("{{ 2.0 ** n }}", {"n": 3}, "8.0"),
+        ("{{ x.ljust(n) }}|", {"x": "ab", "n": 4}, "ab  |"),
+        ("{{ x.zfill(n) }}", {"x": "7", "n": 3}, "007"),
+        ("{{ x.replace('a', 'bb') }}", {"x": "aXa"}, "bbXbb"),
+        ("{{ x | center(n) }}", {"x": "a", "n": 3}, " a "),
+        ("{{ x | indent(n, first=true) }}", {"x": "a\nb", "n": 2}, "  a\n  b"),
     ],
 )
-async def test_repetition_and_powers_within_the_limits_render(
+async def test_growing_operations_within_the_limits_render(
     tmp_path: Path, source: str, arguments: dict[str, Any], expected: str
 ) -> None:
-    """`*` and `**` work as usual up to a million items and 4,300 digits."""
+    """`*`, `**`, padding, `replace` and `indent` work as usual up to a million items and 4,300 digits."""
     parameters = {"type": "object", "properties": {"n": {"type": "number"}, "x": {"type": "string"}}}
     assert await _call(_build(tmp_path, source, parameters), **arguments) == expected
 
@@ -521,12 +526,45 @@ async def test_repetition_and_powers_within_the_limits_render(
         ("{{ n * [0] }}", {"n": 2_000_000}, "template error: '*' would make 2,000,000 items, more than 1,000,000"),
         ("{{ 10 ** n }}", {"n": 10**12}, "template error: '**' would make a number of more than 4300 digits"),
         ("{{ 3 ** 3000000 }}", {}, "template error: '**' would make a number of more than 4300 digits"),
+        (
+            "{{ x.ljust(n) }}",
+            {"x": "a", "n": 10**9},
+            "template error: 'ljust' would make 1,000,000,000 characters, more than 1,000,000",
+        ),
+        (
+            "{{ x.center(width=n) }}",
+            {"x": "a", "n": 10**7},
+            "template error: 'center' would make 10,000,000 characters, more than 1,000,000",
+        ),
+        (
+            "{{ x.expandtabs(n) }}",
+            {"x": "\t", "n": 10**7},
+            "template error: 'expandtabs' would make 10,000,001 characters, more than 1,000,000",
+        ),
+        (
+            "{{ x.replace('', y) }}",
+            {"x": "a" * 1000, "y": "b" * 1000},
+            "template error: 'replace' would make 1,002,000 characters, more than 1,000,000",
+        ),
+        (
+            "{{ x | center(n) }}",
+            {"x": "a", "n": 10**9},
+            "template error: 'center' would make 1,000,000,000 characters, more than 1,000,000",
+        ),
+        (
+            "{{ x | indent(n) }}",
+            {"x": "a\nb", "n": 10**6},
+            "template error: 'indent' would make 2,000,003 characters, more than 1,000,000",
+        ),
     ],
 )
-async def test_repetition_and_powers_beyond_the_limits_fail_at_once(
+async def test_growing_operations_beyond_the_limits_fail_at_once(
     tmp_path: Path, source: str, arguments: dict[str, Any], error: str
 ) -> None:
-    """A huge `*` or `**` (a model's argument, or constants Jinja would fold while compiling) fails before it runs."""
-    parameters = {"type": "object", "properties": {"n": {"type": "integer"}}}
+    """A huge `*`, `**`, padding, `replace` or `indent` (a model's number, or constants Jinja would fold) fails first."""
+    parameters = {
+        "type": "object",
+        "properties": {"n": {"type": "integer"}, "x": {"type": "string"}, "y": {"type": "string"}},
+    }
     result = await _call(_build(tmp_path, source, parameters), **arguments)
     assert result == {"success": False, "error": error}

@@ -93,22 +93,35 @@ def _finalize(value: Any) -> Any:
 
 
 MAX_REPEAT = 1_000_000
-"""The most items (characters of a string, elements of a list) ``*`` may make in a template."""
+"""The most items (characters of a string, elements of a list) ``*``, padding, indenting and
+``replace`` may make in a template."""
+
+_JINJA_FILTERS = jinja2.filters.FILTERS
 
 MAX_POWER_DIGITS = 4300
 """The most decimal digits ``**`` of two integers may make in a template (what Python prints of an int)."""
 
 
 class _Sandbox(ImmutableSandboxedEnvironment):
-    """The sandbox, with ``*`` and ``**`` checked before they run.
+    """The sandbox, with what can make a huge string from a small number checked before it runs.
 
-    ``'=' * width`` or ``10 ** n`` with an argument the model chose could take all the memory or
-    minutes of one synchronous operation, which no timeout interrupts. Jinja also computes
-    operations of constants when it compiles a template (``{{ 3 ** 3000000 }}``); intercepted
-    operators are left to run time, where these limits apply.
+    ``'=' * width``, ``10 ** n``, ``name.ljust(width)`` or ``text | indent(width)`` with a number
+    the model chose could take all the memory or minutes of one synchronous operation, which no
+    timeout interrupts. Jinja also computes operations of constants when it compiles a template
+    (``{{ 3 ** 3000000 }}``); intercepted operators are left to run time, where these limits apply.
     """
 
     intercepted_binops = frozenset({"*", "**"})
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.filters["center"] = _checked_center
+        self.filters["indent"] = _checked_indent
+
+    def call(self, context: jinja2.runtime.Context, obj: Any, /, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(getattr(obj, "__self__", None), str):
+            _check_str_method(obj.__self__, obj.__name__, args, kwargs)
+        return super().call(context, obj, *args, **kwargs)
 
     def call_binop(self, context: jinja2.runtime.Context, operator: str, left: Any, right: Any) -> Any:
         if operator == "*":
@@ -124,6 +137,40 @@ def _check_repeat(sequence: object, times: object) -> None:
     if isinstance(sequence, str | list | tuple) and isinstance(times, int) and len(sequence) * times > MAX_REPEAT:
         msg = f"'*' would make {len(sequence) * times:,} items, more than {MAX_REPEAT:,}"
         raise jinja2.TemplateRuntimeError(msg)
+
+
+def _check_size(what: str, size: int) -> None:
+    if size > MAX_REPEAT:
+        msg = f"{what} would make {size:,} characters, more than {MAX_REPEAT:,}"
+        raise jinja2.TemplateRuntimeError(msg)
+
+
+def _check_str_method(text: str, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """Refuse a str method call whose result would pass :data:`MAX_REPEAT` characters."""
+    first = args[0] if args else next(iter(kwargs.values()), None)
+    if name in ("ljust", "rjust", "center", "zfill") and isinstance(first, int):
+        _check_size(f"{name!r}", first)
+    elif name == "expandtabs" and isinstance(first, int):
+        _check_size("'expandtabs'", len(text) + text.count("\t") * first)
+    elif name == "replace" and len(args) >= 2 and isinstance(args[0], str) and isinstance(args[1], str):
+        old, new = args[0], args[1]
+        times = text.count(old) if old else len(text) + 1
+        _check_size("'replace'", len(text) + times * (len(new) - len(old)))
+
+
+def _checked_center(value: Any, width: int = 80) -> str:
+    """The ``center`` filter, refusing a width beyond :data:`MAX_REPEAT`."""
+    if isinstance(width, int):
+        _check_size("'center'", width)
+    return _JINJA_FILTERS["center"](value, width)  # type: ignore[no-any-return]
+
+
+def _checked_indent(s: str, width: int | str = 4, first: bool = False, blank: bool = False) -> str:
+    """The ``indent`` filter, refusing an indentation that would pass :data:`MAX_REPEAT` characters."""
+    text = str(s)
+    per_line = width if isinstance(width, int) else len(str(width))
+    _check_size("'indent'", len(text) + (text.count("\n") + 1) * per_line)
+    return _JINJA_FILTERS["indent"](s, width, first, blank)  # type: ignore[no-any-return]
 
 
 def _too_many_digits(base: object, exponent: object) -> bool:
