@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -197,6 +198,31 @@ async def test_entries_say_how_long_each_dispatched_call_took(setup: Setup, auto
         "d": pytest.approx(0.25),
         "e": None,
     }
+
+
+async def test_batch_logs_the_decisions_with_their_reasoning(
+    setup: Setup, autojump_clock: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Seed 000, steps 1-2: each decision is logged with the model's reasoning; corrections are warnings."""
+    registry, plugins, _ = setup
+    caplog.set_level(logging.INFO, logger="toolflow")
+    calls = [
+        {"tool": "ok", "parameters": {"delay": 0}, "reasoning": "to check it works"},
+        {"tool": "ok", "delay": 0},  # parameters at the top level: accepted, with a warning
+        {"type": "function", "id": "m", "function": {"name": "ok", "arguments": "{oops"}},
+    ]
+    async with open_engine(registry, plugins=plugins) as engine:
+        await engine.execute_batch(calls)
+    logged = [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "toolflow"]
+    assert ("INFO", "Assistant decision: ok - to check it works") in logged
+    assert ("INFO", "Assistant decision: ok") in logged
+    assert (
+        "WARNING",
+        "Tool call call_1 (ok) was corrected: parameters were sent at the top level of the call; accepted: 'delay'",
+    ) in logged
+    assert any(
+        level == "INFO" and m.startswith("Malformed tool call m: Error: Invalid JSON arguments") for level, m in logged
+    )
 
 
 async def test_plain_timeout_is_a_failure_entry(setup: Setup, autojump_clock: Any) -> None:

@@ -746,17 +746,7 @@ class Engine:
         """
         parsed = parse_tool_calls(raw_calls)
         entries: list[HistoryEntry | None] = [None] * len(parsed)
-        concurrent: list[tuple[int, ToolCall]] = []
-        dangerous: list[tuple[int, ToolCall]] = []
-        malformed = 0
-        for index, item in enumerate(parsed):
-            if isinstance(item, MalformedCall):
-                malformed += 1
-                entries[index] = _entry(item, item.to_result())
-            elif self._is_dangerous(item.name):
-                dangerous.append((index, item))
-            else:
-                concurrent.append((index, item))
+        concurrent, dangerous, malformed = self._sort_calls(parsed, entries)
         if malformed > self.max_malformed:
             message = f"{malformed} malformed tool calls in one batch (at most {self.max_malformed} allowed)"
             return Abort(reason="malformed_calls", message=message, call_ids=_ids(parsed))
@@ -808,11 +798,46 @@ class Engine:
             return Abort(reason="stopped", message=message, call_ids=_ids(parsed), finished=done)
         return cast("tuple[HistoryEntry, ...]", tuple(entries))
 
+    def _sort_calls(
+        self, parsed: list[ParsedCall], entries: list[HistoryEntry | None]
+    ) -> tuple[list[tuple[int, ToolCall]], list[tuple[int, ToolCall]], int]:
+        """Split a batch into concurrent and dangerous calls; answer the malformed ones in *entries*.
+
+        Returns the concurrent and the dangerous calls with their positions, and how many were
+        malformed. Logs what seed 000's steps 1-2 log: what defensive parsing corrected (WARNING)
+        and the model's decision, with its reasoning (INFO).
+        """
+        if logger.isEnabledFor(logging.INFO):
+            _log_decisions(parsed)
+        concurrent: list[tuple[int, ToolCall]] = []
+        dangerous: list[tuple[int, ToolCall]] = []
+        malformed = 0
+        for index, item in enumerate(parsed):
+            if isinstance(item, MalformedCall):
+                malformed += 1
+                entries[index] = _entry(item, item.to_result())
+                continue
+            for note in item.warnings:
+                logger.warning("Tool call %s (%s) was corrected: %s", item.id, item.name, note)
+            (dangerous if self._is_dangerous(item.name) else concurrent).append((index, item))
+        return concurrent, dangerous, malformed
+
     def _is_dangerous(self, name: str) -> bool:
         try:
             return self._plan(name).dangerous
         except UnknownToolError:
             return False
+
+
+def _log_decisions(calls: Iterable[ParsedCall]) -> None:
+    """Seed 000's step 2, at INFO: each call the model decided on, with its reasoning."""
+    for call in calls:
+        if isinstance(call, MalformedCall):
+            logger.info("Malformed tool call %s: %s", call.id, call.error)
+        elif call.reasoning:
+            logger.info("Assistant decision: %s - %s", call.name, call.reasoning)
+        else:
+            logger.info("Assistant decision: %s", call.name)
 
 
 def _ids(calls: Iterable[ParsedCall]) -> tuple[str, ...]:
