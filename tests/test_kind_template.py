@@ -14,6 +14,8 @@ import jinja2
 import pytest
 import trio
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import toolflow
 from toolflow import ToolSpec, load_specs
@@ -509,6 +511,12 @@ async def test_a_long_rendering_times_out_without_stalling_the_engine(tmp_path: 
         ("{{ x.replace('a', 'bb') }}", {"x": "aXa"}, "bbXbb"),
         ("{{ x | center(n) }}", {"x": "a", "n": 3}, " a "),
         ("{{ x | indent(n, first=true) }}", {"x": "a\nb", "n": 2}, "  a\n  b"),
+        ("{{ '%*d|%d%%' % (n, 7, 50) }}", {"n": 3}, "  7|50%"),
+        ("{{ '%(x)s' % {'x': x} }}", {"x": "q"}, "q"),
+        ("{{ '{:>{w}}|{:.2f}'.format(x, 1.5, w=n) }}", {"x": "ab", "n": 4}, "  ab|1.50"),
+        ("{{ '{a:^5}'.format_map({'a': x}) }}", {"x": "a"}, "  a  "),
+        ("{{ '%-4s|' | format(x) }}", {"x": "a"}, "a   |"),
+        ("{{ n % 4 }}", {"n": 10}, "2"),
     ],
 )
 async def test_growing_operations_within_the_limits_render(
@@ -556,6 +564,31 @@ async def test_growing_operations_within_the_limits_render(
             {"x": "a\nb", "n": 10**6},
             "template error: 'indent' would make 2,000,003 characters, more than 1,000,000",
         ),
+        (
+            "{{ '%*d' % (n, 1) }}",
+            {"n": 10**8},
+            "template error: a '%' width would make 100,000,000 characters, more than 1,000,000",
+        ),
+        (
+            "{{ '%.*f' % (n, 1.0) }}",
+            {"n": 10**7},
+            "template error: a '%' width would make 10,000,000 characters, more than 1,000,000",
+        ),
+        (
+            "{{ '{:>{w}}'.format(x, w=n) }}",
+            {"x": "a", "n": 10**9},
+            "template error: a format width would make 1,000,000,000 characters, more than 1,000,000",
+        ),
+        (
+            "{{ '{a:.{n}f}'.format_map({'a': 1.5, 'n': n}) }}",
+            {"n": 10**7},
+            "template error: a format width would make 10,000,000 characters, more than 1,000,000",
+        ),
+        (
+            "{{ '%*s' | format(n, x) }}",
+            {"n": 10**8, "x": "q"},
+            "template error: a '%' width would make 100,000,000 characters, more than 1,000,000",
+        ),
     ],
 )
 async def test_growing_operations_beyond_the_limits_fail_at_once(
@@ -568,3 +601,28 @@ async def test_growing_operations_beyond_the_limits_fail_at_once(
     }
     result = await _call(_build(tmp_path, source, parameters), **arguments)
     assert result == {"success": False, "error": error}
+
+
+_PRINTF_PIECES = st.sampled_from(
+    ["%s", "%5d", "%-3s", "%%", "%*d", "%.2f", "%.*f", "%x", "%c", "%r", "abc", " ", "%", "%(", "%5", "%.3s"]
+)
+_PRINTF_VALUES = st.lists(
+    st.one_of(st.integers(-50, 50), st.sampled_from(["a", "bc", ""]), st.sampled_from([1.5, -2.25])), max_size=4
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(fmt=st.lists(_PRINTF_PIECES, max_size=5).map("".join), values=_PRINTF_VALUES)
+def test_small_percent_formats_render_as_python_does(fmt: str, values: list[object]) -> None:
+    """The '%' check refuses nothing small: a template's `fmt % values` gives Python's text, or a template error where Python fails."""
+    template = compile_template("{{ fmt % values }}")
+    assert not isinstance(template, TemplateProblem)
+    try:
+        expected: str | None = fmt % tuple(values)
+    except (TypeError, ValueError, OverflowError):
+        expected = None
+    if expected is None:
+        with pytest.raises(TemplateError):
+            render_template(template, {"fmt": fmt, "values": tuple(values)})
+    else:
+        assert render_template(template, {"fmt": fmt, "values": tuple(values)}) == expected

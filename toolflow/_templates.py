@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from typing import Any
@@ -26,7 +27,7 @@ import jinja2
 import jinja2.meta
 import jinja2.nodes
 from jinja2.exceptions import SecurityError
-from jinja2.sandbox import ImmutableSandboxedEnvironment
+from jinja2.sandbox import ImmutableSandboxedEnvironment, SandboxedFormatter
 
 from toolflow._errors import ToolflowError
 
@@ -111,22 +112,43 @@ class _Sandbox(ImmutableSandboxedEnvironment):
     (``{{ 3 ** 3000000 }}``); intercepted operators are left to run time, where these limits apply.
     """
 
-    intercepted_binops = frozenset({"*", "**"})
+    intercepted_binops = frozenset({"*", "**", "%"})
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
         self.filters["center"] = _checked_center
         self.filters["indent"] = _checked_indent
+        self.filters["format"] = _checked_format
 
     def call(self, context: jinja2.runtime.Context, obj: Any, /, *args: Any, **kwargs: Any) -> Any:
         if isinstance(getattr(obj, "__self__", None), str):
             _check_str_method(obj.__self__, obj.__name__, args, kwargs)
         return super().call(context, obj, *args, **kwargs)
 
+    def wrap_str_format(self, value: Any) -> Callable[..., str] | None:
+        wrapper = super().wrap_str_format(value)
+        if wrapper is None:
+            return None
+        text, is_map = value.__self__, value.__name__ == "format_map"
+        dry_run = _SpecCheck(self)
+
+        def checked(*args: Any, **kwargs: Any) -> str:
+            # A dry run resolves every field's spec (nested `{:{width}}` ones too) and checks it first.
+            if not is_map:
+                dry_run.vformat(text, args, kwargs)
+            elif len(args) == 1 and not kwargs:
+                dry_run.vformat(text, (), args[0])
+            return wrapper(*args, **kwargs)
+
+        return checked
+
     def call_binop(self, context: jinja2.runtime.Context, operator: str, left: Any, right: Any) -> Any:
         if operator == "*":
             _check_repeat(left, right)
             _check_repeat(right, left)
+        elif operator == "%":
+            if isinstance(left, str):
+                _check_printf(left, right)
         elif _too_many_digits(left, right):
             msg = f"'**' would make a number of more than {MAX_POWER_DIGITS} digits"
             raise jinja2.TemplateRuntimeError(msg)
@@ -171,6 +193,54 @@ def _checked_indent(s: str, width: int | str = 4, first: bool = False, blank: bo
     per_line = width if isinstance(width, int) else len(str(width))
     _check_size("'indent'", len(text) + (text.count("\n") + 1) * per_line)
     return _JINJA_FILTERS["indent"](s, width, first, blank)  # type: ignore[no-any-return]
+
+
+class _SpecCheck(SandboxedFormatter):
+    """A dry run of ``str.format`` in the sandbox: each field's spec, once resolved, is checked.
+
+    A field is written without its spec: enough for a nested field (``{:>{width}}``), whose spec
+    is empty, and nothing of the size a spec could ask for.
+    """
+
+    def format_field(self, value: Any, format_spec: str) -> str:
+        match = _FORMAT_SPEC.fullmatch(format_spec)
+        if match is not None:
+            for number in match.groups():
+                if number:
+                    _check_size("a format width", int(number))
+        return format(value, "")
+
+
+_FORMAT_SPEC = re.compile(r"(?:.?[<>=^])?[-+ ]?z?#?0?(\d*)[,_]?(?:\.(\d+))?[a-zA-Z%]?")
+"""The standard format spec: its width and precision are captured."""
+
+_PRINTF = re.compile(r"%(?:\([^)]*\))?[#0\- +]*(\*|\d+)?(?:\.(\*|\d+))?[hlL]?(.?)", re.DOTALL)
+"""A ``%`` conversion: its width and precision (a number, or ``*`` taken from the values) are captured."""
+
+
+def _check_printf(text: str, values: object) -> None:
+    """Refuse ``text % values`` when a conversion's width or precision passes :data:`MAX_REPEAT`."""
+    positional = values if isinstance(values, tuple) else (values,)
+    index = 0
+    for match in _PRINTF.finditer(text):
+        if match[3] == "%":
+            continue  # `%%` is a literal percent sign
+        for part in (match[1], match[2]):
+            if part == "*":
+                star = positional[index] if index < len(positional) else None
+                index += 1
+                if isinstance(star, int):
+                    _check_size("a '%' width", star)
+            elif part:
+                _check_size("a '%' width", int(part))
+        index += 1
+
+
+def _checked_format(value: Any, *args: Any, **kwargs: Any) -> str:
+    """The ``format`` filter (``value % args``), refusing a width beyond :data:`MAX_REPEAT`."""
+    if not (args and kwargs):
+        _check_printf(str(value), kwargs or args)
+    return _JINJA_FILTERS["format"](value, *args, **kwargs)  # type: ignore[no-any-return]
 
 
 def _too_many_digits(base: object, exponent: object) -> bool:
