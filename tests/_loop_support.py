@@ -12,7 +12,7 @@ import yaml
 import toolflow
 from toolflow._loop import Agent, LoopResult
 from toolflow._policy import Policy
-from toolflow.default_plugins.scripted import ScriptedProvider, open_scripted
+from toolflow.default_plugins._scripted import ScriptedProvider, open_scripted
 
 __all__ = ["SPEC", "Setup", "Tools", "call", "check_openai_history"]
 

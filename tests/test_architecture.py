@@ -176,7 +176,7 @@ def test_import_parser_resolves_relative_and_submodule_imports() -> None:
 
 
 def test_lint_run_imports_neither_trio_nor_implementations(tmp_path: Path) -> None:
-    """Linting from the command line loads plugins but neither trio nor any plugin's implementations."""
+    """Linting from the command line loads plugins but neither trio, any plugin's implementations, nor the loop's modules."""
     spec = tmp_path / "say.yaml"
     spec.write_text(
         "toolflow: 1\ntools:\n  say:\n    description: Say something to the room.\n"
@@ -188,7 +188,9 @@ def test_lint_run_imports_neither_trio_nor_implementations(tmp_path: Path) -> No
         "from toolflow._cli import run\n"
         "out = io.StringIO()\n"
         f"status = run(['lint', '--isolated', {str(spec)!r}], stdout=out, stderr=out)\n"
-        "heavy = ('trio', 'httpx', 'toolflow_assistant.tools')\n"
+        "heavy = ('trio', 'httpx', 'toolflow_assistant.tools', 'toolflow._executor', 'toolflow._loop',\n"
+        "         'toolflow._history', 'toolflow._providers', 'toolflow.default_plugins._scripted',\n"
+        "         'toolflow.default_plugins._openai_chat')\n"
         "loaded = sorted(m for m in heavy if m in sys.modules)\n"
         "print(status, loaded)\n"
     )

@@ -21,7 +21,7 @@ from _loop_support import Setup
 import toolflow
 from toolflow._loop import Agent
 from toolflow._policy import Policy
-from toolflow.default_plugins.scripted import open_scripted
+from toolflow.default_plugins._scripted import open_scripted
 
 _CALL = st.sampled_from(["look", "fail", "slow", "poke", "say", "shout", "nope"]).map(
     lambda name: {"name": name, "arguments": {}}

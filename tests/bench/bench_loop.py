@@ -55,7 +55,7 @@ from toolflow._calls import ToolCall
 from toolflow._executor import Abort, Engine, open_engine
 from toolflow._loop import Agent
 from toolflow._policy import Policy
-from toolflow.default_plugins.scripted import ScriptedProvider
+from toolflow.default_plugins._scripted import ScriptedProvider
 
 CALLS = 200
 TIMEOUT = 5.0
