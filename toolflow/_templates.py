@@ -97,10 +97,10 @@ MAX_REPEAT = 1_000_000
 """The most items (characters of a string, elements of a list) ``*``, padding, indenting and
 ``replace`` may make in a template."""
 
-_JINJA_FILTERS = jinja2.filters.FILTERS
-
 MAX_POWER_DIGITS = 4300
 """The most decimal digits ``**`` of two integers may make in a template (what Python prints of an int)."""
+
+_JINJA_FILTERS = jinja2.filters.FILTERS
 
 
 class _Sandbox(ImmutableSandboxedEnvironment):
@@ -169,11 +169,14 @@ def _check_size(what: str, size: int) -> None:
 
 def _check_str_method(text: str, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     """Refuse a str method call whose result would pass :data:`MAX_REPEAT` characters."""
-    first = args[0] if args else next(iter(kwargs.values()), None)
-    if name in ("ljust", "rjust", "center", "zfill") and isinstance(first, int):
-        _check_size(f"{name!r}", first)
-    elif name == "expandtabs" and isinstance(first, int):
-        _check_size("'expandtabs'", len(text) + text.count("\t") * first)
+    if name in ("ljust", "rjust", "center", "zfill"):
+        width = args[0] if args else kwargs.get("width")
+        if isinstance(width, int):
+            _check_size(f"{name!r}", width)
+    elif name == "expandtabs":
+        tabsize = args[0] if args else kwargs.get("tabsize")
+        if isinstance(tabsize, int):
+            _check_size("'expandtabs'", len(text) + text.count("\t") * tabsize)
     elif name == "replace" and len(args) >= 2 and isinstance(args[0], str) and isinstance(args[1], str):
         old, new = args[0], args[1]
         times = text.count(old) if old else len(text) + 1
