@@ -113,6 +113,7 @@ def spec_digest(spec: ToolSpec) -> str:
 
 
 _CANONICAL_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+_STORED_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 # Built once: json.dumps with options builds a new encoder per call, a fair share of a cache hit.
 
 
@@ -340,7 +341,7 @@ class SQLiteCache:
         if not result.success or (ttl is not None and ttl <= 0):
             return
         try:
-            value = json.dumps(result.to_dict(), ensure_ascii=False, separators=(",", ":"))
+            value = _STORED_JSON.encode(result.to_dict())
         except (TypeError, ValueError, RecursionError):
             return
         with self._lock:
