@@ -300,7 +300,7 @@ _RUN_ONE: Function = ("_executor.py", "run_one")
 STEPS: tuple[tuple[str, tuple[tuple[Function, tuple[Function, ...]], ...]], ...] = (
     (
         "provider: `ScriptedProvider.complete` (writes the turn's assistant message)",
-        ((("scripted.py", "complete"), ()),),
+        ((("_scripted.py", "complete"), ()),),
     ),
     (
         "request: `Agent._complete` without the provider (history copy, `ModelRequest`)",
@@ -321,7 +321,7 @@ STEPS: tuple[tuple[str, tuple[tuple[Function, tuple[Function, ...]], ...]], ...]
 )
 # What to subtract from a step's time: its callees that are steps of their own.
 _MINUS: dict[str, tuple[tuple[Function, Function], ...]] = {
-    "request": ((("scripted.py", "complete"), ("_loop.py", "_ask")),),
+    "request": ((("_scripted.py", "complete"), ("_loop.py", "_ask")),),
     "gate": ((("_executor.py", "execute_batch"), ("_loop.py", "_run_calls")),),
 }
 
