@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import functools
+import os
 import weakref
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from typing import Any, Generic, Literal, TypeVar, overload
 
 import attrs
@@ -15,7 +16,7 @@ from toolflow._model import SpecFile, ToolSpec
 from toolflow._schemas import iter_schema_problems, json_pointer
 from toolflow._validation import ArgumentValidator, ResultValidator
 
-__all__ = ["DOCS_URL", "LintContext", "LintRule", "PluginFacts", "Rule", "ToolMemo"]
+__all__ = ["DOCS_URL", "LintContext", "LintRule", "PluginFacts", "Rule", "ToolMemo", "duplicate_declarations"]
 
 DOCS_URL = "https://toolflow.dev/docs/rules"
 """Base of each rule's documentation page; ``{DOCS_URL}#tf203`` names one rule."""
@@ -189,7 +190,7 @@ class Rule:
         """Build this rule's diagnostic at *pointer* (absolute, or a path list) of *where*'s file."""
         if not isinstance(pointer, str):
             pointer = json_pointer(pointer)
-        path = where.file if isinstance(where, ToolSpec) else where.path
+        path = _path(where)
         span = (
             where.locator.locate(pointer, key=key)
             if where.locator
@@ -211,3 +212,38 @@ class Rule:
 
 LintRule = Rule
 """The public name of :class:`Rule`, for plugins that add lint rules."""
+
+
+Declaration = tuple[ToolSpec | SpecFile, str]
+"""Where a name is declared: the tool or file that holds it, and the JSON pointer of its key."""
+
+
+def duplicate_declarations(
+    declared: Mapping[str, Iterable[Declaration]],
+) -> Iterator[tuple[str, ToolSpec | SpecFile, str, str]]:
+    """For each name declared in more than one file: ``(name, where, pointer, others)`` per declaration.
+
+    *others* lists the positions (``path:line:col``) of the same name in the other files. A
+    file named twice (the same real path) does not declare its names twice.
+    """
+    for name, places in declared.items():
+        places = list(places)  # noqa: PLW2901 - read twice below
+        if len(places) < 2:  # most names: no file system look-up
+            continue
+        located = [(where, pointer, os.path.realpath(_path(where))) for where, pointer in places]
+        if len({real for _, _, real in located}) < 2:
+            continue
+        for where, pointer, real in located:
+            others = dict.fromkeys(_position(w, p) for w, p, r in located if r != real)
+            yield name, where, pointer, ", ".join(others)
+
+
+def _path(where: ToolSpec | SpecFile) -> str:
+    return where.file if isinstance(where, ToolSpec) else where.path
+
+
+def _position(where: ToolSpec | SpecFile, pointer: str) -> str:
+    if where.locator is None:
+        return _path(where)
+    span = where.locator.locate(pointer, key=True)
+    return f"{_path(where)}:{span.line}:{span.column}"

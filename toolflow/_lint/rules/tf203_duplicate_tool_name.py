@@ -37,34 +37,16 @@ tools:
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 from toolflow._diagnostics import Diagnostic, Severity
-from toolflow._lint._rule import LintContext, Rule
-from toolflow._model import ToolSpec
-
-
-def _where(tool: ToolSpec) -> str:
-    if tool.locator is None:
-        return tool.file
-    span = tool.locator.locate(tool.pointer, key=True)
-    return f"{tool.file}:{span.line}:{span.column}"
+from toolflow._lint._rule import LintContext, Rule, duplicate_declarations
 
 
 def check(ctx: LintContext) -> Iterator[Diagnostic]:
-    for name, tools in ctx.tools_by_name.items():
-        if len(tools) < 2:
-            continue
-        # The same file named twice on the command line is not a duplicate declaration.
-        real = [os.path.realpath(t.file) for t in tools]
-        if len(set(real)) < 2:
-            continue
-        for tool, path in zip(tools, real, strict=True):
-            others = dict.fromkeys(_where(t) for t, p in zip(tools, real, strict=True) if p != path)
-            if others:
-                where = ", ".join(others)
-                yield RULE.diag(tool, tool.pointer, f"tool {name!r} is also declared at {where}", key=True)
+    declared = {name: [(tool, tool.pointer) for tool in tools] for name, tools in ctx.tools_by_name.items()}
+    for name, where, pointer, others in duplicate_declarations(declared):
+        yield RULE.diag(where, pointer, f"tool {name!r} is also declared at {others}", key=True)
 
 
 RULE = Rule(code="TF203", name="duplicate-tool-name", severity=Severity.ERROR, doc=__doc__ or "", check=check)

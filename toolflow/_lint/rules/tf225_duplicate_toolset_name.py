@@ -38,34 +38,19 @@ toolsets:
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 from toolflow._diagnostics import Diagnostic, Severity
-from toolflow._lint._rule import LintContext, Rule
-from toolflow._model import SpecFile
-
-
-def _where(spec_file: SpecFile, pointer: str) -> str:
-    if spec_file.locator is None:
-        return spec_file.path
-    span = spec_file.locator.locate(pointer, key=True)
-    return f"{spec_file.path}:{span.line}:{span.column}"
+from toolflow._lint._rule import Declaration, LintContext, Rule, duplicate_declarations
 
 
 def check(ctx: LintContext) -> Iterator[Diagnostic]:
-    declared: dict[str, list[tuple[SpecFile, str, str]]] = {}
+    declared: dict[str, list[Declaration]] = {}
     for spec_file in ctx.files:
         for toolset in spec_file.toolsets:
-            entry = (spec_file, toolset.pointer, os.path.realpath(spec_file.path))
-            declared.setdefault(toolset.name, []).append(entry)
-    for name, places in declared.items():
-        # The same file named twice on the command line is not a duplicate declaration.
-        if len({path for _, _, path in places}) < 2:
-            continue
-        for spec_file, pointer, path in places:
-            others = dict.fromkeys(_where(f, p) for f, p, other in places if other != path)
-            yield RULE.diag(spec_file, pointer, f"toolset {name!r} is also declared at {', '.join(others)}", key=True)
+            declared.setdefault(toolset.name, []).append((spec_file, toolset.pointer))
+    for name, where, pointer, others in duplicate_declarations(declared):
+        yield RULE.diag(where, pointer, f"toolset {name!r} is also declared at {others}", key=True)
 
 
 RULE = Rule(code="TF225", name="duplicate-toolset-name", severity=Severity.ERROR, doc=__doc__ or "", check=check)
