@@ -410,14 +410,18 @@ def test_open_cache_persistent_default_path(tmp_path: Path) -> None:
 def test_open_cache_plugin_backend() -> None:
     """A backend name picks the plugin's factory, called with the options."""
     seen: list[dict[str, Any]] = []
+    stores: list[MemoryCache] = []
 
     def factory(**options: Any) -> MemoryCache:
         seen.append(options)
-        return MemoryCache()
+        stores.append(MemoryCache())
+        return stores[-1]
 
     cache = open_cache("persistent", backend="shelf", plugins=_plugins_with(factory, "acme"), options={"url": "x"})
-    assert isinstance(cache, MemoryCache)
     assert seen == [{"url": "x"}]
+    cache.set("k", OK, None)
+    assert stores[0].get("k") == OK  # the plugin's store holds what is cached
+    assert cache.get("k") == OK
 
 
 def test_open_cache_unknown_backend() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ import trio
 import trio.testing
 
 import toolflow
-from toolflow._executor import Engine, open_engine
+from toolflow._executor import Engine, _seconds, open_engine
 
 SPEC = """\
 toolflow: 1
@@ -88,6 +89,17 @@ tools:
     description: Needs a login in this loop.
     depends_on: [login]
     implementation: t.ok
+  login_slow:
+    description: Logs in, taking a second.
+    implementation: t.nap
+  fetch_slow:
+    description: Needs the slow login first.
+    depends_on: [login_slow]
+    implementation: t.ok
+  picky:
+    description: Raises a ValueError, which only a plugin's retryable hook may call retryable.
+    retry: {attempts: 2, initial: 1s, jitter: false}
+    implementation: t.picky
   echo:
     description: Echoes after a delay.
     parameters:
@@ -154,6 +166,15 @@ class Tools:
         async def ok() -> str:
             return "ok"
 
+        async def nap() -> str:
+            await trio.sleep(1)
+            return "ok"
+
+        async def picky() -> None:
+            self._count("picky")
+            msg = "picky"
+            raise ValueError(msg)
+
         async def echo(text: str, delay: float = 0.0) -> str:
             await trio.sleep(delay)
             self._count("echo")
@@ -169,6 +190,8 @@ class Tools:
             "t.counted": counted,
             "t.fail_result": fail_result,
             "t.ok": ok,
+            "t.nap": nap,
+            "t.picky": picky,
             "t.echo": echo,
         }.items():
             register(name, function)
@@ -444,3 +467,150 @@ async def test_per_tool_concurrency_limit(tmp_path: Path, autojump_clock: Any) -
         parallel = trio.current_time() - start
     assert serial == pytest.approx(3.0)
     assert parallel == pytest.approx(1.0)
+
+
+def _openai(call_id: str, name: str, arguments: str = "{}") -> dict[str, Any]:
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+async def test_batch_call_waits_for_its_dependency_in_the_same_batch(setup: Setup, autojump_clock: Any) -> None:
+    """[login_slow, fetch_slow] in one turn: fetch_slow runs after login_slow, however slow it is."""
+    registry, plugins, _ = setup
+    async with open_engine(registry, plugins=plugins) as engine:
+        start = trio.current_time()
+        outcome = await engine.execute_batch([_openai("a", "login_slow"), _openai("b", "fetch_slow")])
+    assert isinstance(outcome, tuple)
+    assert [(entry.call_id, entry.success) for entry in outcome] == [("a", True), ("b", True)]
+    assert trio.current_time() - start == pytest.approx(1.0)
+
+
+async def test_batch_dependency_on_a_later_call_is_still_refused(setup: Setup, autojump_clock: Any) -> None:
+    """fetch_slow before login_slow in one turn: the model asked in the wrong order, and is told so."""
+    registry, plugins, _ = setup
+    async with open_engine(registry, plugins=plugins) as engine:
+        results = await engine.run_batch([_openai("b", "fetch_slow"), _openai("a", "login_slow")])
+    assert results[0].error == "Error: 'fetch_slow' cannot run yet - run 'login_slow' successfully first"
+    assert results[1].success is True
+
+
+async def test_dangerous_call_answered_without_running_leaves_the_turns_slot(setup: Setup) -> None:
+    """A dangerous call blocked by the allowlist or invalid arguments is not the turn's dangerous action."""
+    registry, plugins, tools = setup
+    async with open_engine(registry, plugins=plugins, allowlist=["delete"]) as engine:
+        blocked_first = await engine.run_batch([_openai("a", "launch"), _openai("b", "delete", '{"n": 1}')])
+        engine.tick()
+        invalid_first = await engine.run_batch(
+            [_openai("c", "delete", '{"n": "x"}'), _openai("d", "delete", '{"n": 2}')]
+        )
+        engine.tick()
+        two_valid = await engine.run_batch([_openai("e", "delete", '{"n": 3}'), _openai("f", "delete", '{"n": 4}')])
+    assert blocked_first[0].extra["status"] == "blocked"
+    assert (blocked_first[1].success, blocked_first[1].data) == (True, 1)
+    assert invalid_first[0].success is False
+    assert (invalid_first[1].success, invalid_first[1].data) == (True, 2)
+    assert (two_valid[0].success, two_valid[0].data) == (True, 3)
+    assert "one dangerous action per turn" in (two_valid[1].error or "")
+    assert tools.runs["delete"] == 3
+    assert "launch" not in tools.runs
+
+
+async def test_unknown_tool_suggests_only_allowed_tools(setup: Setup) -> None:
+    """With an allowlist in force, the unknown-tool error names only tools the model may call."""
+    registry, plugins, _ = setup
+    async with open_engine(registry, plugins=plugins, allowlist=["echo", "login"]) as engine:
+        near = await engine.call("ech", {"text": "x"})
+        far = await engine.call("delet", {})
+    assert near.error == "Error: Unknown tool: 'ech' (did you mean 'echo'?)"
+    assert far.error == "Error: Unknown tool: 'delet' (available: 'echo', 'login')"
+
+
+async def test_failed_attempts_are_logged_with_the_retry_decision(
+    setup: Setup, autojump_clock: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Each failed attempt of a retryable tool logs its duration, its error and what happens next."""
+    registry, plugins, tools = setup
+    tools.flaky_failures = 100
+    caplog.set_level(logging.INFO, logger="toolflow.attempts")
+    async with open_engine(registry, plugins=plugins) as engine:
+        await engine.call("flaky", {})
+        await engine.call("picky", {})
+    reset = "ConnectionError: connection reset by peer"
+    why = "(ConnectionError is a connection error)"
+    on = "['timeout', 'connection', 'network', 'temporary', 'rate_limit']"
+    assert [r.getMessage() for r in caplog.records if r.name == "toolflow.attempts"] == [
+        f"Attempt 1 of flaky failed after 0ms: {reset}; retrying in 1.00s {why}",
+        f"Attempt 2 of flaky failed after 0ms: {reset}; retrying in 2.00s {why}",
+        f"Attempt 3 of flaky failed after 0ms: {reset}; retrying in 4.00s {why}",
+        f"Attempt 4 of flaky failed after 0ms: {reset}; no attempts left (4 of 4)",
+        f"Attempt 1 of picky failed after 0ms: ValueError: picky; not retried: ValueError is none of retry.on {on}",
+    ]
+
+
+class Judge:
+    """A plugin whose ``toolflow_retryable`` hook decides by the exception's class."""
+
+    def __init__(self, retryable: dict[type[Exception], bool]) -> None:
+        self.retryable = retryable
+        self.asked: list[tuple[str, str]] = []
+
+    @toolflow.hookimpl
+    def toolflow_retryable(self, call: toolflow.ToolCall, error: Exception) -> bool | None:
+        """The verdict for *error*'s class, if any."""
+        self.asked.append((call.name, type(error).__name__))
+        return self.retryable.get(type(error))
+
+
+async def test_retryable_hook_decides_for_the_engine(setup: Setup, autojump_clock: Any) -> None:
+    """A plugin's verdict overrides retry.on: a ValueError is retried, a ConnectionError is not."""
+    registry, plugins, tools = setup
+    judge = Judge({ValueError: True, ConnectionError: False})
+    plugins.register(judge, "judge")
+    async with open_engine(registry, plugins=plugins) as engine:
+        start = trio.current_time()
+        picky = await engine.call("picky", {})
+        picky_elapsed = trio.current_time() - start
+        flaky = await engine.call("flaky", {})
+    assert (picky.success, picky.extra["attempts"], tools.runs["picky"]) == (False, 2, 2)
+    assert picky_elapsed == pytest.approx(1.0)
+    assert (flaky.success, flaky.extra["attempts"], tools.runs["flaky"]) == (False, 1, 1)
+    assert judge.asked == [("picky", "ValueError"), ("picky", "ValueError"), ("flaky", "ConnectionError")]
+
+
+async def test_sync_tool_sees_its_cancellation_after_the_timeout(tmp_path: Path) -> None:
+    """A sync tool abandoned at its timeout finds ctx.cancelled true in its thread and can stop."""
+    spec = tmp_path / "s.yaml"
+    spec.write_text(
+        "toolflow: 1\ntools:\n  poll:\n    description: Polls ctx.cancelled.\n    timeout: 100ms\n"
+        "    retry: {attempts: 1}\n    implementation: s.poll\n",
+        encoding="utf-8",
+    )
+    saw_cancel = threading.Event()
+
+    def poll(ctx: toolflow.CallContext) -> str:
+        while not ctx.cancelled:
+            time.sleep(0.01)
+        saw_cancel.set()
+        return "stopped"
+
+    class Poll:
+        @toolflow.hookimpl
+        def toolflow_register_implementations(self, register: Callable[[str, Any], None]) -> None:
+            register("s.poll", poll)
+
+    plugins = toolflow.load_plugins(entry_points=False)
+    plugins.register(Poll(), "poll")
+    registry = toolflow.load_registry([spec], plugins=plugins)
+    with trio.fail_after(10):
+        async with open_engine(registry, plugins=plugins) as engine:
+            result = await engine.call("poll", {})
+        assert (result.success, result.error) == (False, "timed out after 100ms")
+        assert await trio.to_thread.run_sync(saw_cancel.wait, 5)
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [(0.3, "300ms"), (0.0015, "1.5ms"), (1, "1s"), (1.5, "1.5s"), (30, "30s"), (1e6, "1000000s")],
+)
+def test_timeouts_are_written_as_a_spec_writes_them(seconds: float, text: str) -> None:
+    """`timed out after ...` never shows float noise or an exponent."""
+    assert _seconds(seconds) == text

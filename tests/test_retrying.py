@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import errno
+import io
 import logging
 import math
 import socket
@@ -166,6 +167,15 @@ def test_retry_after_date_defaults_to_the_current_time() -> None:
         (RuntimeError("upstream timed out"), True, "'timed out' (timeout)"),
         (RuntimeError("lost the network"), True, "'network' (network)"),
         (type("ReadTimeout", (Exception,), {})("read"), True, "'timeout' (timeout)"),
+        (OSError(errno.EBUSY, "Device or resource busy"), True, "operating-system error a retry may mend"),
+        (BlockingIOError(errno.EAGAIN, "Resource temporarily unavailable"), True, "operating-system error"),
+        (OSError(errno.EIO, "Input/output error"), True, "operating-system error"),
+        (OSError(errno.EMFILE, "Too many open files"), True, "operating-system error"),
+        (OSError("disk hiccup"), True, "OSError is an operating-system error"),
+        (OSError(errno.ENOSPC, "No space left on device"), False, "none of retry.on"),
+        (OSError(errno.EROFS, "Read-only file system"), False, "none of retry.on"),
+        (IsADirectoryError(errno.EISDIR, "Is a directory"), False, "none of retry.on"),
+        (io.UnsupportedOperation("not readable"), False, "none of retry.on"),
         (FileNotFoundError(errno.ENOENT, "no such file"), False, "FileNotFoundError is none of retry.on"),
         (OSError(errno.EACCES, "permission denied"), False, "none of retry.on"),
         (ssl.SSLCertVerificationError("certificate verify failed"), False, "none of retry.on"),
@@ -174,7 +184,7 @@ def test_retry_after_date_defaults_to_the_current_time() -> None:
     ],
 )
 def test_classify_exceptions_with_the_default_policy(error: Exception, retryable: bool, reason_part: str) -> None:
-    """Exceptions are retryable by class (timeout, connection, network) or by seed 000's keywords."""
+    """Exceptions are retryable by class (timeout, connection, network, other OS errors) or by seed 000's keywords."""
     decision = classify(error, DEFAULT)
     assert decision.retryable is retryable
     assert reason_part in decision.reason

@@ -11,6 +11,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from toolflow._cache import CacheBackend, CacheWarning
     from toolflow._calls import MalformedCall, ToolCall, parse_tool_call, parse_tool_calls
     from toolflow._context import CallContext
     from toolflow._diagnostics import Diagnostic, Severity, Span
@@ -79,8 +80,10 @@ _EXPORTS = {
     "ArgumentValidator": "toolflow._validation",
     "BatchOutcome": "toolflow._executor",
     "Binding": "toolflow._plugins",
+    "CacheBackend": "toolflow._cache",
     "CachePolicy": "toolflow._model",
     "CacheScope": "toolflow._model",
+    "CacheWarning": "toolflow._cache",
     "CallContext": "toolflow._context",
     "CallHookWarning": "toolflow._invoke",
     "Category": "toolflow._model",
@@ -164,8 +167,10 @@ __all__ = [
     "ArgumentValidator",
     "BatchOutcome",
     "Binding",
+    "CacheBackend",
     "CachePolicy",
     "CacheScope",
+    "CacheWarning",
     "CallContext",
     "CallHookWarning",
     "Category",

@@ -46,7 +46,9 @@ __all__ = [
     "CacheBackend",
     "CacheWarning",
     "MemoryCache",
+    "NullCache",
     "SQLiteCache",
+    "cache_backend_factory",
     "cache_key",
     "default_cache_path",
     "open_cache",
@@ -410,8 +412,11 @@ def open_cache(
     ``tick`` and ``session`` get a :class:`MemoryCache`. ``persistent`` gets the backend named
     *backend*: ``None`` or ``"sqlite"`` is a :class:`SQLiteCache` at *path* (default
     :func:`default_cache_path` of *project_root*); any other name is looked up among the
-    factories that *plugins* registered with ``toolflow_register_cache_backends`` and called as
-    ``factory(**options)``.
+    factories that *plugins* registered with ``toolflow_register_cache_backends`` (see
+    :func:`cache_backend_factory`) and called as ``factory(**options)``. A plugin's backend is
+    returned behind a guard: an exception from its ``get``, ``set``, ``clear`` or ``close``
+    becomes one :class:`CacheWarning` naming the plugin (per kind of exception), and the
+    operation a miss or nothing, like a broken SQLite file.
 
     Raises:
         ConfigError: *scope* is not a cache scope, or the backend is unknown, registered by more
@@ -426,6 +431,25 @@ def open_cache(
         return MemoryCache(clock=clock)
     if backend is None or backend == SQLITE_BACKEND:
         return SQLiteCache(path if path is not None else default_cache_path(project_root), clock=clock)
+    plugin, factory = cache_backend_factory(backend, plugins)
+    try:
+        store = factory(**dict(options or {}))
+    except Exception as exc:
+        msg = f"cache backend {backend!r} of plugin {plugin!r} failed to open: {exc}"
+        raise ConfigError(msg) from exc
+    if not isinstance(store, CacheBackend):
+        msg = f"cache backend {backend!r} of plugin {plugin!r} returned {store!r}, which is not a cache backend"
+        raise ConfigError(msg)
+    return _GuardedCache(store, f"backend {backend!r} of plugin {plugin!r}")
+
+
+def cache_backend_factory(backend: str, plugins: Plugins | None) -> tuple[str, Callable[..., Any]]:
+    """The plugin that registered the cache backend *backend*, and its factory.
+
+    Raises:
+        ConfigError: No plugin registered *backend* (the message names the nearest backends),
+            or several did.
+    """
     found = plugins.registered(CACHE_BACKENDS_HOOK) if plugins is not None else {}
     factories = found.get(backend)
     if not factories:
@@ -436,12 +460,60 @@ def open_cache(
         msg = f"cache backend {backend!r} is registered by several plugins: {owners}"
         raise ConfigError(msg)
     plugin, factory = factories[0]
-    try:
-        store = factory(**dict(options or {}))
-    except Exception as exc:
-        msg = f"cache backend {backend!r} of plugin {plugin!r} failed to open: {exc}"
-        raise ConfigError(msg) from exc
-    if not isinstance(store, CacheBackend):
-        msg = f"cache backend {backend!r} of plugin {plugin!r} returned {store!r}, which is not a cache backend"
-        raise ConfigError(msg)
-    return store
+    return plugin, factory
+
+
+class _GuardedCache:
+    """A plugin's backend whose failures become warnings: a crashing plugin never fails a call."""
+
+    def __init__(self, store: CacheBackend, where: str) -> None:
+        self._store = store
+        self._warner = _Warner(where)
+
+    def _failed(self, operation: str, error: Exception) -> None:
+        self._warner.warn("failing", f"{operation} raised {type(error).__name__}: {error}")
+
+    def get(self, key: str) -> ToolResult | None:
+        try:
+            result = self._store.get(key)
+        except Exception as exc:  # noqa: BLE001 - a plugin's failure is a warning and a miss
+            self._failed("get", exc)
+            return None
+        return result if isinstance(result, ToolResult) and result.success else None
+
+    def set(self, key: str, result: ToolResult, ttl: float | None) -> None:
+        if not result.success:
+            return  # failures are never cached, whatever a plugin's backend would do
+        try:
+            self._store.set(key, result, ttl)
+        except Exception as exc:  # noqa: BLE001 - a plugin's failure is a warning; the call's result stands
+            self._failed("set", exc)
+
+    def clear(self) -> None:
+        try:
+            self._store.clear()
+        except Exception as exc:  # noqa: BLE001
+            self._failed("clear", exc)
+
+    def close(self) -> None:
+        try:
+            self._store.close()
+        except Exception as exc:  # noqa: BLE001
+            self._failed("close", exc)
+
+
+class NullCache:
+    """A cache that keeps nothing: what the engine uses when a configured backend cannot open."""
+
+    def get(self, key: str) -> ToolResult | None:  # noqa: ARG002 - the protocol's signature
+        """Always a miss."""
+        return None
+
+    def set(self, key: str, result: ToolResult, ttl: float | None) -> None:
+        """Keep nothing."""
+
+    def clear(self) -> None:
+        """Nothing to forget."""
+
+    def close(self) -> None:
+        """Nothing to close."""

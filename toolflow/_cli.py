@@ -9,8 +9,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 if TYPE_CHECKING:
@@ -449,9 +450,7 @@ def _cmd_call(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
 
     import attrs  # noqa: PLC0415
 
-    from toolflow._cache import default_cache_path  # noqa: PLC0415
     from toolflow._executor import open_engine  # noqa: PLC0415
-    from toolflow._project import load_project  # noqa: PLC0415
     from toolflow._registry import load_registry, without_caches  # noqa: PLC0415
     from toolflow._results import ToolResult  # noqa: PLC0415
 
@@ -464,19 +463,20 @@ def _cmd_call(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     if args.no_cache:
         registry = without_caches(registry)
     tool = registry.get(name)  # an unknown tool is a usage error (exit 2), before the engine opens
-    cache_path = default_cache_path(load_project().root)
+    cache = project_cache_settings()
     elapsed = 0.0
 
     async def run_call() -> ToolResult:
         nonlocal elapsed
-        async with open_engine(registry, plugins=plugins, cache_path=cache_path) as engine:
+        async with open_engine(registry, plugins=plugins, **cache) as engine:
             started = time.perf_counter()
             try:
                 return await engine.call(name, arguments, call_id=call_id)
             finally:
                 elapsed = time.perf_counter() - started
 
-    result = run_trio(run_call, stderr)
+    with _attempts_traced(stderr) if args.trace else contextlib.nullcontext():
+        result = run_trio(run_call, stderr)
     if warnings:
         result = attrs.evolve(result, warnings=(*warnings, *result.warnings))
     if args.trace:
@@ -487,6 +487,38 @@ def _cmd_call(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     printed = attrs.evolve(result, extra={k: v for k, v in result.extra.items() if k not in _TRACE_KEYS})
     stdout.write(json.dumps(printed.to_dict(), indent=2, ensure_ascii=False, default=str) + "\n")
     return 0 if result.success else 1
+
+
+def project_cache_settings() -> dict[str, Any]:
+    """The persistent cache's settings of the project (``[tool.toolflow.cache]``), as ``open_engine`` takes them."""
+    from toolflow._cache import default_cache_path  # noqa: PLC0415
+    from toolflow._project import load_project  # noqa: PLC0415
+
+    project = load_project()
+    path = project.cache_path if project.cache_path is not None else default_cache_path(project.root)
+    return {
+        "cache_path": os.fspath(path),
+        "cache_backend": project.cache_backend,
+        "cache_options": project.cache_options,
+    }
+
+
+@contextlib.contextmanager
+def _attempts_traced(stderr: TextIO) -> Iterator[None]:
+    """Print the engine's log of failed attempts (``toolflow.attempts``) as ``toolflow: trace: ...`` lines."""
+    import logging  # noqa: PLC0415
+
+    handler = logging.StreamHandler(stderr)
+    handler.setFormatter(logging.Formatter("toolflow: trace: %(message)s"))
+    attempts = logging.getLogger("toolflow.attempts")
+    level = attempts.level
+    attempts.addHandler(handler)
+    attempts.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        attempts.removeHandler(handler)
+        attempts.setLevel(level)
 
 
 def run_trio(main: Callable[[], Awaitable[_T]], stderr: TextIO) -> _T:
@@ -554,9 +586,7 @@ def _trace_line(name: str, success: bool, attempts: object, elapsed: float, scop
 def _cmd_serve(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     import os  # noqa: PLC0415
 
-    from toolflow._cache import default_cache_path  # noqa: PLC0415
     from toolflow._errors import UsageError  # noqa: PLC0415
-    from toolflow._project import load_project  # noqa: PLC0415
     from toolflow._registry import load_registry, without_caches  # noqa: PLC0415
 
     try:
@@ -577,11 +607,10 @@ def _cmd_serve(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     registry = _serve.select_tools(registry, toolsets=args.toolset or (), tools=_split(args.tool))
     if args.no_cache:
         registry = without_caches(registry)
-    cache_path = str(default_cache_path(load_project().root))
     _serve.serve(
         registry,
         plugins=plugins,
-        cache_path=cache_path,
+        **project_cache_settings(),
         transport=args.transport,
         host=args.host,
         port=args.port,

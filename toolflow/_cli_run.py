@@ -16,16 +16,14 @@ from typing import Any, TextIO
 import attrs
 import trio
 
-from toolflow._cache import default_cache_path
 from toolflow._calls import ToolCall
-from toolflow._cli import run_trio
+from toolflow._cli import project_cache_settings, run_trio
 from toolflow._errors import UsageError
 from toolflow._executor import Engine, open_engine
 from toolflow._loader import load_specs
 from toolflow._loop import Agent, LoopResult, TurnRecord
 from toolflow._plugins import Plugins
 from toolflow._policy import Policy
-from toolflow._project import load_project
 from toolflow._providers import ModelProvider, load_provider
 from toolflow._registry import Registry, without_caches
 from toolflow._results import ToolResult
@@ -187,12 +185,12 @@ def command(args: argparse.Namespace, plugins: Plugins, stdout: TextIO, stderr: 
         raise UsageError(msg)
     system = args.system if args.system is not None else (policy.system_prompt or getattr(provider, "system", ""))
     text = args.output == "text"
-    cache_path = default_cache_path(load_project().root)
+    cache = project_cache_settings()
     approve = _approver(args.approve, stdout)
 
     async def main() -> LoopResult:
         engine: Engine
-        async with open_engine(registry, plugins=plugins, cache_path=cache_path) as engine:
+        async with open_engine(registry, plugins=plugins, **cache) as engine:
             try:
                 agent = Agent(
                     engine,

@@ -70,14 +70,24 @@ from typing import Any, Literal, TypeAlias, cast
 import attrs
 import trio
 
-from toolflow._cache import CacheBackend, MemoryCache, cache_key, open_cache
+from toolflow._cache import (
+    SQLITE_BACKEND,
+    CacheBackend,
+    CacheWarning,
+    MemoryCache,
+    NullCache,
+    cache_backend_factory,
+    cache_key,
+    open_cache,
+)
 from toolflow._calls import MalformedCall, ParsedCall, ToolCall, parse_tool_calls
 from toolflow._context import CallContext, wants_context
+from toolflow._errors import ConfigError
 from toolflow._model import CacheScope, Category
 from toolflow._plugins import PluginError, Plugins
 from toolflow._registry import RegisteredTool, Registry, UnknownToolError
 from toolflow._results import ToolResult, _unchecked_result
-from toolflow._retrying import classify, may_retry_automatically, next_delay
+from toolflow._retrying import RETRY_AFTER_CEILING, classify, may_retry_automatically, next_delay
 
 __all__ = [
     "ONE_DANGEROUS_PER_TURN",
@@ -92,6 +102,8 @@ __all__ = [
 ]
 
 logger = logging.getLogger("toolflow")
+attempt_logger = logging.getLogger("toolflow.attempts")
+"""Each failed attempt of a call that may be retried, and what was decided (INFO)."""
 
 _NO_TOOLS = Registry(tools={})
 
@@ -117,7 +129,8 @@ def _attempts_extra(attempts: int) -> Mapping[str, Any]:
 
 def _seconds(value: float) -> str:
     """A duration as a spec writes it: ``500ms`` below a second, else ``30s``, ``1.5s``."""
-    return f"{value * 1000:g}ms" if value < 1 else f"{value:g}s"
+    # 15 significant digits: no exponent for long timeouts, no float noise (0.3 s is 300ms)
+    return f"{value * 1000:.15g}ms" if value < 1 else f"{value:.15g}s"
 
 
 class CallHookWarning(UserWarning):
@@ -301,6 +314,8 @@ class Engine:
         clock: Callable[[], float],
         max_threads: int | None = None,
         max_malformed: int = 3,
+        cache_backend: str | None = None,
+        cache_options: Mapping[str, Any] | None = None,
         bare: bool = False,
     ) -> None:
         if max_concurrency < 1:
@@ -316,8 +331,12 @@ class Engine:
         self.plugins = plugins
         self.allowlist = None if allowlist is None else frozenset(allowlist)
         self.max_malformed = max_malformed
+        if cache_backend is not None and cache_backend != SQLITE_BACKEND:
+            cache_backend_factory(cache_backend, plugins)  # an unknown backend fails here, not at a call
         self._clock = clock
         self._cache_path = cache_path
+        self._cache_backend = cache_backend
+        self._cache_options = cache_options
         # bare: the call steps alone, for toolflow.invoke (no timeout, one attempt, no caches,
         # no per-tool limits, no "attempts" key in results); gates are applied by call() only.
         self._bare = bare
@@ -412,7 +431,9 @@ class Engine:
             try:
                 plan = self._plan(name)
             except UnknownToolError as exc:
-                return ToolResult.failure(f"Error: {exc}")
+                # With an allowlist in force, suggest only what the model may call now.
+                known = None if self.allowlist is None else [n for n in self.allowlist if n in self.registry]
+                return ToolResult.failure(f"Error: {exc if known is None else UnknownToolError(name, known)}")
         if plan.gated:
             refusal = self._gate(plan)
             if refusal is not None:
@@ -512,7 +533,7 @@ class Engine:
                 result = _KILLED
             if result is _KILLED or result.success or not plan.retries:
                 break
-            delay = self._retry_delay(plan, call, result, error, attempt)
+            delay = self._retry_delay(plan, call, result, error, attempt, started=deadline - plan.timeout)
             if delay is None:
                 break
             await self._back_off(delay)
@@ -605,7 +626,18 @@ class Engine:
     def _open_cache(self, scope: CacheScope) -> CacheBackend:
         cache: CacheBackend
         if scope is CacheScope.PERSISTENT:
-            cache = open_cache(scope, path=self._cache_path, plugins=self.plugins, clock=self._clock)
+            try:
+                cache = open_cache(
+                    scope,
+                    backend=self._cache_backend,
+                    options=self._cache_options,
+                    path=self._cache_path,
+                    plugins=self.plugins,
+                    clock=self._clock,
+                )
+            except ConfigError as exc:  # a plugin's backend that fails to open: the calls still run
+                warnings.warn(CacheWarning(f"{exc}; calls run without the persistent cache"), stacklevel=4)
+                cache = NullCache()
         else:
             cache = MemoryCache(clock=self._clock)
         self._caches[scope] = cache
@@ -645,12 +677,37 @@ class Engine:
         return _unchecked_result(result.success, result.data, result.error, result.warnings, extra)
 
     def _retry_delay(
-        self, plan: _Plan, call: ToolCall | None, result: ToolResult, error: Exception | None, attempt: int
+        self,
+        plan: _Plan,
+        call: ToolCall | None,
+        result: ToolResult,
+        error: Exception | None,
+        attempt: int,
+        *,
+        started: float,
     ) -> float | None:
-        """Seconds to wait before the next attempt, or None to stop (see :mod:`toolflow._retrying`)."""
+        """Seconds to wait before the next attempt, or None to stop (see :mod:`toolflow._retrying`).
+
+        Logs the failed attempt and the decision at INFO on ``toolflow.attempts``.
+        """
+        policy = plan.spec.retry
         verdict = self._verdict(call, error) if self._asks_retryable else None
-        decision = classify(error if error is not None else result, plan.spec.retry, verdict=verdict)
-        return next_delay(plan.spec.retry, attempt, decision)
+        decision = classify(error if error is not None else result, policy, verdict=verdict)
+        delay = next_delay(policy, attempt, decision)
+        if policy.attempts > 1 and attempt_logger.isEnabledFor(logging.INFO):
+            if delay is not None:
+                then = f"retrying in {delay:.2f}s ({decision.reason})"
+            elif not decision.retryable:
+                then = f"not retried: {decision.reason}"
+            elif attempt >= policy.attempts:
+                then = f"no attempts left ({attempt} of {policy.attempts})"
+            else:
+                then = f"not retried: the server asks to wait {decision.retry_after:g}s, over {RETRY_AFTER_CEILING:g}s"
+            elapsed_ms = round((trio.current_time() - started) * 1000)
+            attempt_logger.info(
+                "Attempt %d of %s failed after %dms: %s; %s", attempt, plan.name, elapsed_ms, result.error, then
+            )
+        return delay
 
     async def _wait_for_slots(self, plan: _Plan, *, stoppable: bool) -> bool:
         """Take a slot of the tool's limit, then a global one, waiting as long as needed.
@@ -756,24 +813,32 @@ class Engine:
         kills = self._kills
 
         async def run_one(index: int, call: ToolCall) -> None:
-            # A call a stop keeps from running leaves its entry None.
-            if self._stop_requested:
-                return
-            # Engine.call, without its own coroutine: one fewer object per call in flight.
-            admitted = self._admit(call.name)
-            duration = None
-            if type(admitted) is _Plan:
-                started = trio.current_time()
-                result = await self._run(admitted, call.arguments, call.id)
-                duration = trio.current_time() - started
-            else:
-                result = cast("ToolResult", admitted)
-            if result is _STOPPED:
-                return
-            if call.warnings:
-                result = attrs.evolve(result, warnings=(*call.warnings, *result.warnings))
-            entries[index] = _entry(call, result, duration)
+            try:
+                for earlier in after.get(index, ()):
+                    await finished[earlier].wait()
+                # A call a stop keeps from running leaves its entry None.
+                if self._stop_requested:
+                    return
+                # Engine.call, without its own coroutine: one fewer object per call in flight.
+                admitted = self._admit(call.name)
+                duration = None
+                if type(admitted) is _Plan:
+                    started = trio.current_time()
+                    result = await self._run(admitted, call.arguments, call.id)
+                    duration = trio.current_time() - started
+                else:
+                    result = cast("ToolResult", admitted)
+                if result is _STOPPED:
+                    return
+                if call.warnings:
+                    result = attrs.evolve(result, warnings=(*call.warnings, *result.warnings))
+                entries[index] = _entry(call, result, duration)
+            finally:
+                if index in finished:  # however the call ended, the calls waiting for it go on
+                    finished[index].set()
 
+        after = self._batch_dependencies(concurrent) if len(concurrent) > 1 else {}
+        finished = {index: trio.Event() for waits in after.values() for index in waits}
         if len(concurrent) == 1:  # one call needs no nursery: a task and its switches cost more than the call
             await run_one(*concurrent[0])
         elif concurrent:
@@ -786,9 +851,13 @@ class Engine:
             if self.dangerous_per_tick is not None and self._dangerous_this_tick >= self.dangerous_per_tick:
                 result = ToolResult.failure(ONE_DANGEROUS_PER_TURN.format(name=item.name), extra={"status": "blocked"})
                 entries[index] = _entry(item, result)
-            else:
+                continue
+            await run_one(index, item)
+            entry = entries[index]
+            if entry is not None and entry.result.extra.get("attempts", 0):
+                # Only a call that ran is the tick's dangerous action: one that the gates, the
+                # validator or the cache answered, or that a stop kept from running, changed nothing.
                 self._dangerous_this_tick += 1
-                await run_one(index, item)
         if self._kills != kills:
             message = "the turn was killed while its tools ran"
             return Abort(reason="killed", message=message, call_ids=_ids(parsed))
@@ -821,6 +890,23 @@ class Engine:
                 logger.warning("Tool call %s (%s) was corrected: %s", item.id, item.name, note)
             (dangerous if self._is_dangerous(item.name) else concurrent).append((index, item))
         return concurrent, dangerous, malformed
+
+    def _batch_dependencies(self, calls: list[tuple[int, ToolCall]]) -> dict[int, list[int]]:
+        """For each call whose tool ``depends_on`` the tool of an earlier call of *calls*, those calls.
+
+        Such a call waits for them to finish, so that a model asking for ``login`` and then
+        ``fetch`` in one turn gets the same answer however fast ``login`` is.
+        """
+        after: dict[int, list[int]] = {}
+        for position, (index, call) in enumerate(calls):
+            plan = self._plans.get(call.name)
+            if plan is None or not plan.depends_on:
+                continue
+            needed = {dependency.tool for dependency in plan.depends_on}
+            earlier = [other for other, item in calls[:position] if item.name in needed]
+            if earlier:
+                after[index] = earlier
+        return after
 
     def _is_dangerous(self, name: str) -> bool:
         try:
@@ -941,6 +1027,8 @@ async def open_engine(
     clock: Callable[[], float] | None = None,
     max_threads: int | None = None,
     max_malformed: int = 3,
+    cache_backend: str | None = None,
+    cache_options: Mapping[str, Any] | None = None,
 ) -> AsyncIterator[Engine]:
     """Open an :class:`Engine` over *registry*; its caches are closed on exit.
 
@@ -954,9 +1042,16 @@ async def open_engine(
         max_threads: At most this many sync tools run in worker threads at once (default
             *max_concurrency*); an abandoned thread gives its place back at once.
         max_malformed: A batch with more malformed calls than this aborts as ``malformed_calls``.
+        cache_backend: The backend of the ``persistent`` cache: ``"sqlite"`` (the default, the
+            file *cache_path*) or the name of a backend a plugin registered with
+            ``toolflow_register_cache_backends``. It is opened at the first call of a tool with
+            a persistent cache; one that fails to open gives a :class:`~toolflow.CacheWarning`
+            and those calls run uncached.
+        cache_options: Keyword arguments for a plugin backend's factory.
 
     Raises:
         ValueError: *max_concurrency* or *max_threads* is less than 1, or *max_malformed* is negative.
+        ConfigError: No plugin registered *cache_backend*, or several did.
     """
     engine = Engine(
         registry,
@@ -967,6 +1062,8 @@ async def open_engine(
         clock=clock if clock is not None else time.time,
         max_threads=max_threads,
         max_malformed=max_malformed,
+        cache_backend=cache_backend,
+        cache_options=cache_options,
     )
     try:
         yield engine

@@ -5,18 +5,26 @@
     [tool.toolflow]
     specs = ["specs"]              # default spec paths, relative to pyproject.toml
     plugins = ["myproject.tools"]  # local, unpackaged plugin modules, importable from the project root
+
+    [tool.toolflow.cache]          # the ``persistent`` cache scope
+    path = ".toolflow/cache.sqlite3"   # the SQLite file, relative to pyproject.toml (the default)
+    backend = "sqlite"             # or the name of a plugin's cache backend
+    options = {url = "redis://127.0.0.1"}  # keyword arguments of a plugin backend's factory
 """
 
 from __future__ import annotations
 
 import os
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import attrs
 
 from toolflow._errors import ConfigError
+from toolflow._schemas import did_you_mean
 
 __all__ = ["DEFAULT_SPECS", "ProjectConfig", "find_pyproject", "load_project", "read_pyproject"]
 
@@ -32,12 +40,18 @@ class ProjectConfig:
         pyproject: The file read, if any.
         specs: Spec paths, relative to the working directory.
         plugins: Module names of local plugins.
+        cache_path: The persistent cache's SQLite file (``None``: the default under *root*).
+        cache_backend: The persistent cache's backend (``None``: SQLite).
+        cache_options: Keyword arguments of a plugin backend's factory.
     """
 
     root: str = "."
     pyproject: str | None = None
     specs: tuple[str, ...] = (DEFAULT_SPECS,)
     plugins: tuple[str, ...] = ()
+    cache_path: str | None = None
+    cache_backend: str | None = None
+    cache_options: Mapping[str, Any] = attrs.field(factory=dict, converter=MappingProxyType)
 
 
 def find_pyproject(start: str | os.PathLike[str] = ".") -> Path | None:
@@ -94,9 +108,26 @@ def load_project(start: str | os.PathLike[str] = ".") -> ProjectConfig:
 
     root = pyproject.parent
     specs = strings("specs", ())
+    cache = table.get("cache", {})
+    if not isinstance(cache, dict):
+        raise ConfigError("[tool.toolflow] cache must be a table", path=where)
+    unknown = sorted(set(cache) - {"path", "backend", "options"})
+    if unknown:
+        hint = did_you_mean(unknown[0], ["path", "backend", "options"])
+        msg = f"[tool.toolflow.cache] has unknown key {unknown[0]!r}{hint}"
+        raise ConfigError(msg, path=where)
+    for key in ("path", "backend"):
+        if not isinstance(cache.get(key, ""), str) or cache.get(key) == "":
+            raise ConfigError(f"[tool.toolflow.cache] {key} must be a non-empty string", path=where)
+    options = cache.get("options", {})
+    if not isinstance(options, dict):
+        raise ConfigError("[tool.toolflow.cache] options must be a table", path=where)
     return ProjectConfig(
         root=os.fspath(root),
         pyproject=where,
         specs=tuple(os.path.relpath(root / s) for s in specs) if specs else (DEFAULT_SPECS,),
         plugins=strings("plugins", ()),
+        cache_path=os.fspath(root / cache["path"]) if "path" in cache else None,
+        cache_backend=cache.get("backend"),
+        cache_options=options,
     )

@@ -19,7 +19,11 @@ A failure is retried when it is one of the kinds named in ``retry.on`` (all five
 - ``connection``: a :class:`ConnectionError` (refused, reset, aborted, broken pipe);
 - ``network``: a name-resolution failure (:class:`socket.gaierror`, :class:`socket.herror`) or
   an :class:`OSError` whose errno says the network or host is down or unreachable;
-- ``temporary`` and ``rate_limit``: no exception class, only the words below;
+- ``temporary``: any other :class:`OSError` (busy, interrupted, out of buffers or file handles,
+  an I/O error, ...) except the permanent ones, which a retry cannot mend: a missing or existing
+  file, a directory where a file was expected or the reverse, no permission, an invalid argument,
+  a full or read-only disk, a name too long, an unsupported operation, a TLS failure;
+- ``rate_limit``: no exception class, only the words below;
 - ``module:Class``: instances of that exception class, imported on first use; an import that
   fails makes the entry match nothing and is logged once (logger ``toolflow.retry``).
 
@@ -50,6 +54,7 @@ import math
 import random as _random
 import re
 import socket
+import ssl
 from collections.abc import Callable
 from typing import Any
 
@@ -85,6 +90,39 @@ _NETWORK_ERRNOS = frozenset(
     for name in ("ENETDOWN", "ENETUNREACH", "ENETRESET", "EHOSTDOWN", "EHOSTUNREACH")
     if hasattr(errno, name)
 )
+
+_PERMANENT_OS_ERRORS = (
+    FileNotFoundError,
+    FileExistsError,
+    IsADirectoryError,
+    NotADirectoryError,
+    PermissionError,
+    ssl.SSLError,  # a certificate or TLS protocol failure: configuration, not luck
+    ValueError,  # io.UnsupportedOperation is an OSError and a ValueError
+)
+_PERMANENT_ERRNOS = frozenset(
+    getattr(errno, name)
+    for name in (
+        "E2BIG",
+        "EBADF",
+        "EDOM",
+        "EINVAL",
+        "ELOOP",
+        "ENAMETOOLONG",
+        "ENOEXEC",
+        "ENOSPC",
+        "ENOTEMPTY",
+        "ENOTSUP",
+        "ENOTTY",
+        "EOPNOTSUPP",
+        "ERANGE",
+        "EROFS",
+        "ESPIPE",
+        "EXDEV",
+    )
+    if hasattr(errno, name)
+)
+"""OS errors a retry cannot mend (``temporary`` matches every other :class:`OSError`)."""
 
 _KEYWORDS: dict[str, re.Pattern[str]] = {
     "timeout": re.compile(r"time[ _-]?out|timed[ _-]out", re.IGNORECASE),
@@ -207,6 +245,13 @@ def _class_match(kind: str, error: Exception) -> str | None:
         or (isinstance(error, OSError) and error.errno in _NETWORK_ERRNOS)
     ):
         return f"{name} is a network error"
+    if (
+        kind == "temporary"
+        and isinstance(error, OSError)
+        and not isinstance(error, _PERMANENT_OS_ERRORS)
+        and error.errno not in _PERMANENT_ERRNOS
+    ):
+        return f"{name} is an operating-system error a retry may mend"
     if ":" in kind:
         cls = _import_class(kind)
         if cls is not None and isinstance(error, cls):

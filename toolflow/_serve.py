@@ -308,6 +308,8 @@ def serve(
     *,
     plugins: Plugins | None = None,
     cache_path: str | None = None,
+    cache_backend: str | None = None,
+    cache_options: Mapping[str, Any] | None = None,
     transport: Transport = "stdio",
     host: str = DEFAULT_HOST,
     port: int = DEFAULT_PORT,
@@ -329,7 +331,9 @@ def serve(
         raise UsageError(msg)
 
     def open_session() -> AbstractAsyncContextManager[Engine]:
-        return open_engine(registry, plugins=plugins, cache_path=cache_path)
+        return open_engine(
+            registry, plugins=plugins, cache_path=cache_path, cache_backend=cache_backend, cache_options=cache_options
+        )
 
     def announce(where: str) -> None:
         noun = "tool" if len(registry) == 1 else "tools"

@@ -92,7 +92,9 @@ def toolflow_register_cache_backends(register: Callable[[str, Any], None]) -> No
     """Provide cache backends for the ``persistent`` cache scope.
 
     Call ``register(name, factory)``; the engine calls ``factory(**options)`` to
-    open the backend named by its configuration. Used by the executor.
+    open the backend named by its ``cache_backend`` (the project's
+    ``[tool.toolflow.cache] backend``). The backend has the methods of
+    :class:`toolflow.CacheBackend`; its failures become warnings naming the plugin.
     """
 
 

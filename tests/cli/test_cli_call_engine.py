@@ -28,6 +28,11 @@ tools:
     parameters: {type: object, properties: {}}
     command: [sh, -c, "n=$(cat counter.txt 2>/dev/null || echo 0); n=$((n + 1)); echo $n > counter.txt; echo $n"]
     cache: {scope: persistent, ttl: 1h}
+  flaky:
+    description: Fail with a connection error the first time, then succeed.
+    parameters: {type: object, properties: {}}
+    command: [sh, -c, "if [ -f seen ]; then echo fine; else touch seen; echo 'connection refused' >&2; exit 1; fi"]
+    retry: {attempts: 3, initial: 10ms, jitter: false}
   plain:
     description: Print a word.
     parameters: {type: object, properties: {}}
@@ -125,3 +130,50 @@ def test_unknown_tool_is_still_a_usage_error(project: Path) -> None:
     assert done.returncode == 2
     assert done.stderr.startswith("toolflow: error: Unknown tool: 'countr'")
     assert "did you mean 'counter'" in done.stderr
+
+
+def test_trace_reports_each_failed_attempt_and_the_retry(project: Path) -> None:
+    """--trace prints a line per failed attempt: its duration, its error and the retry decided."""
+    done = toolflow(project, "call", "flaky", "--trace")
+    assert done.returncode == 0, done.stderr
+    first, summary = done.stderr.strip().splitlines()
+    assert re.fullmatch(
+        r"toolflow: trace: Attempt 1 of flaky failed after \d+ms: command exited with status 1: connection refused; "
+        r"retrying in 0\.01s \(the error mentions 'connection' \(connection\)\)",
+        first,
+    ), first
+    assert re.fullmatch(r"toolflow: trace: flaky: success, 2 attempts, \d+\.\dms, no cache", summary), summary
+
+
+def test_project_sets_the_persistent_cache_file(project: Path) -> None:
+    """[tool.toolflow.cache] path moves the persistent cache; a second process hits it there."""
+    (project / "pyproject.toml").write_text(
+        '[project]\nname = "demo"\n\n[tool.toolflow.cache]\npath = "state/results.db"\n', encoding="utf-8"
+    )
+    assert toolflow(project, "call", "counter").returncode == 0
+    second = toolflow(project, "call", "counter", "--trace")
+    assert second.returncode == 0, second.stderr
+    assert counter(project) == 1
+    assert second.stderr.strip().endswith("cache hit (persistent)")
+    assert (project / "state" / "results.db").is_file()
+    assert not (project / ".toolflow").exists()
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        ('backend = "shelve"', "toolflow: error: unknown cache backend 'shelve'"),
+        ('pth = "x.db"', "[tool.toolflow.cache] has unknown key 'pth'; did you mean 'path'?"),
+        ("path = 3", "[tool.toolflow.cache] path must be a non-empty string"),
+        ('options = "x"', "[tool.toolflow.cache] options must be a table"),
+    ],
+)
+def test_bad_cache_settings_are_configuration_errors(project: Path, table: str, message: str) -> None:
+    """A mistyped [tool.toolflow.cache] is an error naming the key or backend, not a traceback."""
+    (project / "pyproject.toml").write_text(
+        f'[project]\nname = "demo"\n\n[tool.toolflow.cache]\n{table}\n', encoding="utf-8"
+    )
+    done = toolflow(project, "call", "plain")
+    assert done.returncode == 2, done.stderr
+    assert message in done.stderr
+    assert "Traceback" not in done.stderr

@@ -2,10 +2,10 @@
 
 ## What it does
 Reports a tool of category `dangerous`, without `idempotent: true`, whose retry
-policy makes more than one attempt. Such tools get a single attempt unless a
-spec asks for more explicitly (a `retry` mapping without `attempts` does not),
-so this fires on `retry: true` or `attempts` above 1, in the tool or in the
-file's `defaults`. The diagnostic points at the `retry` that asked.
+policy asks for more than one attempt: `retry: true` or `attempts` above 1, in
+the tool or in the file's `defaults` (a `retry` mapping without `attempts` does
+not ask). The engine never retries such a tool, so the retries asked for would
+silently not happen. The diagnostic points at the `retry` that asked.
 
 ## Why is this bad?
 A dangerous tool changes state. An attempt that timed out or lost its
@@ -59,14 +59,15 @@ def check(ctx: LintContext) -> Iterator[Diagnostic]:
             attempts = tool.retry.attempts
             if default is not None and not (own is True or (isinstance(own, dict) and "attempts" in own)):
                 message = (
-                    f"the file's default 'retry' gives dangerous tool {tool.name!r} up to {attempts} attempts, "
-                    "but it is not idempotent: a retry may repeat its side effects"
+                    f"the file's default 'retry' asks for up to {attempts} attempts of dangerous tool "
+                    f"{tool.name!r}, which is not idempotent: it is never retried, since a retry may repeat "
+                    "its side effects"
                 )
                 yield RULE.diag(tool, "/defaults/retry", message, key=True)
             else:
                 message = (
-                    f"dangerous tool {tool.name!r} is not idempotent but makes up to {attempts} attempts: "
-                    "a retry may repeat its side effects"
+                    f"dangerous tool {tool.name!r} asks for up to {attempts} attempts but is not idempotent: "
+                    "it is never retried, since a retry may repeat its side effects"
                 )
                 yield RULE.diag(tool, f"{tool.pointer}/retry", message, key=True)
 
