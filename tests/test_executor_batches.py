@@ -67,6 +67,38 @@ tools:
       properties:
         delay: {type: number, description: Seconds}
     implementation: b.ok
+  flaky:
+    description: Fails with a connection error after a delay; retried twice, 1 s then 2 s apart.
+    retry: {attempts: 3, initial: 1s, jitter: false}
+    parameters:
+      type: object
+      properties:
+        delay: {type: number, description: Seconds}
+    implementation: b.flaky
+  cached:
+    description: Succeeds after a delay; its results are kept for the session.
+    cache: {scope: session}
+    parameters:
+      type: object
+      properties:
+        delay: {type: number, description: Seconds}
+    implementation: b.ok
+  limited:
+    description: Succeeds after a delay, one call at a time.
+    concurrency: 1
+    parameters:
+      type: object
+      properties:
+        delay: {type: number, description: Seconds}
+    implementation: b.ok
+  needs_ok:
+    description: Succeeds once ok has succeeded in this loop.
+    depends_on: [ok]
+    parameters:
+      type: object
+      properties:
+        delay: {type: number, description: Seconds}
+    implementation: b.ok
   hang_sync:
     description: A sync tool that hangs until released.
     timeout: 1s
@@ -79,6 +111,9 @@ tools:
 """
 
 KINDS = ("ok", "fail", "boom", "slow", "hang", "danger")
+PROPERTY_KINDS = (*KINDS, "flaky", "cached", "limited", "needs_ok", "malformed", "unknown")
+"""What the batch property test draws from: the kinds above, retries, a cache, a per-tool limit,
+a ``depends_on`` gate, malformed JSON and an unknown tool."""
 
 
 class Tools:
@@ -108,6 +143,11 @@ class Tools:
             await trio.sleep(10 + delay)
             return "late"  # pragma: no cover - always times out
 
+        async def flaky(delay: float = 0) -> None:
+            await trio.sleep(delay)
+            msg = "connection reset by peer"
+            raise ConnectionError(msg)
+
         async def hang(delay: float = 0) -> None:
             await trio.sleep_forever()
 
@@ -123,6 +163,7 @@ class Tools:
             "b.boom": boom,
             "b.slow": slow,
             "b.hang": hang,
+            "b.flaky": flaky,
             "b.hang_sync": hang_sync,
             "b.quick_sync": quick_sync,
         }.items():
@@ -158,6 +199,10 @@ def setup(tmp_path: Path) -> Iterator[Setup]:
 
 
 def _call(call_id: str, name: str, delay: float = 0) -> dict[str, Any]:
+    if name == "malformed":
+        return {"id": call_id, "type": "function", "function": {"name": "ok", "arguments": "{delay"}}
+    if name == "unknown":
+        return {"type": "tool_use", "id": call_id, "name": "teleport", "input": {}}
     return {"type": "tool_use", "id": call_id, "name": name, "input": {"delay": delay}}
 
 
@@ -314,7 +359,7 @@ async def test_hung_sync_tools_do_not_exhaust_the_thread_pool(setup: Setup) -> N
     assert (quick.success, quick.data) == (True, "quick")
 
 
-_CALL = st.tuples(st.sampled_from(KINDS), st.sampled_from([0, 0.5, 1, 2.5, 4]))
+_CALL = st.tuples(st.sampled_from(PROPERTY_KINDS), st.sampled_from([0, 0.5, 1, 2.5, 4]))
 _ACTION = st.one_of(
     st.just(None),
     st.tuples(st.sampled_from(["stop", "kill"]), st.floats(min_value=0, max_value=6, allow_nan=False)),
@@ -322,9 +367,9 @@ _ACTION = st.one_of(
 
 
 @hypothesis.settings(max_examples=300, deadline=None, suppress_health_check=[hypothesis.HealthCheck.too_slow])
-@hypothesis.given(calls=st.lists(_CALL, max_size=8), action=_ACTION)
+@hypothesis.given(calls=st.lists(_CALL, max_size=8), action=_ACTION, limit=st.sampled_from([1, 2, 64]))
 def test_every_call_gets_one_result_or_the_batch_aborts_whole(
-    module_setup: Setup, calls: list[tuple[str, float]], action: tuple[str, float] | None
+    module_setup: Setup, calls: list[tuple[str, float]], action: tuple[str, float] | None, limit: int
 ) -> None:
     """Any batch, stopped or killed at any virtual moment: one entry per call in order, or one abort naming every call."""
     registry, plugins, _ = module_setup
@@ -333,7 +378,10 @@ def test_every_call_gets_one_result_or_the_batch_aborts_whole(
     box: dict[str, Any] = {}
 
     async def main() -> None:
-        async with open_engine(registry, plugins=plugins) as engine, trio.open_nursery() as nursery:
+        async with (
+            open_engine(registry, plugins=plugins, max_concurrency=limit) as engine,
+            trio.open_nursery() as nursery,
+        ):
 
             async def interrupt(kind: str, delay: float) -> None:
                 await trio.sleep(delay)
@@ -350,6 +398,11 @@ def test_every_call_gets_one_result_or_the_batch_aborts_whole(
     outcome = box["outcome"]
     hypothesis.event(f"abort: {outcome.reason}" if isinstance(outcome, Abort) else "entries")
     interrupted = "at" in box and box["at"] <= box["end"]
+    malformed = sum(kind == "malformed" for kind, _ in calls)
+    if isinstance(outcome, Abort) and outcome.reason == "malformed_calls":
+        assert (outcome.call_ids, outcome.finished, malformed > 3) == (ids, (), True)
+        return
+    assert malformed <= 3
     if isinstance(outcome, Abort):
         assert outcome.call_ids == ids
         assert len(set(outcome.call_ids)) == len(ids)
@@ -361,8 +414,14 @@ def test_every_call_gets_one_result_or_the_batch_aborts_whole(
         return
     assert tuple(entry.call_id for entry in outcome) == ids
     first_danger = next((n for n, (kind, _) in enumerate(calls) if kind == "danger"), None)
+    first_ok = next((n for n, (kind, _) in enumerate(calls) if kind == "ok"), len(calls))
     for n, (entry, (kind, _)) in enumerate(zip(outcome, calls, strict=True)):
-        assert entry.success is (kind == "ok" or n == first_danger)
+        succeeds = kind in {"ok", "cached", "limited"} or n == first_danger or (kind == "needs_ok" and first_ok < n)
+        assert entry.success is succeeds, (n, kind, entry.result)
+        if kind == "flaky":
+            assert entry.result.extra["attempts"] == 3
+        if kind in {"malformed", "unknown"}:
+            assert (entry.result.error or "").startswith(("Error: Invalid JSON arguments", "Error: Unknown tool"))
         if kind == "danger" and n != first_danger:
             assert "one dangerous action per turn" in (entry.result.error or "")
         if kind in {"slow", "hang"}:
