@@ -100,6 +100,15 @@ tools:
     description: Raises a ValueError, which only a plugin's retryable hook may call retryable.
     retry: {attempts: 2, initial: 1s, jitter: false}
     implementation: t.picky
+  limited:
+    description: Rate-limited the first time, asking to wait retry_after seconds.
+    retry: {attempts: 3, initial: 100ms, jitter: false}
+    parameters:
+      type: object
+      properties:
+        retry_after: {type: string, description: What the rate limit says}
+      required: [retry_after]
+    implementation: t.limited
   echo:
     description: Echoes after a delay.
     parameters:
@@ -175,6 +184,11 @@ class Tools:
             msg = "picky"
             raise ValueError(msg)
 
+        async def limited(retry_after: str) -> dict[str, Any]:
+            if self._count("limited") == 1:
+                return {"success": False, "error": "429 Too Many Requests", "retry_after": retry_after}
+            return {"success": True, "data": "served"}
+
         async def echo(text: str, delay: float = 0.0) -> str:
             await trio.sleep(delay)
             self._count("echo")
@@ -192,6 +206,7 @@ class Tools:
             "t.ok": ok,
             "t.nap": nap,
             "t.picky": picky,
+            "t.limited": limited,
             "t.echo": echo,
         }.items():
             register(name, function)
@@ -614,3 +629,16 @@ async def test_sync_tool_sees_its_cancellation_after_the_timeout(tmp_path: Path)
 def test_timeouts_are_written_as_a_spec_writes_them(seconds: float, text: str) -> None:
     """`timed out after ...` never shows float noise or an exponent."""
     assert _seconds(seconds) == text
+
+
+@pytest.mark.parametrize(("retry_after", "attempts", "waited"), [("5", 2, 5.0), ("90", 1, 0.0)])
+async def test_retry_after_sets_the_wait_or_stops_the_retries(
+    setup: Setup, autojump_clock: Any, retry_after: str, attempts: int, waited: float
+) -> None:
+    """A result's retry_after replaces the 100 ms backoff; over 60 s the call fails at once."""
+    registry, plugins, _ = setup
+    async with open_engine(registry, plugins=plugins) as engine:
+        start = trio.current_time()
+        result = await engine.call("limited", {"retry_after": retry_after})
+    assert (result.success, result.extra["attempts"]) == (attempts == 2, attempts)
+    assert trio.current_time() - start == pytest.approx(waited)
