@@ -11,6 +11,8 @@ import re
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from toolflow._calls import MalformedCall, ParsedCall, ToolCall, parse_tool_calls
 from toolflow._errors import UsageError
@@ -237,6 +239,58 @@ def test_an_unclosed_tool_call_ends_at_the_next_one() -> None:
     assert calls_of(read("text", content)[1]) == [("ping", {}), ("say", {"message": "m"})]
 
 
+@pytest.mark.parametrize(
+    "content",
+    [
+        "I will use <tool_call> blocks to call the tools.",
+        "Tags: <tool_call>, <tool_call >, and <tool_call>\n[1, 2] are all I know.",
+        "The protocol wants <tool_call>",
+    ],
+)
+def test_a_prose_mention_of_the_tag_is_not_a_call(content: str) -> None:
+    """An unclosed <tool_call> followed by anything but a JSON object is prose: no call, the text kept whole."""
+    assert get_format("text").read_response({"role": "assistant", "content": content}) == (content, [])
+
+
+def test_a_prose_mention_before_a_real_block_stays_in_the_text() -> None:
+    """A mention does not swallow the text up to the next block: only the real block is a call."""
+    content = 'I will use <tool_call> blocks.\n<tool_call>{"name": "ping", "args": {}}</tool_call>'
+    text, parsed = read("text", content)
+    assert text == "I will use <tool_call> blocks."
+    assert calls_of(parsed) == [("ping", {})]
+
+
+def test_an_unclosed_tool_call_ends_with_its_json_object() -> None:
+    """Prose after an unclosed block's JSON object is text, not part of the call."""
+    content = 'Checking.\n<tool_call>{"name": "say", "args": {"message": "a } b"}}\nThen I will wait.'
+    text, parsed = read("text", content)
+    assert text == "Checking.\n\nThen I will wait."
+    assert calls_of(parsed) == [("say", {"message": "a } b"})]
+
+
+@pytest.mark.parametrize(
+    ("content", "body"),
+    [
+        ('<tool_call>{"name": "say", "args": {"message": "cut off', '{"name": "say", "args": {"message": "cut off'),
+        ("Use <tool_call>{json} blocks", "{json} blocks"),
+        ('<tool_call> {"name": \n<tool_call>{"name": "ping"}</tool_call>', '{"name":'),
+    ],
+)
+def test_an_unclosed_json_object_that_does_not_parse_is_a_malformed_call(content: str, body: str) -> None:
+    """A JSON object start after an unclosed tag was meant as a call: up to the next tag or the end, it gets the error."""
+    text, raw = get_format("text").read_response({"role": "assistant", "content": content})
+    assert raw[0] == body
+    assert only_malformed(parse_tool_calls(raw[:1])).error.startswith("Error: Invalid JSON tool call - ")
+    assert "<tool_call" not in text
+
+
+def test_a_closed_block_is_a_call_whatever_its_body() -> None:
+    """A block with both tags is a call even when its body is prose: the model is told it is not JSON."""
+    text, parsed = read("text", "Wrap calls in <tool_call> and </tool_call> tags.")
+    assert text == "Wrap calls in  tags."
+    assert only_malformed(parsed).error.startswith("Error: Invalid JSON tool call - ")
+
+
 def test_invalid_json_in_a_block_is_a_malformed_call_with_the_json_error() -> None:
     """A block whose JSON does not parse becomes a MalformedCall whose error tells the model what is wrong."""
     _, parsed = read("text", '<tool_call>{"name": "say", "args": {"message": "hi"}</tool_call>')
@@ -276,6 +330,40 @@ def test_good_and_bad_blocks_of_one_turn_keep_their_places() -> None:
     parsed = read("text", content)[1]
     assert [type(call).__name__ for call in parsed] == ["ToolCall", "MalformedCall", "ToolCall"]
     assert [call.id for call in parsed] == ["call_0", "call_1", "call_2"]
+
+
+# Prose that may mention the tags, hold brackets and JSON, but holds no real block: no closing tag,
+# no opening tag followed by a JSON object, no fence.
+_PROSE = st.lists(
+    st.text(alphabet=st.characters(blacklist_characters="`~"), max_size=12)
+    | st.sampled_from(["<tool_call>", "<tool_call >", "<tool_call", "tool_call>", "{", "}", '{"name": "ping"}', "\n"]),
+    max_size=8,
+).map("".join)
+_NOT_PROSE = re.compile(r"</tool_call|<tool_call\s*>\s*\{|```|~~~")
+PROSE = _PROSE.filter(lambda text: _NOT_PROSE.search(text) is None)
+_TAGGY_TEXT = st.text(max_size=10) | st.sampled_from(["<tool_call>", "</tool_call>", "```", "a\n~~~\nb"])
+CALLS = st.builds(
+    lambda name, arguments: ToolCall(id="x", name=name, arguments=arguments, format="text"),
+    st.from_regex(r"[a-z_]{1,12}", fullmatch=True),
+    st.dictionaries(st.text(max_size=6), _TAGGY_TEXT | st.integers() | st.booleans(), max_size=3),
+)
+
+
+@given(st.lists(st.tuples(PROSE, CALLS), max_size=4), PROSE)
+def test_rendered_calls_embedded_in_prose_read_back_exactly(pieces: list[tuple[str, ToolCall]], tail: str) -> None:
+    """Prose with rendered blocks between its pieces gives back exactly those calls, and the prose as the text."""
+    history = get_format("text")
+    blocks = [history.assistant_message("", [call])["content"] for _, call in pieces]
+    content = "".join(prose + block for (prose, _), block in zip(pieces, blocks, strict=True)) + tail
+    text, parsed = read("text", content)
+    assert calls_of(parsed) == [(call.name, dict(call.arguments)) for _, call in pieces]
+    assert text == ("".join(prose for prose, _ in pieces) + tail).strip()
+
+
+@given(PROSE)
+def test_prose_without_a_block_has_no_calls(prose: str) -> None:
+    """Mentions of the tag, brackets and JSON in prose are never calls; the text is the prose, stripped."""
+    assert get_format("text").read_response({"role": "assistant", "content": prose}) == (prose.strip(), [])
 
 
 # -- text: writing -----------------------------------------------------------------------------------------------

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from types import MappingProxyType
 from typing import Any
@@ -353,6 +354,45 @@ async def test_streamed_calls_without_index_and_text_beside_calls() -> None:
     assert response.usage is None
 
 
+def _index_zero_events(grouped: bool) -> list[dict[str, Any]]:
+    """Ollama's parallel calls: every call whole in one delta, all at index 0 (in one chunk, or one chunk each)."""
+    deltas = [
+        tool_call_delta(0, call_id=call["id"], name=call["function"]["name"], arguments=call["function"]["arguments"])
+        for call in EXPECTED_CALLS
+    ]
+    chunks = [chunk(tool_calls=deltas)] if grouped else [chunk(tool_calls=[delta]) for delta in deltas]
+    return [chunk(role="assistant"), *chunks, chunk(finish_reason="tool_calls"), usage_chunk(31, 17)]
+
+
+def _index_zero_split_events() -> list[dict[str, Any]]:
+    """LiteLLM's: each call's id and name first, then its argument pieces, all at index 0."""
+    return [
+        chunk(tool_calls=[tool_call_delta(0, call_id="call_w", name="get_weather")]),
+        chunk(tool_calls=[tool_call_delta(0, arguments='{"city": "Zü')]),
+        chunk(tool_calls=[tool_call_delta(0, arguments='rich", "unit": "celsius"}')]),
+        chunk(tool_calls=[tool_call_delta(0, call_id="call_s", name="search", arguments='{"q": "na')]),
+        chunk(tool_calls=[tool_call_delta(0, arguments="ïve 🌍 café")]),
+        chunk(tool_calls=[tool_call_delta(0, arguments='"}')]),
+        chunk(finish_reason="tool_calls"),
+        usage_chunk(31, 17),
+    ]
+
+
+@pytest.mark.parametrize(
+    "events",
+    [_index_zero_events(grouped=False), _index_zero_events(grouped=True), _index_zero_split_events()],
+    ids=["one-chunk-per-call", "one-chunk", "split-arguments"],
+)
+async def test_parallel_calls_all_at_index_zero_stay_apart(events: list[dict[str, Any]]) -> None:
+    """A new id at index 0 starts a new call: the calls equal the non-streaming answer, not one merged call."""
+    plain = completion(None, tool_calls=EXPECTED_CALLS, usage=(31, 17))
+    with trio.fail_after(GUARD), serve(stream_reply(*events), Reply(json=plain)) as server:
+        streamed = await _ask(server)
+        unstreamed = await _ask(server, stream=False)
+    assert streamed == unstreamed
+    assert streamed.message["tool_calls"] == EXPECTED_CALLS
+
+
 # -- errors -------------------------------------------------------------------------------------
 
 
@@ -583,7 +623,7 @@ def test_event_decoder_joins_data_lines_and_flushes_the_last_event() -> None:
     assert decoder.close() == [("", "tail")]
 
 
-def _message_of(events: list[Mapping[str, Any]]) -> Mapping[str, Any]:
+def _message_of(events: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:
     assembler = _openai_chat._Assembler()
     for event in events:
         assembler.add(event)
@@ -596,3 +636,68 @@ def test_assembler_ignores_other_choices() -> None:
     other["choices"][0]["index"] = 1
     assert _message_of([chunk(content="mine"), other]) == {"role": "assistant", "content": "mine"}
     assert _message_of([]) == {"role": "assistant", "content": ""}
+
+
+def test_assembler_joins_a_repeated_id_and_adopts_a_late_one() -> None:
+    """A delta repeating its call's id continues that call; a call begun without an id takes the id sent later."""
+    events = [
+        chunk(tool_calls=[tool_call_delta(0, call_id="a", name="search", arguments='{"q":')]),
+        chunk(tool_calls=[tool_call_delta(1, name="search", arguments='{"q": ')]),
+        chunk(tool_calls=[tool_call_delta(0, call_id="a", arguments=' "x"}')]),
+        chunk(tool_calls=[tool_call_delta(1, call_id="b", arguments='"y"}')]),
+    ]
+    assert _message_of(events)["tool_calls"] == [
+        tool_call("a", "search", '{"q": "x"}'),
+        tool_call("b", "search", '{"q": "y"}'),
+    ]
+
+
+_ARGUMENTS = st.dictionaries(st.text(max_size=6), st.text(max_size=12) | st.integers(), max_size=3)
+
+
+@st.composite
+def _streamed_calls(draw: st.DrawFn) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Calls with unique ids, and the chunks a server streams them in, in one of three index styles.
+
+    ``indexed``: index i per call, the calls' deltas interleaved at random; ``index-zero``: all at
+    index 0, one call after another; ``no-index``: no index at all. Each call's arguments are cut
+    at random points, its first delta carries its id and name (and maybe a first piece), and
+    consecutive deltas are grouped into chunks at random.
+    """
+    style = draw(st.sampled_from(["indexed", "index-zero", "no-index"]))
+    ids = draw(st.lists(st.from_regex(r"call_[a-z0-9]{1,6}", fullmatch=True), min_size=1, max_size=4, unique=True))
+    calls = [tool_call(call_id, draw(st.sampled_from(["look", "say", "search"])), draw(_ARGUMENTS)) for call_id in ids]
+    per_call: list[list[dict[str, Any]]] = []
+    for position, call in enumerate(calls):
+        text = call["function"]["arguments"]
+        cuts = sorted(set(draw(st.lists(st.integers(0, len(text)), max_size=5))) | {0, len(text)})
+        pieces = [text[a:b] for a, b in itertools.pairwise(cuts)] or [""]
+        index = position if style == "indexed" else 0
+        first = tool_call_delta(index, call_id=call["id"], name=call["function"]["name"])
+        if draw(st.booleans()):
+            first["function"]["arguments"] = pieces.pop(0)
+        deltas = [first, *(tool_call_delta(index, arguments=piece) for piece in pieces)]
+        if style == "no-index":
+            for delta in deltas:
+                del delta["index"]
+        per_call.append(deltas)
+    order: list[dict[str, Any]] = []
+    if style == "indexed":
+        while any(per_call):
+            queue = draw(st.sampled_from([q for q in per_call if q]))
+            order.append(queue.pop(0))
+    else:
+        order = [delta for deltas in per_call for delta in deltas]
+    events = []
+    while order:
+        size = draw(st.integers(1, len(order)))
+        events.append(chunk(tool_calls=order[:size]))
+        del order[:size]
+    return calls, events
+
+
+@given(_streamed_calls())
+def test_assembled_calls_equal_the_streamed_ones(case: tuple[list[dict[str, Any]], list[dict[str, Any]]]) -> None:
+    """Whatever the index style, the interleaving and the cut points, the assembled calls are the calls sent."""
+    calls, events = case
+    assert _message_of(events)["tool_calls"] == calls

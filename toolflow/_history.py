@@ -619,7 +619,9 @@ own key order) and ``category``.
 """
 
 _TEMPLATE_NAMES = TEXT_PROTOCOL_VARIABLES | (TEMPLATE_GLOBALS - {"env"})
-_TOOL_CALL = re.compile(r"<tool_call\s*>(?P<body>.*?)(?:</tool_call\s*>|(?=<tool_call\s*>)|\Z)", re.DOTALL)
+_OPEN_TAG = re.compile(r"<tool_call\s*>")
+_CLOSE_TAG = re.compile(r"</tool_call\s*>")
+_NOT_BLANK = re.compile(r"\S")
 
 
 def _template_problem(problem: TemplateProblem) -> str:
@@ -704,9 +706,13 @@ class TextFormat:
         """The text outside the ``<tool_call>`` blocks (stripped) and each block's JSON text, unparsed.
 
         Fenced code blocks (```` ``` ```` and ``~~~``, at any indentation; an unclosed one runs
-        to the end) are examples: blocks inside them are not calls and stay in the text. An
-        unclosed ``<tool_call>`` runs to the next ``<tool_call>`` or the end of the text (a
-        model stopped at ``</tool_call>`` by a stop sequence still makes its call).
+        to the end) are examples: blocks inside them are not calls and stay in the text. A
+        ``<tool_call>`` closed before the next one is a call, whatever its body (a body that is
+        not a call's JSON is answered with the error). One never closed is a call only when a
+        JSON object follows it (after blanks): the call is that object when it parses, up to
+        the next ``<tool_call>`` or the end when it does not (a model stopped by a stop sequence
+        at ``</tool_call>``, or cut off mid-call, still makes its call). Any other unclosed tag
+        is prose that mentions the tag (``I will use <tool_call> blocks``) and stays in the text.
         """
         content = _plain_text(message.get("content"))
         if "<tool_call" not in content:
@@ -714,9 +720,9 @@ class TextFormat:
         searchable = _blank(content, [(fence.start, fence.end) for fence in _fences(content)])
         calls: list[object] = []
         spans: list[tuple[int, int]] = []
-        for match in _TOOL_CALL.finditer(searchable):
-            calls.append(content[match.start("body") : match.end("body")].strip())
-            spans.append(match.span())
+        for start, end, body in _tool_call_blocks(content, searchable):
+            calls.append(body)
+            spans.append((start, end))
         return _remove(content, spans), calls
 
     def result_messages(
@@ -739,6 +745,32 @@ class TextFormat:
 
 
 _UNLIMITED = 1 << 62
+
+
+def _tool_call_blocks(content: str, searchable: str) -> Iterator[tuple[int, int, str]]:
+    """``(start, end, body)`` of each ``<tool_call>`` block of *content* (see :meth:`TextFormat.read_response`).
+
+    Tags are looked for in *searchable*, *content* with its fenced blocks blanked out.
+    """
+    tags = list(_OPEN_TAG.finditer(searchable))
+    # A block ends at the next tag at the latest (with no tags at all, the one limit is not used).
+    limits = [*(after.start() for after in tags[1:]), len(content)]
+    for tag, limit in zip(tags, limits, strict=False):
+        close = _CLOSE_TAG.search(searchable, tag.end(), limit)
+        if close is not None:
+            yield tag.start(), close.end(), content[tag.end() : close.start()].strip()
+            continue
+        first = _NOT_BLANK.search(content, tag.end(), limit)
+        if first is None or first.group() != "{":
+            continue  # prose that mentions the tag
+        # Decoded only up to the next tag, so text full of broken blocks costs linear time.
+        body = content[first.start() : limit]
+        try:
+            _, length = _DECODER.raw_decode(body)
+        except (ValueError, RecursionError):
+            # Meant as a call but broken: parsing the rest tells the model what is wrong.
+            length = len(body)
+        yield tag.start(), first.start() + length, body[:length].strip()
 
 
 # --------------------------------------------------------------------------- get_format

@@ -387,11 +387,11 @@ class _EventDecoder:
 
 
 class _Call:
-    __slots__ = ("arguments", "id", "name", "type")
+    __slots__ = ("arguments", "id", "index", "name")
 
-    def __init__(self) -> None:
+    def __init__(self, index: int) -> None:
+        self.index = index
         self.id = ""
-        self.type = ""
         self.name = ""
         self.arguments: list[str] = []
 
@@ -401,7 +401,8 @@ class _Assembler:
 
     def __init__(self) -> None:
         self._content: list[str] = []
-        self._calls: dict[int, _Call] = {}
+        self._calls: list[_Call] = []  # in the order their first deltas came
+        self._at: dict[int, _Call] = {}  # the call a delta at each index continues: the latest started there
         self._finish_reason: str | None = None
         self._usage: Usage | None = None
 
@@ -425,17 +426,35 @@ class _Assembler:
                         self._add_call(part)
             self._finish_reason = _finish_reason(choice.get("finish_reason")) or self._finish_reason
 
-    def _add_call(self, part: Mapping[str, Any]) -> None:
+    def _call_for(self, part: Mapping[str, Any]) -> _Call:
+        """The call *part* continues, or a new one it starts.
+
+        A delta carrying an ``id`` belongs to the call with that id. A new id starts a new call
+        even at an index already taken by a call with another id: Ollama and LiteLLM send
+        parallel calls all at ``index: 0``, each whole in one delta. A delta without an id
+        continues the call at its index, or, without an index (some servers), the last call.
+        """
+        call_id = _string(part.get("id"))
         index = part.get("index")
         if not isinstance(index, int) or isinstance(index, bool):
-            # No index (some servers): a new id starts a call, anything else continues the last one.
-            call_id = part.get("id")
-            known = {c.id for c in self._calls.values()}
-            last = max(self._calls, default=-1)
-            index = last + 1 if last < 0 or (call_id and call_id not in known) else last
-        call = self._calls.setdefault(index, _Call())
+            index = None
+        if call_id:
+            for known in self._calls:
+                if known.id == call_id:
+                    return known
+        current = self._at.get(index) if index is not None else (self._calls[-1] if self._calls else None)
+        # A call whose first delta had no id (a server that sends none) takes the id that comes later.
+        if current is not None and not (call_id and current.id):
+            return current
+        call = _Call(len(self._calls) if index is None else index)
+        self._calls.append(call)
+        if index is not None:
+            self._at[index] = call
+        return call
+
+    def _add_call(self, part: Mapping[str, Any]) -> None:
+        call = self._call_for(part)
         call.id = call.id or _string(part.get("id"))
-        call.type = call.type or _string(part.get("type"))
         function = part.get("function")
         if isinstance(function, Mapping):
             call.name = call.name or _string(function.get("name"))
@@ -455,7 +474,8 @@ class _Assembler:
                 },
                 position,
             )
-            for position, (_, call) in enumerate(sorted(self._calls.items()))
+            # By index, as the API numbers them; calls sharing an index keep the order they came in.
+            for position, call in enumerate(sorted(self._calls, key=lambda item: item.index))
         ]
         content = _fix_surrogates("".join(self._content)) if self._content else None
         return ModelResponse(message=_assistant(content, calls), usage=self._usage, finish_reason=self._finish_reason)

@@ -8,8 +8,10 @@ provider serves OpenAI itself and local servers that copy its API (vLLM, llama.c
 
 Streaming (server-sent events) is assembled into the message a non-streaming call returns:
 text deltas are joined, tool-call deltas are gathered by their ``index`` (``id``, ``type`` and
-``function.name`` arrive with a call's first delta, ``function.arguments`` in pieces), and the
-usage comes from the last chunk (asked for with ``stream_options.include_usage``).
+``function.name`` arrive with a call's first delta, ``function.arguments`` in pieces; a new
+``id`` starts a new call even at a taken index, as Ollama and LiteLLM send parallel calls all at
+``index: 0``), and the usage comes from the last chunk (asked for with
+``stream_options.include_usage``).
 
 Failures raise :class:`toolflow.ProviderError`; the provider never retries by itself, the agent
 loop does, with backoff, when ``retryable`` is true: HTTP 408, 409, 429 and 5xx, connection
