@@ -305,3 +305,147 @@ async def test_every_format_runs_the_same_session(setup: Setup, fmt: str) -> Non
     assert bool(provider.requests[0].tools) == (fmt in {"openai", "anthropic"})
     if fmt in {"fallback", "text"}:
         assert "look" in provider.requests[0].system
+
+
+def _function(call_id: str | None, name: str = "look") -> dict[str, Any]:
+    item: dict[str, Any] = {"type": "function", "function": {"name": name, "arguments": "{}"}}
+    return item if call_id is None else {"id": call_id, **item}
+
+
+def _tool_use(call_id: str | None, name: str = "look") -> dict[str, Any]:
+    block: dict[str, Any] = {"type": "tool_use", "name": name, "input": {}}
+    return block if call_id is None else {**block, "id": call_id}
+
+
+@pytest.mark.parametrize(
+    ("fmt", "message"),
+    [
+        ("openai", {"role": "assistant", "content": None, "tool_calls": [_function("dup"), _function("dup")]}),
+        ("openai", {"role": "assistant", "content": "hm", "tool_calls": [_function(None), _function("call_0")]}),
+        ("openai", {"role": "assistant", "content": None, "tool_calls": _function(None)}),
+        ("openai", {"role": "assistant", "content": None, "function_call": {"name": "look", "arguments": "{}"}}),
+        (
+            "anthropic",
+            {"role": "assistant", "content": [{"type": "text", "text": "hm"}, _tool_use("dup"), _tool_use("dup")]},
+        ),
+        ("anthropic", {"role": "assistant", "content": [_tool_use(None), _tool_use("call_0")]}),
+    ],
+    ids=[
+        "openai-duplicate",
+        "openai-missing",
+        "openai-one-mapping",
+        "openai-legacy",
+        "anthropic-duplicate",
+        "anthropic-missing",
+    ],
+)
+async def test_the_history_keeps_the_ids_the_results_answer(setup: Setup, fmt: str, message: dict[str, Any]) -> None:
+    """Calls whose ids parsing renamed or invented are kept in the history with those ids, and nothing else changes."""
+    result, provider = await setup.run([{"message": message}, {"text": "done"}], format=fmt)
+    assert result.reason == "final_answer"
+    answered = [entry.call_id for entry in result.turns[0].entries]
+    assert len(set(answered)) == len(answered) >= 1
+    stored = result.messages[1]
+    if fmt == "openai":
+        assert [c["id"] for c in stored["tool_calls"]] == answered
+        assert [m["tool_call_id"] for m in result.messages[2:-1]] == answered
+        assert stored["content"] == message["content"]
+        assert "function_call" not in stored
+        check_openai_history(result.messages)
+    else:
+        assert [b["id"] for b in stored["content"] if b["type"] == "tool_use"] == answered
+        assert [b["tool_use_id"] for b in result.messages[2]["content"]] == answered
+        assert [b for b in stored["content"] if b["type"] == "text"] == [
+            b for b in message["content"] if b["type"] == "text"
+        ]
+    assert provider.requests[1].messages[1] == stored  # the provider is sent what the history keeps
+    assert setup.tools.runs == ["look"] * len(answered)
+
+
+async def test_an_approver_that_raises_leaves_every_call_answered(tmp_path: Path) -> None:
+    """The approver's exception propagates, after the turn's calls got `cancelled` results; run() goes on from there."""
+    setup = Setup(tmp_path, "policy:\n  categories:\n    notify: {approval: true}\n")
+    provider = setup.transcript([{"tool_calls": [call("look"), call("notify")]}, {"text": "fine"}])
+
+    def approve(call: toolflow.ToolCall, category: str) -> bool:
+        msg = "the approval service is down"
+        raise RuntimeError(msg)
+
+    async with toolflow.open_engine(setup.registry, plugins=setup.plugins) as engine:
+        agent = Agent(engine, provider, policy=setup.policy, approve=approve)
+        with pytest.raises(RuntimeError, match="approval service"):
+            await agent.run("go")
+        check_openai_history(agent.messages)
+        answers = [json.loads(m["content"]) for m in agent.messages if m["role"] == "tool"]
+        assert [a["status"] for a in answers] == ["cancelled", "cancelled"]
+        result = await agent.run("and now?")
+    assert result.reason == "final_answer"
+    assert provider.requests[1].messages == result.messages[:-1]
+    check_openai_history(result.messages)
+    assert setup.tools.runs == []
+
+
+async def test_outside_cancellation_leaves_every_call_answered(
+    setup: Setup, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A timeout around run() that fires while a tool runs cancels it; the call is answered `cancelled`."""
+    provider = setup.transcript([{"tool_calls": [call("slow"), call("look")]}, {"text": "later"}])
+    async with toolflow.open_engine(setup.registry, plugins=setup.plugins) as engine:
+        agent = Agent(engine, provider, policy=setup.policy)
+        with trio.move_on_after(5) as timeout:
+            await agent.run("go")
+        assert timeout.cancelled_caught
+        check_openai_history(agent.messages)
+        assert [m["role"] for m in agent.messages] == ["user", "assistant", "tool", "tool"]
+        result = await agent.run("again")
+    assert setup.tools.finished == []
+    assert result.reason == "final_answer"
+    check_openai_history(result.messages)
+
+
+@pytest.mark.parametrize("fmt", ["text", "fallback"])
+async def test_the_answer_turn_describes_no_tools(tmp_path: Path, fmt: str) -> None:
+    """On the turn without tools the system prompt has no tool section, for formats that put one there."""
+    setup = Setup(tmp_path, "policy:\n  system_prompt: Be brief.\n  tokens: {context_window: 1000}\n")
+    turns = [{"tool_calls": [call("look")], "usage": {"prompt_tokens": 900}}, {"text": "answer"}]
+    result, provider = await setup.run(turns, format=fmt)
+    assert result.reason == "token_critical"
+    first, last = provider.requests
+    assert "look" in first.system
+    assert last.system == "Be brief."
+    assert result.system == first.system
+
+
+async def test_critical_on_the_last_iteration_still_gets_its_answer_turn(setup: Setup) -> None:
+    """Reaching the critical level on the policy's last turn gives the model its turn without tools to answer."""
+    policy = Policy.from_mapping({"max_iterations": 1, "tokens": {"context_window": 1000}}, base=setup.policy)
+    turns = [{"tool_calls": [call("look")], "usage": {"prompt_tokens": 900}}, {"text": "the answer"}]
+    result, provider = await setup.run(turns, policy=policy)
+    assert (result.reason, result.final_answer) == ("token_critical", "the answer")
+    assert [t.tools_offered for t in result.turns] == [True, False]
+    assert provider.requests[1].tools == ()
+    check_openai_history(result.messages)
+
+
+async def test_calls_over_the_per_turn_limit_are_no_errors(setup: Setup) -> None:
+    """Refused by `per_turn`, a call neither counts towards the error cap nor resets it; real failures still count."""
+    policy = attrs.evolve(setup.policy, max_consecutive_errors=3)
+    many, _ = await setup.run([{"tool_calls": [call("poke")] * 4}, {"text": "done"}], policy=policy)
+    assert many.reason == "final_answer"
+    assert [e.result.extra.get("status") for e in many.turns[0].entries] == [None, "blocked", "blocked", "blocked"]
+    policy = attrs.evolve(setup.policy, max_consecutive_errors=2)
+    turn = [call("poke"), call("fail"), call("poke"), call("fail")]
+    capped, _ = await setup.run([{"tool_calls": turn}, {"text": "never"}], policy=policy)
+    assert capped.reason == "error_cap"
+    assert "2 failed tool calls in a row" in capped.decision.message
+
+
+async def test_the_turn_record_names_the_call_that_ended_the_loop(setup: Setup) -> None:
+    """`ended_by` holds the terminal call, not the calls after it; other turns have none."""
+    turns = [{"tool_calls": [call("look")]}, {"tool_calls": [call("say", message="bye"), call("look")]}]
+    result, _ = await setup.run(turns)
+    assert result.reason == "terminal"
+    first, last = result.turns
+    assert first.ended_by == ()
+    assert last.ended_by == (last.entries[0].call_id,)
+    assert result.to_dict()["turns"][1]["ended_by"] == [last.entries[0].call_id]

@@ -1,12 +1,15 @@
 """History integrity, property-tested: whatever ends the loop, every tool call has exactly one result.
 
-Random transcripts (calls of quick, failing, slow, dangerous, terminal and unknown tools; provider
-errors; malformed output) run under a random policy, with a stop or a kill at a random moment,
-in the OpenAI and Anthropic formats, whose providers reject orphaned tool calls.
+Random transcripts (calls of quick, failing, slow, dangerous, terminal, unknown and approval-needing
+tools; provider errors; malformed output; calls with repeated or missing ids) run under a random
+policy and approver (yes, no, raising, never answering), with a stop, a kill or a cancellation
+from outside at a random moment, in the OpenAI and Anthropic formats, whose providers reject
+orphaned tool calls and results that answer ids the assistant message does not have.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -23,7 +26,7 @@ from toolflow._loop import Agent
 from toolflow._policy import Policy
 from toolflow.default_plugins._scripted import open_scripted
 
-_CALL = st.sampled_from(["look", "fail", "slow", "poke", "say", "shout", "nope"]).map(
+_CALL = st.sampled_from(["look", "fail", "slow", "poke", "say", "shout", "nope", "notify"]).map(
     lambda name: {"name": name, "arguments": {}}
 )
 _TURN = st.one_of(
@@ -45,7 +48,27 @@ _MALFORMED = {
     },
     "anthropic": {"role": "assistant", "content": [{"type": "tool_use", "id": "bad_1", "name": "", "input": {}}]},
 }
-_ACTION = st.one_of(st.none(), st.tuples(st.sampled_from(["stop", "kill"]), st.floats(0, 30)))
+_LOOK = {"type": "function", "function": {"name": "look", "arguments": "{}"}}
+_ODD_IDS = {  # ids that parsing renames (repeated) or invents (missing)
+    "openai": {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": "dup", **_LOOK}, {"id": "dup", **_LOOK}, _LOOK, {"id": "call_2", **_LOOK}],
+    },
+    "anthropic": {
+        "role": "assistant",
+        "content": [
+            {"type": "tool_use", "id": "dup", "name": "look", "input": {}},
+            {"type": "tool_use", "id": "dup", "name": "notify", "input": {}},
+            {"type": "tool_use", "name": "look", "input": {}},
+        ],
+    },
+}
+_ACTION = st.one_of(st.none(), st.tuples(st.sampled_from(["stop", "kill", "cancel"]), st.floats(0, 30)))
+
+
+class ApprovalDownError(Exception):
+    """The approver's failure, which run() must let through with the history whole."""
 
 
 def _check(messages: tuple[Mapping[str, Any], ...], fmt: str) -> int:
@@ -80,11 +103,12 @@ def _check(messages: tuple[Mapping[str, Any], ...], fmt: str) -> int:
 
 @hypothesis.settings(max_examples=150, deadline=None, suppress_health_check=[hypothesis.HealthCheck.too_slow])
 @hypothesis.given(
-    turns=st.lists(st.one_of(_TURN, st.just("malformed")), min_size=1, max_size=6),
+    turns=st.lists(st.one_of(_TURN, st.sampled_from(["malformed", "odd_ids"])), min_size=1, max_size=6),
     fmt=st.sampled_from(["openai", "anthropic"]),
     max_iterations=st.integers(1, 6),
     max_errors=st.integers(1, 4),
     action=_ACTION,
+    approval=st.sampled_from(["yes", "no", "raise", "never"]),
 )
 def test_every_tool_call_gets_exactly_one_result(
     tmp_path_factory: Any,
@@ -93,36 +117,54 @@ def test_every_tool_call_gets_exactly_one_result(
     max_iterations: int,
     max_errors: int,
     action: tuple[str, float] | None,
+    approval: str,
 ) -> None:
-    """Whatever ends the loop (answer, terminal, caps, tokens, stop, kill, provider error), the history is whole."""
+    """Whatever ends the loop (answer, terminal, caps, tokens, stop, kill, provider error, exception), the history is whole."""
     tmp_path: Path = tmp_path_factory.mktemp("loop")
     setup = Setup(tmp_path)
-    script = [{"message": _MALFORMED[fmt]} if turn == "malformed" else turn for turn in turns]
+    verbatim = {"malformed": _MALFORMED[fmt], "odd_ids": _ODD_IDS[fmt]}
+    script = [{"message": verbatim[turn]} if isinstance(turn, str) else turn for turn in turns]
     (tmp_path / "t.yaml").write_text(yaml.safe_dump({"turns": script}), encoding="utf-8")
     policy = Policy.from_mapping(
         {
             "max_iterations": max_iterations,
             "max_consecutive_errors": max_errors,
             "tokens": {"context_window": 1000},
+            "categories": {"notify": {"approval": True}},
         },
         base=setup.policy,
     )
 
+    async def approve(call: toolflow.ToolCall, category: str) -> bool:
+        if approval == "raise":
+            raise ApprovalDownError
+        if approval == "never":
+            await trio.sleep(20)
+        return approval == "yes"
+
     async def main() -> None:
         provider = open_scripted(str(tmp_path / "t.yaml"))
         async with toolflow.open_engine(setup.registry, plugins=setup.plugins) as engine:
-            agent = Agent(engine, provider, policy=policy, format=fmt)
+            agent = Agent(engine, provider, policy=policy, format=fmt, approve=approve)
 
             async def act() -> None:
-                if action is not None:
+                if action is not None and action[0] != "cancel":
                     await trio.sleep(action[1])
                     agent.request_stop() if action[0] == "stop" else agent.kill()
 
+            result = None
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(act)
-                result = await agent.run("go")
+                with trio.move_on_after(action[1] if action is not None and action[0] == "cancel" else math.inf):
+                    try:
+                        result = await agent.run("go")
+                    except ApprovalDownError:
+                        assert approval == "raise"
                 nursery.cancel_scope.cancel()
-        calls = _check(result.messages, fmt)
+        calls = _check(agent.messages, fmt)
+        if result is None:  # run() raised or was cancelled: the history is whole all the same
+            return
+        assert result.messages == agent.messages
         assert calls == sum(len(turn.entries) for turn in result.turns)
         assert len(result.turns) <= max_iterations + 1
         if action is None:

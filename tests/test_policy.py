@@ -101,6 +101,15 @@ def test_check_loop_continuation_reasons() -> None:
     assert set(last.to_dict()) == {"should_continue", "reason", "message", "advisory", "iterations_remaining"}
 
 
+def test_critical_comes_before_the_iteration_limit() -> None:
+    """On the last turn, the critical level still says `token_critical`: the model gets its answer turn."""
+    policy = Policy(max_iterations=4, tokens=TokenBudget(context_window=100))
+    last = check_loop_continuation(policy=policy, iteration=4, tokens_used=90)
+    assert (last.should_continue, last.reason, last.iterations_remaining) == (False, "token_critical", 0)
+    warned = check_loop_continuation(policy=policy, iteration=4, tokens_used=65)
+    assert (warned.reason, (warned.advisory or {}).get("level")) == ("max_iterations", "warning")
+
+
 def test_shipped_policy_loads() -> None:
     """The example specs' policy: a toolset, a deliberate allowlist and a token budget."""
     policy = Policy.from_specs(toolflow.load_specs([Path(__file__).parent.parent / "specs"]))

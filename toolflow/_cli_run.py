@@ -112,16 +112,17 @@ def print_turn(turn: TurnRecord, stdout: TextIO) -> None:
 
 
 def print_end(result: LoopResult, stdout: TextIO) -> None:
-    """Write the final answer and why the loop ended."""
+    """Write the final answer, the result of each call that ended the loop, and why it ended."""
     calls = sum(len(turn.entries) for turn in result.turns)
     if result.final_answer:
         stdout.write(f"final answer: {result.final_answer}\n")
     if result.reason == "terminal" and result.turns:
-        ended = [entry for entry in result.turns[-1].entries if entry.success]
-        if ended:
-            data = ended[-1].result.data
-            shown = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False, default=str)
-            stdout.write(f"{ended[-1].tool_name}: {_shorten(shown)}\n")
+        last = result.turns[-1]
+        for entry in last.entries:
+            if entry.call_id in last.ended_by:
+                data = entry.result.data
+                shown = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False, default=str)
+                stdout.write(f"{entry.tool_name}: {_shorten(shown)}\n")
     turns = "turn" if len(result.turns) == 1 else "turns"
     noun = "tool call" if calls == 1 else "tool calls"
     stdout.write(
@@ -140,7 +141,13 @@ def _approver(mode: str | None, stdout: TextIO) -> Any:
             arguments = json.dumps(dict(call.arguments), ensure_ascii=False)
             stdout.write(f"approve {category} call {call.name} {arguments}? [y/N] ")
             stdout.flush()
-            answer = await trio.to_thread.run_sync(sys.stdin.readline)
+            try:
+                # A blocked readline() cannot be interrupted: on Ctrl-C (a stop or a kill cancels
+                # the wait) the thread is left to end with the process.
+                answer = await trio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True)
+            except trio.Cancelled:
+                stdout.write("\n")  # end the unanswered prompt's line before the trace goes on
+                raise
             return answer.strip().lower() in {"y", "yes"}
 
         return ask

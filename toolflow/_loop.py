@@ -11,17 +11,22 @@ Each turn of :meth:`Agent.run`:
 4. run the rest as one batch through the engine (:meth:`toolflow.Engine.execute_batch`);
 5. append one result per call to the history (a token or iteration advisory rides on the last
    result of the turn), whatever happened: a killed batch gives each call a ``cancelled``
-   result, a stop gives the calls that were not run a ``stopped`` result, so providers never
-   see an orphaned tool call;
+   result, a stop gives the calls that were not run a ``stopped`` result, and an exception or a
+   cancellation from outside that ends :meth:`Agent.run` meanwhile gives each call a
+   ``cancelled`` result before it propagates, so providers never see an orphaned tool call
+   (the assistant message kept in the history carries the ids the results answer, which
+   :func:`toolflow.parse_tool_calls` may have made unique or invented);
 6. decide whether to go on (:class:`toolflow.LoopDecision`): ``killed``, ``stopped``,
    ``terminal`` (a call whose category ends the loop), ``error_cap``
-   (``max_consecutive_errors`` failed calls in a row, across all tools), ``max_iterations``,
-   ``token_critical`` (the model first gets one last turn without tools to answer), else
-   ``token_warning`` or ``normal``.
+   (``max_consecutive_errors`` failed calls in a row, across all tools; calls refused by a
+   ``per_turn`` limit or kept from running by a stop count neither way), ``token_critical``
+   (the model first gets one last turn without tools to answer, even after the last
+   iteration), ``max_iterations``, else ``token_warning`` or ``normal``.
 
 :meth:`Agent.request_stop` lets the calls in flight finish and ends the loop after them;
-:meth:`Agent.kill` cancels them (and a provider request in flight) at once. Either way every
-tool call in the history has exactly one result.
+:meth:`Agent.kill` cancels them (and a provider request in flight) at once. Either ends a wait
+for an approval or a provider retry back-off at once. Either way every tool call in the
+history has exactly one result.
 
 :meth:`Agent.reflect` runs one turn in reflection mode (seed 000, step 3): its calls run, but
 neither the prompt, the model's answer nor the results enter the history.
@@ -29,11 +34,12 @@ neither the prompt, the model's answer nor the results enter the history.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 import trio
@@ -64,6 +70,26 @@ _LAST_TURN = (
     "no more tool calls will be run."
 )
 
+_STOPPED = ToolResult.failure(
+    "Error: not run - the user stopped the turn before this call", extra={"status": "stopped"}
+)
+_KILLED = ToolResult.failure(
+    "Error: cancelled - the user killed the turn while the tool ran", extra={"status": "cancelled"}
+)
+_KILLED_BEFORE = ToolResult.failure(
+    "Error: cancelled - the user killed the turn before this call ran", extra={"status": "cancelled"}
+)
+_ENDED = ToolResult.failure(
+    "Error: cancelled - the turn ended before this call was answered", extra={"status": "cancelled"}
+)
+_NO_TOOLS_NOW = ToolResult.failure(
+    "Error: no tools may be called now - the context window is full; answer in plain text",
+    extra={"status": "not_run"},
+)
+_NOTHING: frozenset[str] = frozenset()
+
+_T = TypeVar("_T")
+
 
 @attrs.frozen(kw_only=True)
 class TurnRecord:
@@ -78,6 +104,8 @@ class TurnRecord:
         duration: Seconds the turn took (model and tools).
         reflection: Whether the turn ran in reflection mode (outside the history).
         tools_offered: Whether the model was offered tools this turn.
+        ended_by: The ids of the calls whose category ended the loop (``decision.reason`` is
+            ``terminal``), in call order; empty otherwise.
     """
 
     turn: int
@@ -88,6 +116,7 @@ class TurnRecord:
     duration: float
     reflection: bool = False
     tools_offered: bool = True
+    ended_by: tuple[str, ...] = ()
 
 
 @attrs.frozen(kw_only=True)
@@ -144,6 +173,7 @@ def _turn_dict(turn: TurnRecord) -> dict[str, Any]:
         "text": turn.text,
         "reflection": turn.reflection,
         "tools_offered": turn.tools_offered,
+        "ended_by": list(turn.ended_by),
         "duration_ms": round(turn.duration * 1000, 3),
         "usage": _usage_dict(turn.usage),
         "decision": turn.decision.to_dict(),
@@ -230,7 +260,10 @@ class Agent:
         self._categories = {tool.name: (tool.category, self.policy.category(tool.category)) for tool in engine.registry}
         self._restricted = len(self._allowlist) != len(engine.registry)
         specs = [tool.spec for tool in self.tools]
-        self.system = self.format.system_prompt(system if system is not None else self.policy.system_prompt, specs)
+        base = system if system is not None else self.policy.system_prompt
+        self.system = self.format.system_prompt(base, specs)
+        # The turn without tools must not describe tools (fallback, text) the model may no longer call.
+        self._answer_system = self.format.system_prompt(base, ())
         self._definitions = tuple(self.format.tool_definitions(specs))
         self._approve = approve
         self.model = model
@@ -241,6 +274,7 @@ class Agent:
         self._stop = False
         self._killed = False
         self._provider_scope: trio.CancelScope | None = None
+        self._wait_scope: trio.CancelScope | None = None
 
     # --- control -------------------------------------------------------------------------
 
@@ -250,22 +284,35 @@ class Agent:
         return tuple(self._messages)
 
     def request_stop(self) -> None:
-        """End the loop after the calls in flight (a model request in flight is answered first)."""
+        """End the loop after the calls in flight (a model request in flight is answered first).
+
+        A wait for an approval or a provider retry back-off ends at once: the call waiting for
+        approval is not run (``stopped``), and the model is not asked again.
+        """
         self._stop = True
         self.engine.request_stop()
+        if self._wait_scope is not None:
+            self._wait_scope.cancel()
 
     def kill(self) -> None:
-        """Cancel the calls in flight and a model request in flight at once, and end the loop."""
+        """Cancel the calls in flight, a model request in flight and a wait for approval at once; end the loop."""
         self._stop = True
         self._killed = True
         self.engine.kill()
         if self._provider_scope is not None:
             self._provider_scope.cancel()
+        if self._wait_scope is not None:
+            self._wait_scope.cancel()
 
     # --- the loop --------------------------------------------------------------------------
 
     async def run(self, prompt: str) -> LoopResult:
-        """Run the loop on the user's *prompt* until the policy ends it; only outside cancellation escapes."""
+        """Run the loop on the user's *prompt* until the policy ends it.
+
+        Only outside cancellation and the approver's exceptions escape; before they do, every
+        call of the turn gets a ``cancelled`` result, so a later :meth:`run` continues from a
+        valid history.
+        """
         self._stop = self._killed = False
         self.engine.new_loop()
         self._messages.append(self.format.user_message(prompt))
@@ -299,10 +346,10 @@ class Agent:
                     decision = self._stopped(iteration - 1)
                     break
                 total = _add_usage(total, response.usage)
-                self._messages.append(dict(response.message))
                 text, raw_calls = self.format.read_response(response.message)
                 final_answer = text
                 calls = parse_tool_calls(raw_calls)
+                self._messages.append(self._with_call_ids(response.message, raw_calls, calls))
                 if not calls:
                     decision = LoopDecision(
                         should_continue=False,
@@ -323,19 +370,21 @@ class Agent:
                         )
                     )
                     break
-                if tools_offered:
-                    entries = await self._run_calls(calls)
-                else:
-                    refused = ToolResult.failure(
-                        "Error: no tools may be called now - the context window is full; answer in plain text",
-                        extra={"status": "not_run"},
+                # Not in a method of its own: each coroutine between run() and the tools costs
+                # every checkpoint of every tool a frame to pass through.
+                try:
+                    entries, uncounted = await self._run_calls(calls) if tools_offered else _refused(calls)
+                    decision, consecutive_errors, ended_by = self._decide(
+                        iteration, entries, response, consecutive_errors, uncounted, tools_offered=tools_offered
                     )
-                    entries = tuple(_entry(call, refused) for call in calls)
-                decision, consecutive_errors = self._decide(
-                    iteration, entries, response, consecutive_errors, tools_offered=tools_offered
-                )
-                entries = self._advise(entries, decision)
-                self._messages.extend(self.format.result_messages(entries, max_chars=self.max_result_chars))
+                    entries = self._advise(entries, decision)
+                    self._messages.extend(self.format.result_messages(entries, max_chars=self.max_result_chars))
+                except BaseException:
+                    # An approver that raised, or a cancel scope outside run() (a timeout, a
+                    # nursery failing): answer the calls all the same, or the next run() would
+                    # send the provider a history with orphaned tool calls.
+                    self._messages.extend(self.format.result_messages([_entry(call, _ENDED) for call in calls]))
+                    raise
                 turns.append(
                     self._record(
                         iteration=iteration,
@@ -345,6 +394,7 @@ class Agent:
                         decision=decision,
                         started=started,
                         tools_offered=tools_offered,
+                        ended_by=ended_by,
                     )
                 )
                 if decision.reason == "token_critical" and tools_offered:
@@ -384,7 +434,7 @@ class Agent:
             return TurnRecord(turn=0, text="", entries=(), usage=None, decision=decision, duration=0, reflection=True)
         text, raw_calls = self.format.read_response(response.message)
         calls = parse_tool_calls(raw_calls)
-        entries = await self._run_calls(calls) if calls else ()
+        entries = (await self._run_calls(calls))[0] if calls else ()
         return TurnRecord(
             turn=0,
             text=text,
@@ -407,6 +457,7 @@ class Agent:
         decision: LoopDecision,
         started: float,
         tools_offered: bool,
+        ended_by: tuple[str, ...] = (),
     ) -> TurnRecord:
         record = TurnRecord(
             turn=iteration,
@@ -416,10 +467,44 @@ class Agent:
             decision=decision,
             duration=time.perf_counter() - started,
             tools_offered=tools_offered,
+            ended_by=ended_by,
         )
         if self.on_turn is not None:
             self.on_turn(record)
         return record
+
+    def _with_call_ids(
+        self, message: Mapping[str, Any], raw_calls: Sequence[object], calls: Sequence[ParsedCall]
+    ) -> dict[str, Any]:
+        """*message* as the history keeps it: each tool call with the id its result answers.
+
+        :func:`toolflow.parse_tool_calls` renames a call that repeats an earlier call's id and
+        invents the id a call lacks; a provider refuses a history whose results answer ids its
+        assistant message does not have. ``read_response`` hands back the message's own call
+        objects, so each is found by identity. ``fallback`` and ``text`` write no ids.
+        """
+        stored = dict(message)
+        if self.format.name not in ("openai", "anthropic"):
+            return stored
+        for raw, call in zip(raw_calls, calls, strict=True):
+            # A plain loop and a dict check: a generator and the Mapping ABC cost each turn a microsecond.
+            if type(raw) is not dict or raw.get("id") != call.id:
+                break
+        else:
+            return stored  # every call kept its id
+        ids = {id(raw): call.id for raw, call in zip(raw_calls, calls, strict=True)}
+        for key in ("tool_calls", "content"):  # openai's calls, anthropic's tool_use blocks
+            value = stored.get(key)
+            if isinstance(value, Mapping) and id(value) in ids:  # one openai call, not in a list
+                stored[key] = [_with_id(value, ids[id(value)])]
+            elif isinstance(value, list | tuple):
+                stored[key] = [_with_id(item, ids[id(item)]) if id(item) in ids else item for item in value]
+        legacy = stored.get("function_call")
+        if legacy is not None and id(legacy) in ids:
+            # A legacy function call has no id: write it as the tool call its tool message answers.
+            del stored["function_call"]
+            stored["tool_calls"] = [{"id": ids[id(legacy)], "type": "function", "function": legacy}]
+        return stored
 
     def _stopped(self, iteration: int) -> LoopDecision:
         reason: LoopReason = "killed" if self._killed else "stopped"
@@ -438,7 +523,7 @@ class Agent:
             messages = (*messages, self.format.user_message(_LAST_TURN))
         request = ModelRequest(
             format=self.format.name,
-            system=self.system,
+            system=self.system if tools_offered else self._answer_system,
             messages=messages,
             tools=self._definitions if tools_offered else (),
             turn=iteration,
@@ -449,8 +534,11 @@ class Agent:
         # the next checkpoint in the cancelled scope would cut the turn short of its results.
         return None if scope.cancel_called else response
 
-    async def _ask(self, request: ModelRequest, scope: trio.CancelScope) -> ModelResponse:
+    async def _ask(self, request: ModelRequest, scope: trio.CancelScope) -> ModelResponse | None:
         """The provider's response, retrying retryable errors; a kill meanwhile cancels *scope*.
+
+        ``None`` when a stop (or a kill) came before a retry: the back-off ends at once and the
+        model is not asked again.
 
         Raises:
             ProviderError: The provider failed, and retrying did not help or is not allowed.
@@ -470,19 +558,64 @@ class Agent:
                     if delay is None:
                         raise
                     logger.warning("%s; retrying in %.1fs (attempt %d)", exc, delay, attempt + 1)
-                    await trio.sleep(delay)
+                    await self._unless_stopped(functools.partial(trio.sleep, delay))
+                    if self._stop:
+                        return None
         finally:
             self._provider_scope = None
 
-    async def _run_calls(self, calls: Sequence[ParsedCall]) -> tuple[HistoryEntry, ...]:
-        """Gate *calls* by category, run the rest as one batch; one entry per call, in order."""
+    async def _unless_stopped(self, wait: Callable[[], Awaitable[_T]]) -> _T | None:
+        """Await ``wait()`` in a cancel scope that a stop or a kill cancels; ``None`` when one did (or had come)."""
+        if self._stop:
+            return None
+        with trio.CancelScope() as scope:
+            self._wait_scope = scope
+            try:
+                return await wait()
+            finally:
+                self._wait_scope = None
+        return None
+
+    async def _run_calls(self, calls: Sequence[ParsedCall]) -> tuple[tuple[HistoryEntry, ...], frozenset[str]]:
+        """Gate *calls* by category, run the rest as one batch; one entry per call, in order.
+
+        Also returns the ids of the calls that no error of the model's kept from running: those
+        over a category's ``per_turn`` and those a stop or a kill kept from running.
+        """
         engine = self.engine
         engine.tick()
         if self._stop:
             engine.request_stop()
         engine.allowlist = self._allowlist if self._restricted else None
-        engine.dangerous_per_tick = None  # the category gate below applies the policy's per_turn
+        engine.dangerous_per_tick = None  # the category gate applies the policy's per_turn
+        to_run, decided, uncounted = await self._gate(calls)
+        outcome = await engine.execute_batch(to_run) if to_run else ()
+        if isinstance(outcome, Abort):
+            ran = {entry.call_id: entry for entry in outcome.finished}
+            if outcome.reason == "killed":
+                result = _KILLED
+            elif outcome.reason == "stopped":
+                result = self._not_run()
+            else:
+                result = ToolResult.failure(outcome.message, extra={"status": "aborted"})
+            for call in to_run:
+                entry = ran.get(call.id)
+                if entry is None:
+                    entry = _entry(call, result)
+                    if outcome.reason != "malformed_calls":
+                        uncounted.add(call.id)
+                decided[call.id] = entry
+        elif not decided:
+            return outcome, _NOTHING  # every call ran, and the engine answers in call order
+        else:
+            for entry in outcome:
+                decided[entry.call_id] = entry
+        return tuple(decided[call.id] for call in calls), frozenset(uncounted)
+
+    async def _gate(self, calls: Sequence[ParsedCall]) -> tuple[list[ParsedCall], dict[str, HistoryEntry], set[str]]:
+        """The calls to run, the answers of those refused, and the refused ones that are no error of the model's."""
         decided: dict[str, HistoryEntry] = {}
+        uncounted: set[str] = set()
         to_run: list[ParsedCall] = []
         counts: dict[str, int] = {}
         for call in calls:
@@ -502,35 +635,25 @@ class Agent:
                         f"{call.name!r} was not run; call it again next turn"
                     )
                     decided[call.id] = _entry(call, ToolResult.failure(message, extra={"status": "blocked"}))
+                    uncounted.add(call.id)
                     continue
                 counts[category] = seen + 1
-            if behaviour.approval and not await self._approved(call, category):
-                message = f"Error: {call.name!r} was not approved, so it did not run; do not retry it unchanged"
-                decided[call.id] = _entry(call, ToolResult.failure(message, extra={"status": "denied"}))
-                continue
+            if behaviour.approval:
+                approved = await self._unless_stopped(functools.partial(self._approved, call, category))
+                if self._stop:  # nobody is asked after a stop or a kill, and nothing unapproved runs
+                    decided[call.id] = _entry(call, self._not_run())
+                    uncounted.add(call.id)
+                    continue
+                if not approved:
+                    message = f"Error: {call.name!r} was not approved, so it did not run; do not retry it unchanged"
+                    decided[call.id] = _entry(call, ToolResult.failure(message, extra={"status": "denied"}))
+                    continue
             to_run.append(call)
-        outcome = await engine.execute_batch(to_run) if to_run else ()
-        if isinstance(outcome, Abort):
-            ran = {entry.call_id: entry for entry in outcome.finished}
-            if outcome.reason == "killed":
-                result = ToolResult.failure(
-                    "Error: cancelled - the user killed the turn while the tool ran",
-                    extra={"status": "cancelled"},
-                )
-            elif outcome.reason == "stopped":
-                result = ToolResult.failure(
-                    "Error: not run - the user stopped the turn before this call", extra={"status": "stopped"}
-                )
-            else:
-                result = ToolResult.failure(outcome.message, extra={"status": "aborted"})
-            for call in to_run:
-                decided[call.id] = ran.get(call.id) or _entry(call, result)
-        elif not decided:
-            return outcome  # every call ran, and the engine answers in call order
-        else:
-            for entry in outcome:
-                decided[entry.call_id] = entry
-        return tuple(decided[call.id] for call in calls)
+        return to_run, decided, uncounted
+
+    def _not_run(self) -> ToolResult:
+        """The result of a call that a stop or a kill kept from running."""
+        return _KILLED_BEFORE if self._killed else _STOPPED
 
     async def _approved(self, call: ToolCall, category: str) -> bool:
         if self._approve is not None:
@@ -546,16 +669,19 @@ class Agent:
         entries: tuple[HistoryEntry, ...],
         response: ModelResponse,
         consecutive_errors: int,
+        uncounted: frozenset[str],
         *,
         tools_offered: bool,
-    ) -> tuple[LoopDecision, int]:
+    ) -> tuple[LoopDecision, int, tuple[str, ...]]:
+        """The decision after a turn, the failed calls in a row so far, and the calls that ended the loop."""
         policy = self.policy
-        ends: list[str] = []
+        ends: list[HistoryEntry] = []
         for entry in entries:
-            consecutive_errors = 0 if entry.success else consecutive_errors + 1
+            if entry.call_id not in uncounted:
+                consecutive_errors = 0 if entry.success else consecutive_errors + 1
             known = self._categories.get(entry.tool_name)
             if known is not None and known[1].ends(success=entry.success):
-                ends.append(entry.tool_name)
+                ends.append(entry)
         tokens = response.usage.total_tokens if response.usage is not None else None
         base = check_loop_continuation(policy=policy, iteration=iteration, tokens_used=tokens)
         remaining = base.iterations_remaining
@@ -570,15 +696,16 @@ class Agent:
             )
 
         if self._stop:
-            return self._stopped(iteration), consecutive_errors
+            return self._stopped(iteration), consecutive_errors, ()
         if ends:
-            return end("terminal", f"{', '.join(repr(n) for n in ends)} ended the loop"), consecutive_errors
+            message = f"{', '.join(repr(entry.tool_name) for entry in ends)} ended the loop"
+            return end("terminal", message), consecutive_errors, tuple(entry.call_id for entry in ends)
         if consecutive_errors >= policy.max_consecutive_errors:
             message = f"{consecutive_errors} failed tool calls in a row (at most {policy.max_consecutive_errors})"
-            return end("error_cap", message), consecutive_errors
+            return end("error_cap", message), consecutive_errors, ()
         if not tools_offered:
-            return end("token_critical", "the model used its last turn for tool calls"), consecutive_errors
-        return base, consecutive_errors
+            return end("token_critical", "the model used its last turn for tool calls"), consecutive_errors, ()
+        return base, consecutive_errors, ()
 
     def _advise(self, entries: tuple[HistoryEntry, ...], decision: LoopDecision) -> tuple[HistoryEntry, ...]:
         """Put the token advisory, and from the soft-warn turn on the loop advisory, on the turn's last result."""
@@ -601,6 +728,21 @@ class Agent:
         last = entries[-1]
         result = attrs.evolve(last.result, extra={**last.result.extra, **extra})
         return (*entries[:-1], attrs.evolve(last, result=result))
+
+
+def _refused(calls: Sequence[ParsedCall]) -> tuple[tuple[HistoryEntry, ...], frozenset[str]]:
+    """The answers to calls made on the turn without tools: none of them runs."""
+    return tuple(_entry(call, _NO_TOOLS_NOW) for call in calls), _NOTHING
+
+
+def _with_id(raw: object, call_id: str) -> object:
+    """A copy of the raw call or block *raw* (a mapping or a pydantic model) with ``id`` *call_id*."""
+    if isinstance(raw, Mapping):
+        return {**raw, "id": call_id}
+    dump = getattr(raw, "model_dump", None)
+    if callable(dump):
+        return {**dump(), "id": call_id}
+    return raw  # neither: nothing to write an id into (a call the provider sent as bare text)
 
 
 def _exposed(engine: Engine, policy: Policy, *, deliberate: bool) -> tuple[RegisteredTool, ...]:

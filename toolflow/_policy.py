@@ -272,14 +272,13 @@ class Policy:
 def check_loop_continuation(*, policy: Policy, iteration: int, tokens_used: int | None = None) -> LoopDecision:
     """Seed 001's continuation check after turn *iteration* (from 1), with *tokens_used* of the context.
 
-    The hard limits first: ``max_iterations`` once *iteration* reaches it, ``token_critical`` at
-    the critical level; then ``token_warning`` at the warning level, else ``normal``.
+    The hard limits first: ``token_critical`` at the critical level, even on the last turn (the
+    agent loop then gives the model one more turn, without tools, to answer), then
+    ``max_iterations`` once *iteration* reaches it; then ``token_warning`` at the warning level,
+    else ``normal``.
     """
     remaining = max(0, policy.max_iterations - iteration)
     advisory = token_advisory(tokens_used, policy.tokens) if tokens_used is not None else None
-    if remaining == 0:
-        message = f"reached the limit of {policy.max_iterations} iterations"
-        return LoopDecision(should_continue=False, reason="max_iterations", message=message, advisory=advisory)
     if advisory is not None and advisory["level"] == "critical":
         message = f"context {advisory['usage_percent']}% full: the model answers now, without tools"
         return LoopDecision(
@@ -289,6 +288,9 @@ def check_loop_continuation(*, policy: Policy, iteration: int, tokens_used: int 
             advisory=advisory,
             iterations_remaining=remaining,
         )
+    if remaining == 0:
+        message = f"reached the limit of {policy.max_iterations} iterations"
+        return LoopDecision(should_continue=False, reason="max_iterations", message=message, advisory=advisory)
     if advisory is not None:
         message = f"context {advisory['usage_percent']}% full: {advisory['message'].lower()}"
         return LoopDecision(

@@ -9,6 +9,7 @@ import io
 import json
 import os
 import re
+import select
 import signal
 import subprocess
 import sys
@@ -92,6 +93,17 @@ def test_text_trace_and_terminal_end(project: Path) -> None:
     assert '  → echo {"word": "hi"}' in lines
     assert any(re.fullmatch(r'    ok: "echo hi" \([0-9.]+ ms\)', line) for line in lines), lines
     assert lines[-1] == "loop ended: terminal ('done' ended the loop) after 2 turns, 2 tool calls"
+
+
+def test_the_end_names_the_call_that_ended_the_loop(project: Path) -> None:
+    """After a turn [terminal call, other call], the end shows the terminal call's result, not the last one's."""
+    turns = [{"tool_calls": [{"name": "done", "arguments": {}}, {"name": "echo", "arguments": {"word": "hi"}}]}]
+    code, out, _ = toolflow("run", "--model", transcript(project, turns, prompt="go"))
+    assert code == 0
+    assert out.splitlines()[-2:] == [
+        "done: goodbye",
+        "loop ended: terminal ('done' ended the loop) after 1 turn, 2 tool calls",
+    ]
 
 
 @pytest.mark.parametrize("fmt", ["openai", "anthropic", "fallback", "text"])
@@ -216,6 +228,40 @@ def test_second_ctrl_c_kills_the_call_in_flight(project: Path) -> None:
     assert document["reason"] == "killed"
     assert document["turns"][0]["calls"][0]["result"]["status"] == "cancelled"
     _check_history(document["history"])
+
+
+def test_ctrl_c_ends_a_pending_approval(project: Path) -> None:
+    """One SIGINT while `--approve ask` waits for an answer: the call is not run, the loop ends `stopped` (exit 130)."""
+    (project / "specs" / "policy.yaml").write_text(
+        "toolflow: 1\npolicy:\n  categories:\n    terminal: {approval: true}\n", encoding="utf-8"
+    )
+    turns = [{"tool_calls": [{"name": "done", "arguments": {}}]}, {"text": "never"}]
+    model = transcript(project, turns, prompt="go")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "toolflow", "run", "--model", model, "--approve", "ask"],
+        cwd=project,
+        stdin=subprocess.PIPE,  # left open and never written: the prompt waits for good
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "TOOLFLOW_LOAD_PLUGINS": "none"},
+    )
+    try:
+        assert process.stdout is not None
+        shown = b""
+        deadline = time.monotonic() + 30
+        while b"[y/N] " not in shown:
+            assert time.monotonic() < deadline, f"no approval prompt: {shown!r}"
+            if select.select([process.stdout], [], [], 0.1)[0]:
+                shown += os.read(process.stdout.fileno(), 4096)
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=30) == 130
+        out = (shown + process.stdout.read()).decode()
+    finally:
+        process.kill()
+        process.communicate()
+    assert "approve terminal call done {}? [y/N] \n" in out
+    assert "    stopped: Error: not run - the user stopped the turn before this call" in out
+    assert out.splitlines()[-1] == "loop ended: stopped (stopped by the user) after 1 turn, 1 tool call"
 
 
 def test_the_shipped_session_runs_end_to_end() -> None:
