@@ -120,6 +120,7 @@ _PLAIN_DATA = frozenset({str, int, float, bool, list})
 """Return types that normalise to a plain success holding the value (see ``ResultValidator.normalize``)."""
 
 _NO_EXTRA: Mapping[str, Any] = MappingProxyType({})
+_NO_WAITS: Mapping[int, Any] = MappingProxyType({})
 _ATTEMPT_EXTRAS = tuple(MappingProxyType({"attempts": n}) for n in range(8))
 
 
@@ -837,8 +838,8 @@ class Engine:
                 if index in finished:  # however the call ended, the calls waiting for it go on
                     finished[index].set()
 
-        after = self._batch_dependencies(concurrent) if len(concurrent) > 1 else {}
-        finished = {index: trio.Event() for waits in after.values() for index in waits}
+        after = self._batch_dependencies(concurrent) if len(concurrent) > 1 else _NO_WAITS
+        finished = {index: trio.Event() for waits in after.values() for index in waits} if after else _NO_WAITS
         if len(concurrent) == 1:  # one call needs no nursery: a task and its switches cost more than the call
             await run_one(*concurrent[0])
         elif concurrent:

@@ -258,6 +258,12 @@ class Agent:
         self._allowlist = frozenset(tool.name for tool in self.tools)
         # Each tool's category and what the policy makes of it, looked up once rather than per call.
         self._categories = {tool.name: (tool.category, self.policy.category(tool.category)) for tool in engine.registry}
+        # Tools the category gate lets through as they are: allowed, no per-turn limit, no approval.
+        self._ungated = frozenset(
+            name
+            for name, (_, behaviour) in self._categories.items()
+            if name in self._allowlist and behaviour.per_turn is None and not behaviour.approval
+        )
         self._restricted = len(self._allowlist) != len(engine.registry)
         specs = [tool.spec for tool in self.tools]
         base = system if system is not None else self.policy.system_prompt
@@ -588,7 +594,14 @@ class Agent:
             engine.request_stop()
         engine.allowlist = self._allowlist if self._restricted else None
         engine.dangerous_per_tick = None  # the category gate applies the policy's per_turn
-        to_run, decided, uncounted = await self._gate(calls)
+        ungated = self._ungated
+        to_run: Sequence[ParsedCall]
+        for call in calls:
+            if call.name not in ungated:
+                to_run, decided, uncounted = await self._gate(calls)
+                break
+        else:  # the gate would let every call through (malformed and unknown ones go to the engine)
+            to_run, decided, uncounted = calls, {}, set()
         outcome = await engine.execute_batch(to_run) if to_run else ()
         if isinstance(outcome, Abort):
             ran = {entry.call_id: entry for entry in outcome.finished}
