@@ -154,9 +154,12 @@ def _approver(mode: str | None, stdout: TextIO) -> Any:
     return None
 
 
-async def _watch_interrupts(agent: Agent, stderr: TextIO) -> None:
+async def _watch_interrupts(
+    agent: Agent, stderr: TextIO, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+) -> None:
     """First Ctrl-C: stop after the calls in flight; second: kill them."""
     with trio.open_signal_receiver(signal.SIGINT) as signals:
+        task_status.started()  # from here on, Ctrl-C is ours, not a KeyboardInterrupt
         count = 0
         async for _ in signals:
             count += 1
@@ -211,7 +214,7 @@ def command(args: argparse.Namespace, plugins: Plugins, stdout: TextIO, stderr: 
                     on_turn=(lambda turn: print_turn(turn, stdout)) if text else None,
                 )
                 async with trio.open_nursery() as nursery:
-                    nursery.start_soon(_watch_interrupts, agent, stderr)
+                    await nursery.start(_watch_interrupts, agent, stderr)
                     result = await agent.run(prompt)
                     nursery.cancel_scope.cancel()
                 return result
