@@ -470,36 +470,27 @@ class _GuardedCache:
         self._store = store
         self._warner = _Warner(where)
 
-    def _failed(self, operation: str, error: Exception) -> None:
-        self._warner.warn("failing", f"{operation} raised {type(error).__name__}: {error}")
+    def _guarded(self, operation: str, *args: Any) -> Any:
+        """``store.operation(*args)``, or ``None`` (and a warning) when it raises."""
+        try:
+            return getattr(self._store, operation)(*args)
+        except Exception as exc:  # noqa: BLE001 - a plugin's failure is a warning and a miss; the call goes on
+            self._warner.warn("failing", f"{operation} raised {type(exc).__name__}: {exc}")
+            return None
 
     def get(self, key: str) -> ToolResult | None:
-        try:
-            result = self._store.get(key)
-        except Exception as exc:  # noqa: BLE001 - a plugin's failure is a warning and a miss
-            self._failed("get", exc)
-            return None
+        result = self._guarded("get", key)
         return result if isinstance(result, ToolResult) and result.success else None
 
     def set(self, key: str, result: ToolResult, ttl: float | None) -> None:
-        if not result.success:
-            return  # failures are never cached, whatever a plugin's backend would do
-        try:
-            self._store.set(key, result, ttl)
-        except Exception as exc:  # noqa: BLE001 - a plugin's failure is a warning; the call's result stands
-            self._failed("set", exc)
+        if result.success:  # failures are never cached, whatever a plugin's backend would do
+            self._guarded("set", key, result, ttl)
 
     def clear(self) -> None:
-        try:
-            self._store.clear()
-        except Exception as exc:  # noqa: BLE001
-            self._failed("clear", exc)
+        self._guarded("clear")
 
     def close(self) -> None:
-        try:
-            self._store.close()
-        except Exception as exc:  # noqa: BLE001
-            self._failed("close", exc)
+        self._guarded("close")
 
 
 class NullCache:

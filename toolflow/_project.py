@@ -117,7 +117,8 @@ def load_project(start: str | os.PathLike[str] = ".") -> ProjectConfig:
         msg = f"[tool.toolflow.cache] has unknown key {unknown[0]!r}{hint}"
         raise ConfigError(msg, path=where)
     for key in ("path", "backend"):
-        if not isinstance(cache.get(key, ""), str) or cache.get(key) == "":
+        value = cache.get(key)
+        if value is not None and (not isinstance(value, str) or not value):
             raise ConfigError(f"[tool.toolflow.cache] {key} must be a non-empty string", path=where)
     options = cache.get("options", {})
     if not isinstance(options, dict):
