@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from toolflow._errors import ConfigError
+from toolflow._json import encoder, loads
 from toolflow._model import CacheScope, ToolSpec
 from toolflow._plugins import Plugins
 from toolflow._results import RESERVED_RESULT_KEYS, ToolResult
@@ -114,9 +115,8 @@ def spec_digest(spec: ToolSpec) -> str:
     return digest
 
 
-_CANONICAL_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-_STORED_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
-# Built once: json.dumps with options builds a new encoder per call, a fair share of a cache hit.
+_canonical_json = encoder(sort_keys=True, ensure_ascii=False, allow_nan=False)
+_stored_json = encoder(ensure_ascii=False)
 
 
 def cache_key(spec: ToolSpec, arguments: Mapping[str, Any]) -> str | None:
@@ -129,7 +129,7 @@ def cache_key(spec: ToolSpec, arguments: Mapping[str, Any]) -> str | None:
     Never raises.
     """
     try:
-        args = _CANONICAL_JSON.encode(arguments)
+        args = _canonical_json(arguments)
     except (TypeError, ValueError, RecursionError):
         return None
     return f"{spec.name}:{spec_digest(spec)[:16]}:{args}"
@@ -334,7 +334,7 @@ class SQLiteCache:
                 self._problem(exc)
                 return None
         try:
-            return _result_from_dict(json.loads(value))
+            return _result_from_dict(loads(value))
         except (ValueError, TypeError, RecursionError):
             return None
 
@@ -343,7 +343,7 @@ class SQLiteCache:
         if not result.success or (ttl is not None and ttl <= 0):
             return
         try:
-            value = _STORED_JSON.encode(result.to_dict())
+            value = _stored_json(result.to_dict())
         except (TypeError, ValueError, RecursionError):
             return
         with self._lock:

@@ -59,6 +59,7 @@ from typing import Any, TypeAlias
 
 import attrs
 
+from toolflow._json import loads
 from toolflow._results import ToolResult
 
 __all__ = [
@@ -245,6 +246,8 @@ def parse_tool_calls(
         return []
     items: Iterable[object]
     if type(raw_calls) is list:
+        if len(raw_calls) == 1 and type(raw_calls[0]) is ToolCall:  # the agent loop's usual turn, parsed already
+            return [raw_calls[0]]
         items = raw_calls
     elif isinstance(raw_calls, _ONE_CALL_TYPES) or not isinstance(raw_calls, Iterable):
         items = [raw_calls]
@@ -355,7 +358,7 @@ def _load(raw: object, limit: int) -> tuple[object, str | None]:
         if _text_size_over(raw, limit + _ENVELOPE_BYTES):
             return None, f"Error: Tool call is too large - more than {limit + _ENVELOPE_BYTES} bytes of JSON"
         try:
-            return json.loads(raw), None
+            return loads(raw), None
         except (ValueError, RecursionError) as exc:
             return None, f"Error: Invalid JSON tool call - {_json_error(exc)}"
     if not isinstance(raw, _MAPPING_TYPES):
@@ -417,14 +420,14 @@ def _decode_arguments(arguments: object, limit: int) -> tuple[Mapping[str, Any],
         if not value.strip():
             return _EMPTY, None, notes
         try:
-            value = json.loads(value)
+            value = loads(value)
         except (ValueError, RecursionError) as exc:
             return _EMPTY, f"Error: Invalid JSON arguments - {_json_error(exc)}", notes
         if value is None:
             return _EMPTY, None, notes
         if isinstance(value, str) and value.lstrip().startswith("{"):
             try:
-                inner = json.loads(value)
+                inner = loads(value)
             except (ValueError, RecursionError):
                 inner = None
             if isinstance(inner, dict):

@@ -803,6 +803,8 @@ class Engine:
         cancellation from outside escapes.
         """
         parsed = parse_tool_calls(raw_calls)
+        if len(parsed) == 1 and type(parsed[0]) is ToolCall and not self._is_dangerous(parsed[0].name):
+            return await self._execute_single(parsed[0])
         entries: list[HistoryEntry | None] = [None] * len(parsed)
         concurrent, dangerous, malformed = self._sort_calls(parsed, entries)
         if malformed > self.max_malformed:
@@ -817,23 +819,7 @@ class Engine:
             try:
                 for earlier in after.get(index, ()):
                     await finished[earlier].wait()
-                # A call a stop keeps from running leaves its entry None.
-                if self._stop_requested:
-                    return
-                # Engine.call, without its own coroutine: one fewer object per call in flight.
-                admitted = self._admit(call.name)
-                duration = None
-                if type(admitted) is _Plan:
-                    started = trio.current_time()
-                    result = await self._run(admitted, call.arguments, call.id)
-                    duration = trio.current_time() - started
-                else:
-                    result = cast("ToolResult", admitted)
-                if result is _STOPPED:
-                    return
-                if call.warnings:
-                    result = attrs.evolve(result, warnings=(*call.warnings, *result.warnings))
-                entries[index] = _entry(call, result, duration)
+                entries[index] = await self._run_entry(call)
             finally:
                 if index in finished:  # however the call ended, the calls waiting for it go on
                     finished[index].set()
@@ -867,6 +853,43 @@ class Engine:
             message = "stop requested: calls not yet dispatched were not run"
             return Abort(reason="stopped", message=message, call_ids=_ids(parsed), finished=done)
         return cast("tuple[HistoryEntry, ...]", tuple(entries))
+
+    async def _execute_single(self, call: ToolCall) -> BatchOutcome:
+        """:meth:`execute_batch` of one well-formed call of a tool that is not ``dangerous``.
+
+        The same steps without the batch's bookkeeping, which costs more than a quick call
+        (the agent loop's turns mostly make one call).
+        """
+        if logger.isEnabledFor(logging.INFO):
+            _log_decisions((call,))
+        for note in call.warnings:
+            logger.warning("Tool call %s (%s) was corrected: %s", call.id, call.name, note)
+        kills = self._kills
+        entry = await self._run_entry(call)
+        if self._kills != kills:
+            return Abort(reason="killed", message="the turn was killed while its tools ran", call_ids=(call.id,))
+        if entry is None:
+            message = "stop requested: calls not yet dispatched were not run"
+            return Abort(reason="stopped", message=message, call_ids=(call.id,))
+        return (entry,)
+
+    async def _run_entry(self, call: ToolCall) -> HistoryEntry | None:
+        """Admit and run one call of a batch; ``None`` when a stop kept it from running."""
+        if self._stop_requested:
+            return None
+        admitted = self._admit(call.name)
+        duration = None
+        if type(admitted) is _Plan:
+            started = trio.current_time()
+            result = await self._run(admitted, call.arguments, call.id)
+            duration = trio.current_time() - started
+        else:
+            result = cast("ToolResult", admitted)
+        if result is _STOPPED:
+            return None
+        if call.warnings:
+            result = attrs.evolve(result, warnings=(*call.warnings, *result.warnings))
+        return _entry(call, result, duration)
 
     def _sort_calls(
         self, parsed: list[ParsedCall], entries: list[HistoryEntry | None]

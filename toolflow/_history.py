@@ -51,6 +51,7 @@ import jinja2
 from toolflow._calls import ToolCall
 from toolflow._errors import UsageError
 from toolflow._export import anthropic_tool, input_schema, openai_tool
+from toolflow._json import encoder, loads
 from toolflow._model import ToolSpec
 from toolflow._providers import HISTORY_FORMATS
 from toolflow._results import DEFAULT_MAX_RESULT_CHARS, ToolResult, truncate_text
@@ -131,12 +132,7 @@ class HistoryFormat(Protocol):
 # --------------------------------------------------------------------------- helpers
 
 
-_COMPACT_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
-# Built once: json.dumps with options builds a new encoder per call (see toolflow._results).
-
-
-def _compact_json(value: object) -> str:
-    return _COMPACT_JSON.encode(value)
+_compact_json = encoder(ensure_ascii=False)
 
 
 def _angle_safe(text: str) -> str:
@@ -453,7 +449,7 @@ def _fallback_calls(value: object) -> list[object]:
 
 def _decode(text: str) -> tuple[bool, object]:
     try:
-        return True, json.loads(text)
+        return True, loads(text)
     except (ValueError, RecursionError):
         return False, None
 

@@ -18,6 +18,8 @@ from typing import Any
 
 import attrs
 
+from toolflow._json import encoder
+
 __all__ = ["DEFAULT_MAX_RESULT_CHARS", "RESERVED_RESULT_KEYS", "ToolResult", "truncate_text"]
 
 DEFAULT_MAX_RESULT_CHARS = 16_000
@@ -156,14 +158,12 @@ def truncate_text(text: str, max_chars: int) -> str:
         keep = fits
 
 
-_RESULT_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=str)
-# One encoder for every result: json.dumps with options builds a new one per call, which costs
-# a third of writing a small result.
+_result_json = encoder(ensure_ascii=False, allow_nan=False, default=str)
 
 
 def _to_json(value: Any) -> str:
     try:
-        return _RESULT_JSON.encode(value)
+        return _result_json(value)
     except (TypeError, ValueError):
         # Non-string keys, cycles, NaN: rebuild a JSON-safe copy and try again.
         return json.dumps(_jsonable(value, set()), ensure_ascii=False, separators=(",", ":"))
