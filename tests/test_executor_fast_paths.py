@@ -84,7 +84,8 @@ def setup(tmp_path: Path) -> tuple[toolflow.Registry, toolflow.Plugins, Tools]:
 
 def test_unchecked_results_equal_constructed_ones() -> None:
     """_unchecked_result builds a ToolResult equal to the one the attrs __init__ builds."""
-    fast = _unchecked_result(False, [1], "nope", ("w",), ToolResult(success=True, extra={"a": 1}).extra)
+    extra = ToolResult(success=True, extra={"a": 1}).extra
+    fast = _unchecked_result(success=False, data=[1], error="nope", warnings=("w",), extra=extra)
     slow = ToolResult(success=False, data=[1], error="nope", warnings=["w"], extra={"a": 1})
     assert fast == slow
     assert repr(fast) == repr(slow)

@@ -47,7 +47,7 @@ def test_valid_arguments_come_back_untouched() -> None:
 def test_fast_result_equals_the_attrs_built_one() -> None:
     """The slot-setting constructor of the happy path builds exactly what attrs would."""
     args = {"a": 1}
-    fast = _valid_result(args)
+    fast = _valid_result(valid=True, errors=(), warnings=(), cleaned=args)
     assert fast == ValidationResult(valid=True, cleaned=args)
     assert (fast.valid, fast.errors, fast.warnings, fast.cleaned) == (True, (), (), args)
 

@@ -60,6 +60,7 @@ from typing import Any, TypeAlias
 import attrs
 
 from toolflow._json import loads
+from toolflow._records import unchecked_init
 from toolflow._results import ToolResult
 
 __all__ = [
@@ -166,39 +167,10 @@ ParsedCall: TypeAlias = ToolCall | MalformedCall
 
 _PARSED_TYPES = (ToolCall, MalformedCall)
 
-_new = object.__new__
-_set_id = ToolCall.__dict__["id"].__set__
-_set_name = ToolCall.__dict__["name"].__set__
-_set_arguments = ToolCall.__dict__["arguments"].__set__
-_set_reasoning = ToolCall.__dict__["reasoning"].__set__
-_set_format = ToolCall.__dict__["format"].__set__
-_set_warnings = ToolCall.__dict__["warnings"].__set__
-_set_raw = ToolCall.__dict__["raw"].__set__
-
-
-def _new_call(  # noqa: PLR0917 - one parameter per field, positional for speed
-    call_id: str,
-    name: str,
-    arguments: dict[str, Any],
-    reasoning: str,
-    fmt: str,
-    warnings: tuple[str, ...],
-    raw: object,
-) -> ToolCall:
-    """``ToolCall(...)`` for fields already in their final form (*arguments* the call's own dict), slot by slot.
-
-    Every call a model makes is parsed, and the attrs ``__init__`` with its converters costs
-    twice this. ``tests/test_calls.py`` compares the two.
-    """
-    call: ToolCall = _new(ToolCall)
-    _set_id(call, call_id)
-    _set_name(call, name)
-    _set_arguments(call, arguments)
-    _set_reasoning(call, reasoning)
-    _set_format(call, fmt)
-    _set_warnings(call, warnings)
-    _set_raw(call, raw)
-    return call
+_new_call = unchecked_init(ToolCall)
+"""``ToolCall(...)`` for fields in their final form (*arguments* the call's own ``dict``, *warnings*
+a tuple): every call a model makes is parsed, and the attrs ``__init__`` with its converters
+costs twice this."""
 
 
 def parse_tool_call(
@@ -348,7 +320,15 @@ def _parse(raw: object, default_id: str, limit: int) -> tuple[ParsedCall, bool]:
         return MalformedCall(id=ident, name=checked, error=problem, format=fmt, raw=raw), given is not None
     # JSON text decoded just now is the call's own dict already; anything else is copied.
     own = decoded if type(decoded) is dict and decoded is not arguments else dict(decoded)
-    call = _new_call(ident, checked, own, _reasoning(reasoning), fmt, (*warnings, *notes), raw)
+    call = _new_call(
+        id=ident,
+        name=checked,
+        arguments=own,
+        reasoning=_reasoning(reasoning),
+        format=fmt,
+        warnings=(*warnings, *notes),
+        raw=raw,
+    )
     return call, given is not None
 
 

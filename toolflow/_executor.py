@@ -85,6 +85,7 @@ from toolflow._context import CallContext, wants_context
 from toolflow._errors import ConfigError
 from toolflow._model import CacheScope, Category
 from toolflow._plugins import PluginError, Plugins
+from toolflow._records import unchecked_init
 from toolflow._registry import RegisteredTool, Registry, UnknownToolError
 from toolflow._results import ToolResult, _unchecked_result
 from toolflow._retrying import RETRY_AFTER_CEILING, classify, may_retry_automatically, next_delay
@@ -599,7 +600,11 @@ class Engine:
         """Add the argument warnings, record a success for ``depends_on``, run the after_call hooks."""
         if warnings:
             result = _unchecked_result(
-                result.success, result.data, result.error, (*warnings, *result.warnings), result.extra
+                success=result.success,
+                data=result.data,
+                error=result.error,
+                warnings=(*warnings, *result.warnings),
+                extra=result.extra,
             )
         if result.success:
             self._succeeded_loop.add(plan.name)
@@ -670,12 +675,14 @@ class Engine:
         if plan.plain_results and type(value) in _PLAIN_DATA:
             # normalize(value), without its checks and the attrs __init__.
             extra = _NO_EXTRA if self._bare else _attempts_extra(attempt)
-            return _unchecked_result(True, value, None, (), extra)  # noqa: FBT003 - positional for speed
+            return _unchecked_result(success=True, data=value, error=None, warnings=(), extra=extra)
         result = plan.normalize(value)
         if self._bare:
             return result
         extra = MappingProxyType({**result.extra, "attempts": attempt}) if result.extra else _attempts_extra(attempt)
-        return _unchecked_result(result.success, result.data, result.error, result.warnings, extra)
+        return _unchecked_result(
+            success=result.success, data=result.data, error=result.error, warnings=result.warnings, extra=extra
+        )
 
     def _retry_delay(
         self,
@@ -1015,29 +1022,17 @@ async def run_bare(tool: RegisteredTool, arguments: object, *, plugins: Plugins 
     return await engine._run(_Plan(tool, bare=True), arguments, call_id)  # noqa: SLF001 - this module's own engine
 
 
-_new = object.__new__
-_set_call_id = HistoryEntry.__dict__["call_id"].__set__
-_set_tool_name = HistoryEntry.__dict__["tool_name"].__set__
-_set_call = HistoryEntry.__dict__["call"].__set__
-_set_result = HistoryEntry.__dict__["result"].__set__
-_set_success = HistoryEntry.__dict__["success"].__set__
-_set_duration = HistoryEntry.__dict__["duration"].__set__
+_new_entry = unchecked_init(HistoryEntry)
 
 
 def _entry(call: ParsedCall, result: ToolResult, duration: float | None = None) -> HistoryEntry:
-    """``HistoryEntry(call_id=call.id, ...)``, slot by slot.
+    """``HistoryEntry(call_id=call.id, ...)``, without the frozen attrs ``__init__`` (twice the cost).
 
-    A batch makes one per call, and the frozen attrs ``__init__`` costs twice this; the fields
-    need no conversion. ``tests/test_executor_fast_paths.py`` compares the two.
+    ``tests/test_executor_fast_paths.py`` compares the two.
     """
-    entry: HistoryEntry = _new(HistoryEntry)
-    _set_call_id(entry, call.id)
-    _set_tool_name(entry, call.name or "")
-    _set_call(entry, call)
-    _set_result(entry, result)
-    _set_success(entry, result.success)
-    _set_duration(entry, duration)
-    return entry
+    return _new_entry(
+        call_id=call.id, tool_name=call.name or "", call=call, result=result, success=result.success, duration=duration
+    )
 
 
 @contextlib.asynccontextmanager

@@ -163,10 +163,6 @@ def _text_of(block: object) -> str | None:
     return text if isinstance(text, str) else None
 
 
-def _result_text(entry: ResultMessage, max_chars: int) -> str:
-    return entry.result.text_for_model(max_chars)
-
-
 def _shown_name(name: str) -> str:
     """A tool name as it is written inside the fallback's ``[TOOL RESULT: name]`` line (no line breaks)."""
     return json.dumps(name, ensure_ascii=False)[1:-1]
@@ -340,7 +336,7 @@ class OpenAIFormat:
     ) -> list[dict[str, Any]]:
         """One ``{"role": "tool", "tool_call_id", "content"}`` message per result, in order."""
         return [
-            {"role": "tool", "tool_call_id": entry.call_id, "content": _result_text(entry, max_chars)}
+            {"role": "tool", "tool_call_id": entry.call_id, "content": entry.result.text_for_model(max_chars)}
             for entry in results
         ]
 
@@ -410,7 +406,7 @@ class AnthropicFormat:
             block: dict[str, Any] = {
                 "type": "tool_result",
                 "tool_use_id": entry.call_id,
-                "content": _result_text(entry, max_chars),
+                "content": entry.result.text_for_model(max_chars),
             }
             if not entry.result.success:
                 block["is_error"] = True
@@ -542,7 +538,7 @@ class FallbackFormat:
                 "role": "user",
                 "content": (f"[TOOL RESULT: {_shown_name(entry.tool_name)}]" if entry.tool_name else "[TOOL RESULT]")
                 + "\n"
-                + _result_text(entry, max_chars),
+                + entry.result.text_for_model(max_chars),
             }
             for entry in results
         ]

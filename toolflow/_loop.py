@@ -51,6 +51,7 @@ from toolflow._history import HistoryFormat, get_format
 from toolflow._model import RetryPolicy
 from toolflow._policy import LoopDecision, LoopReason, Policy, check_loop_continuation
 from toolflow._providers import HISTORY_FORMATS, ModelProvider, ModelRequest, ModelResponse, ProviderError, Usage
+from toolflow._records import unchecked_init
 from toolflow._registry import RegisteredTool, UnknownToolError
 from toolflow._results import DEFAULT_MAX_RESULT_CHARS, ToolResult
 from toolflow._retrying import Decision, next_delay
@@ -199,6 +200,11 @@ def _add_usage(total: Usage, usage: Usage | None) -> Usage:
     )
 
 
+_new_record = unchecked_init(TurnRecord)
+_new_request = unchecked_init(ModelRequest)
+_new_decision = unchecked_init(LoopDecision)
+
+
 def _entry(call: ParsedCall, result: ToolResult) -> HistoryEntry:
     return HistoryEntry(call_id=call.id, tool_name=call.name or "", call=call, result=result, success=result.success)
 
@@ -339,7 +345,7 @@ class Agent:
                     decision = self._stopped(iteration - 1)
                     break
                 try:
-                    response = await self._complete(iteration, scope, tools_offered=tools_offered)
+                    response = await self._ask(self._request(iteration, tools_offered=tools_offered), scope)
                 except ProviderError as exc:
                     decision = LoopDecision(
                         should_continue=False,
@@ -465,7 +471,7 @@ class Agent:
         tools_offered: bool,
         ended_by: tuple[str, ...] = (),
     ) -> TurnRecord:
-        record = TurnRecord(
+        record = _new_record(
             turn=iteration,
             text=text,
             entries=entries,
@@ -522,12 +528,12 @@ class Agent:
             iterations_remaining=max(0, self.policy.max_iterations - iteration),
         )
 
-    async def _complete(self, iteration: int, scope: trio.CancelScope, *, tools_offered: bool) -> ModelResponse | None:
-        """The model's response to the history; ``None`` when a kill cancelled *scope* meanwhile."""
+    def _request(self, iteration: int, *, tools_offered: bool) -> ModelRequest:
+        """The request of turn *iteration*: the history so far, and the tools unless none may be called."""
         messages: tuple[Mapping[str, Any], ...] = tuple(self._messages)
         if not tools_offered:
             messages = (*messages, self.format.user_message(_LAST_TURN))
-        request = ModelRequest(
+        return _new_request(
             format=self.format.name,
             system=self.system if tools_offered else self._answer_system,
             messages=messages,
@@ -535,16 +541,12 @@ class Agent:
             turn=iteration,
             model=self.model,
         )
-        response = await self._ask(request, scope)
-        # A provider that answered all the same (it shielded the request, say) is not heard:
-        # the next checkpoint in the cancelled scope would cut the turn short of its results.
-        return None if scope.cancel_called else response
 
     async def _ask(self, request: ModelRequest, scope: trio.CancelScope) -> ModelResponse | None:
         """The provider's response, retrying retryable errors; a kill meanwhile cancels *scope*.
 
-        ``None`` when a stop (or a kill) came before a retry: the back-off ends at once and the
-        model is not asked again.
+        ``None`` when a kill cancelled *scope* meanwhile, or when a stop (or a kill) came before
+        a retry: the back-off ends at once and the model is not asked again.
 
         Raises:
             ProviderError: The provider failed, and retrying did not help or is not allowed.
@@ -557,7 +559,7 @@ class Agent:
             while True:
                 attempt += 1
                 try:
-                    return await self.provider.complete(request)
+                    response = await self.provider.complete(request)
                 except ProviderError as exc:
                     decision = Decision(retryable=exc.retryable, reason=str(exc), retry_after=exc.retry_after)
                     delay = next_delay(self.provider_retry, attempt, decision)
@@ -567,6 +569,10 @@ class Agent:
                     await self._unless_stopped(functools.partial(trio.sleep, delay))
                     if self._stop:
                         return None
+                else:
+                    # A provider that answered all the same (it shielded the request, say) is not
+                    # heard: the next checkpoint in the cancelled scope would cut the turn short.
+                    return None if scope.cancel_called else response
         finally:
             self._provider_scope = None
 
@@ -697,28 +703,28 @@ class Agent:
                 ends.append(entry)
         tokens = response.usage.total_tokens if response.usage is not None else None
         base = check_loop_continuation(policy=policy, iteration=iteration, tokens_used=tokens)
-        remaining = base.iterations_remaining
-
-        def end(reason: LoopReason, message: str) -> LoopDecision:
-            return LoopDecision(
-                should_continue=False,
-                reason=reason,
-                message=message,
-                advisory=base.advisory,
-                iterations_remaining=remaining,
-            )
-
         if self._stop:
             return self._stopped(iteration), consecutive_errors, ()
+        ended_by: tuple[str, ...] = ()
         if ends:
+            reason: LoopReason = "terminal"
             message = f"{', '.join(repr(entry.tool_name) for entry in ends)} ended the loop"
-            return end("terminal", message), consecutive_errors, tuple(entry.call_id for entry in ends)
-        if consecutive_errors >= policy.max_consecutive_errors:
+            ended_by = tuple(entry.call_id for entry in ends)
+        elif consecutive_errors >= policy.max_consecutive_errors:
+            reason = "error_cap"
             message = f"{consecutive_errors} failed tool calls in a row (at most {policy.max_consecutive_errors})"
-            return end("error_cap", message), consecutive_errors, ()
-        if not tools_offered:
-            return end("token_critical", "the model used its last turn for tool calls"), consecutive_errors, ()
-        return base, consecutive_errors, ()
+        elif not tools_offered:
+            reason, message = "token_critical", "the model used its last turn for tool calls"
+        else:
+            return base, consecutive_errors, ()
+        decision = _new_decision(
+            should_continue=False,
+            reason=reason,
+            message=message,
+            advisory=base.advisory,
+            iterations_remaining=base.iterations_remaining,
+        )
+        return decision, consecutive_errors, ended_by
 
     def _advise(self, entries: tuple[HistoryEntry, ...], decision: LoopDecision) -> tuple[HistoryEntry, ...]:
         """Put the token advisory, and from the soft-warn turn on the loop advisory, on the turn's last result."""

@@ -33,6 +33,7 @@ from typing import Any, Literal, TypeAlias
 import attrs
 
 from toolflow._model import Category, LoadResult
+from toolflow._records import unchecked_init
 
 __all__ = [
     "DEFAULT_CATEGORY_POLICIES",
@@ -269,6 +270,10 @@ class Policy:
         return policy
 
 
+_new_decision = unchecked_init(LoopDecision)
+"""``LoopDecision(...)`` without the frozen ``__init__``: the agent loop decides after every turn."""
+
+
 def check_loop_continuation(*, policy: Policy, iteration: int, tokens_used: int | None = None) -> LoopDecision:
     """Seed 001's continuation check after turn *iteration* (from 1), with *tokens_used* of the context.
 
@@ -300,6 +305,6 @@ def check_loop_continuation(*, policy: Policy, iteration: int, tokens_used: int 
             advisory=advisory,
             iterations_remaining=remaining,
         )
-    return LoopDecision(
+    return _new_decision(
         should_continue=True, reason="normal", message="continue", advisory=None, iterations_remaining=remaining
     )

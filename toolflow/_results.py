@@ -19,6 +19,7 @@ from typing import Any
 import attrs
 
 from toolflow._json import encoder
+from toolflow._records import unchecked_init
 
 __all__ = ["DEFAULT_MAX_RESULT_CHARS", "RESERVED_RESULT_KEYS", "ToolResult", "truncate_text"]
 
@@ -104,33 +105,15 @@ class ToolResult:
         Raises:
             ValueError: *max_chars* is not positive.
         """
-        return truncate_text(_to_json(self.to_dict()), max_chars)
+        text = _to_json(self.to_dict())
+        # truncate_text's checks, inline: every result of every turn comes this way.
+        return text if max_chars > 0 and len(text) <= max_chars else truncate_text(text, max_chars)
 
 
-_new = object.__new__
-_set_success = ToolResult.__dict__["success"].__set__
-_set_data = ToolResult.__dict__["data"].__set__
-_set_error = ToolResult.__dict__["error"].__set__
-_set_warnings = ToolResult.__dict__["warnings"].__set__
-_set_extra = ToolResult.__dict__["extra"].__set__
-
-
-def _unchecked_result(
-    success: bool, data: Any, error: str | None, warnings: tuple[str, ...], extra: Mapping[str, Any]
-) -> ToolResult:
-    """``ToolResult(...)`` for fields already in their final form, in a fraction of the time.
-
-    For the engine's hot path: the attrs ``__init__`` runs two converters and a validator, which
-    cost more than the trivial tool call they wrap. The caller guarantees what they would check:
-    *warnings* is a tuple of strings and *extra* a read-only mapping without reserved keys.
-    """
-    result: ToolResult = _new(ToolResult)
-    _set_success(result, success)
-    _set_data(result, data)
-    _set_error(result, error)
-    _set_warnings(result, warnings)
-    _set_extra(result, extra)
-    return result
+_unchecked_result = unchecked_init(ToolResult)
+"""``ToolResult(...)`` for the engine's hot path, where the attrs ``__init__``'s two converters and
+validator cost more than the trivial tool call they wrap. The caller guarantees what they would
+check: *warnings* is a tuple of strings and *extra* a read-only mapping without reserved keys."""
 
 
 def truncate_text(text: str, max_chars: int) -> str:

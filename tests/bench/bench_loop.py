@@ -302,10 +302,7 @@ STEPS: tuple[tuple[str, tuple[tuple[Function, tuple[Function, ...]], ...]], ...]
         "provider: `ScriptedProvider.complete` (writes the turn's assistant message)",
         ((("_scripted.py", "complete"), ()),),
     ),
-    (
-        "request: `Agent._complete` without the provider (history copy, `ModelRequest`)",
-        ((("_loop.py", "_complete"), ()),),
-    ),
+    ("request: `Agent._request` (history copy, `ModelRequest`)", ((("_loop.py", "_request"), ()),)),
     (
         "parse: `format.read_response` + `parse_tool_calls`",
         ((("_history.py", "read_response"), (_RUN,)), (("_calls.py", "parse_tool_calls"), (_RUN,))),
@@ -321,7 +318,6 @@ STEPS: tuple[tuple[str, tuple[tuple[Function, tuple[Function, ...]], ...]], ...]
 )
 # What to subtract from a step's time: its callees that are steps of their own.
 _MINUS: dict[str, tuple[tuple[Function, Function], ...]] = {
-    "request": ((("_scripted.py", "complete"), ("_loop.py", "_ask")),),
     "gate": ((("_executor.py", "execute_batch"), ("_loop.py", "_run_calls")),),
 }
 

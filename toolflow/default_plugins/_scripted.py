@@ -12,6 +12,7 @@ from toolflow._calls import MalformedCall, ToolCall, parse_tool_call
 from toolflow._errors import UsageError
 from toolflow._history import HistoryFormat, get_format
 from toolflow._providers import ModelRequest, ModelResponse, ProviderError, Usage
+from toolflow._records import unchecked_init
 
 __all__ = ["ScriptedProvider", "open_scripted"]
 
@@ -92,9 +93,10 @@ class _Turn:
             if writer is None:  # made once per format, not once per turn
                 writer = formats[request.format] = get_format(request.format)
             message = writer.assistant_message(self.text, self.calls)
-        finish = "tool_calls" if self.calls else "stop"
-        return ModelResponse(message=message, usage=self.usage, finish_reason=finish)
+        return _new_response(message=message, usage=self.usage, finish_reason="tool_calls" if self.calls else "stop")
 
+
+_new_response = unchecked_init(ModelResponse)
 
 _YIELD_EVERY = 64
 """The scripted provider lets other tasks run at every so many answers (see ``ScriptedProvider.complete``)."""
