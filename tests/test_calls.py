@@ -16,6 +16,8 @@ from toolflow._calls import (
     DEFAULT_MAX_ARGUMENT_BYTES,
     MalformedCall,
     ToolCall,
+    _parse,
+    _plain_openai_call,
     parse_tool_call,
     parse_tool_calls,
 )
@@ -605,6 +607,51 @@ def test_parsed_call_equals_the_attrs_record(raw: object) -> None:
         assert type(parsed.arguments) is dict
         assert type(parsed.warnings) is tuple
         assert isinstance(parsed.reasoning, str)
+
+
+_PLAIN_OPENAI = st.fixed_dictionaries(
+    {
+        "id": st.just("call_1") | st.sampled_from(["", " ", "c 2 ", 7]) | st.text(max_size=4),
+        "function": st.fixed_dictionaries(
+            {
+                "name": st.just("add") | st.sampled_from([" add", "add ", "", "a b", " "]) | st.text(max_size=4),
+                "arguments": st.dictionaries(st.text(max_size=3), SCALARS, max_size=3).map(json.dumps)
+                | st.sampled_from(['{"a": 1}', "{", '{"a": NaN}', "{}", " {}", '"{}"', "[1]", '{"a": 1} x'])
+                | JSON_LIKE.map(json.dumps)
+                | JSON_LIKE,
+            },
+            optional={"extra": SCALARS},
+        ),
+    },
+    optional={"type": st.sampled_from(["function", "function", "tool_use", None])},
+)
+_OPENAI_LIKE = _PLAIN_OPENAI | st.builds(
+    lambda call, name, given: {**call, "name": name, "input": given}, _PLAIN_OPENAI, SCALARS, JSON_LIKE
+)
+"""OpenAI tool calls, mostly plain, with every way of not being plain (and some top-level Anthropic keys)."""
+
+
+@settings(max_examples=400, deadline=None)
+@given(raw=_OPENAI_LIKE | JSON_LIKE, limit=st.sampled_from([8, 64, DEFAULT_MAX_ARGUMENT_BYTES]))
+def test_plain_openai_calls_take_a_shortcut_to_the_same_call(raw: object, limit: int) -> None:
+    """The shortcut for plain OpenAI calls makes exactly the call the general parser makes, or leaves it to it."""
+    if not isinstance(raw, dict):
+        return
+    fast = _plain_openai_call(raw, limit)
+    if fast is not None:
+        general, given_id = _parse(raw, "call_0", limit)
+        assert given_id
+        assert fast == general
+        assert attrs.asdict(fast, recurse=False) == attrs.asdict(general, recurse=False)
+        assert fast.raw is raw
+
+
+def test_the_shortcut_takes_what_providers_send() -> None:
+    """A call as OpenAI-compatible servers write it is read by the shortcut."""
+    raw = {"id": "call_1", "type": "function", "function": {"name": "add", "arguments": '{"a": 1, "b": 2}'}}
+    assert _plain_openai_call(raw, DEFAULT_MAX_ARGUMENT_BYTES) == ToolCall(
+        id="call_1", name="add", arguments={"a": 1, "b": 2}, format="openai"
+    )
 
 
 # -- toolflow call --raw -----------------------------------------------------------------------------------------

@@ -260,7 +260,11 @@ def _check_limit(limit: int) -> None:
 
 def _parse_safely(raw: object, default_id: str, limit: int) -> tuple[ParsedCall, bool]:
     """Parse *raw*; also say whether the call's id came from the provider."""
-    if isinstance(raw, _PARSED_TYPES):  # parsed already (the agent loop parses before it gates)
+    if type(raw) is dict:
+        call = _plain_openai_call(raw, limit)
+        if call is not None:
+            return call, True
+    elif isinstance(raw, _PARSED_TYPES):  # parsed already (the agent loop parses before it gates)
         return raw, True
     try:
         return _parse(raw, default_id, limit)
@@ -330,6 +334,44 @@ def _parse(raw: object, default_id: str, limit: int) -> tuple[ParsedCall, bool]:
         raw=raw,
     )
     return call, given is not None
+
+
+def _plain_openai_call(raw: dict[str, Any], limit: int) -> ToolCall | None:
+    """The call of an OpenAI tool call in its plain form, or ``None`` to leave it to :func:`_parse`.
+
+    The plain form is what every OpenAI-compatible server sends: ``type`` ``function`` (or
+    none), a non-empty ``id``, a name without blanks around it, and ``arguments`` as JSON text
+    of an object, far below the size limit. Its call is the one :func:`_parse` would make, in
+    a third of the time (``tests/test_calls.py`` compares the two).
+    """
+    function = raw.get("function")
+    call_id = raw.get("id")
+    if (
+        type(function) is not dict
+        or type(call_id) is not str
+        or raw.get("type", "function") != "function"
+        or "name" in raw  # _parse reads a top-level name and input as Anthropic's block
+    ):
+        return None
+    name = function.get("name")
+    arguments = function.get("arguments")
+    if (
+        type(name) is not str
+        or type(arguments) is not str
+        or not name
+        or name.strip() != name
+        or not call_id.strip()
+        or not arguments.startswith("{")
+        or len(arguments) * 4 > limit  # UTF-8 takes at most 4 bytes a character
+    ):
+        return None
+    try:
+        decoded = loads(arguments)
+    except (ValueError, RecursionError):
+        return None
+    if type(decoded) is not dict:
+        return None
+    return _new_call(id=call_id, name=name, arguments=decoded, reasoning="", format="openai", warnings=(), raw=raw)
 
 
 def _load(raw: object, limit: int) -> tuple[object, str | None]:
