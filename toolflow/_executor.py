@@ -115,6 +115,8 @@ _KILLED = ToolResult.failure(
     "the call was killed: its result, if any, was dropped", extra={"status": "aborted", "reason": "killed"}
 )
 _STOPPED = ToolResult.failure("stop requested: the call was not run", extra={"status": "aborted", "reason": "stopped"})
+_KILLED_BATCH = "the turn was killed while its tools ran"
+_STOPPED_BATCH = "stop requested: calls not yet dispatched were not run"
 # Returned as they are (results are immutable), so that a batch can tell them by identity.
 
 _PLAIN_DATA = frozenset({str, int, float, bool, list})
@@ -811,7 +813,17 @@ class Engine:
         """
         parsed = parse_tool_calls(raw_calls)
         if len(parsed) == 1 and type(parsed[0]) is ToolCall and not self._is_dangerous(parsed[0].name):
-            return await self._execute_single(parsed[0])
+            # One call of a tool that is not dangerous, the agent loop's usual turn: the steps
+            # below without the batch's lists, closure and events, which cost more than a quick call.
+            call = parsed[0]
+            self._announce(parsed)
+            kills = self._kills
+            entry = await self._run_entry(call)
+            if self._kills != kills:
+                return Abort(reason="killed", message=_KILLED_BATCH, call_ids=(call.id,))
+            if entry is None:
+                return Abort(reason="stopped", message=_STOPPED_BATCH, call_ids=(call.id,))
+            return (entry,)
         entries: list[HistoryEntry | None] = [None] * len(parsed)
         concurrent, dangerous, malformed = self._sort_calls(parsed, entries)
         if malformed > self.max_malformed:
@@ -853,32 +865,11 @@ class Engine:
                 # validator or the cache answered, or that a stop kept from running, changed nothing.
                 self._dangerous_this_tick += 1
         if self._kills != kills:
-            message = "the turn was killed while its tools ran"
-            return Abort(reason="killed", message=message, call_ids=_ids(parsed))
+            return Abort(reason="killed", message=_KILLED_BATCH, call_ids=_ids(parsed))
         if any(entry is None for entry in entries):  # a stop kept some calls from running
             done = tuple(entry for entry in entries if entry is not None)
-            message = "stop requested: calls not yet dispatched were not run"
-            return Abort(reason="stopped", message=message, call_ids=_ids(parsed), finished=done)
+            return Abort(reason="stopped", message=_STOPPED_BATCH, call_ids=_ids(parsed), finished=done)
         return cast("tuple[HistoryEntry, ...]", tuple(entries))
-
-    async def _execute_single(self, call: ToolCall) -> BatchOutcome:
-        """:meth:`execute_batch` of one well-formed call of a tool that is not ``dangerous``.
-
-        The same steps without the batch's bookkeeping, which costs more than a quick call
-        (the agent loop's turns mostly make one call).
-        """
-        if logger.isEnabledFor(logging.INFO):
-            _log_decisions((call,))
-        for note in call.warnings:
-            logger.warning("Tool call %s (%s) was corrected: %s", call.id, call.name, note)
-        kills = self._kills
-        entry = await self._run_entry(call)
-        if self._kills != kills:
-            return Abort(reason="killed", message="the turn was killed while its tools ran", call_ids=(call.id,))
-        if entry is None:
-            message = "stop requested: calls not yet dispatched were not run"
-            return Abort(reason="stopped", message=message, call_ids=(call.id,))
-        return (entry,)
 
     async def _run_entry(self, call: ToolCall) -> HistoryEntry | None:
         """Admit and run one call of a batch; ``None`` when a stop kept it from running."""
@@ -907,8 +898,7 @@ class Engine:
         malformed. Logs what seed 000's steps 1-2 log: what defensive parsing corrected (WARNING)
         and the model's decision, with its reasoning (INFO).
         """
-        if logger.isEnabledFor(logging.INFO):
-            _log_decisions(parsed)
+        self._announce(parsed)
         concurrent: list[tuple[int, ToolCall]] = []
         dangerous: list[tuple[int, ToolCall]] = []
         malformed = 0
@@ -917,10 +907,17 @@ class Engine:
                 malformed += 1
                 entries[index] = _entry(item, item.to_result())
                 continue
-            for note in item.warnings:
-                logger.warning("Tool call %s (%s) was corrected: %s", item.id, item.name, note)
             (dangerous if self._is_dangerous(item.name) else concurrent).append((index, item))
         return concurrent, dangerous, malformed
+
+    @staticmethod
+    def _announce(calls: list[ParsedCall]) -> None:
+        """Log seed 000's steps 1-2: each decision with its reasoning (INFO), what parsing corrected (WARNING)."""
+        if logger.isEnabledFor(logging.INFO):
+            _log_decisions(calls)
+        for call in calls:
+            for note in getattr(call, "warnings", ()):
+                logger.warning("Tool call %s (%s) was corrected: %s", call.id, call.name, note)
 
     def _batch_dependencies(self, calls: list[tuple[int, ToolCall]]) -> dict[int, list[int]]:
         """For each call whose tool ``depends_on`` the tool of an earlier call of *calls*, those calls.

@@ -572,7 +572,9 @@ class Agent:
                 else:
                     # A provider that answered all the same (it shielded the request, say) is not
                     # heard: the next checkpoint in the cancelled scope would cut the turn short.
-                    return None if scope.cancel_called else response
+                    # Only kill() cancels *scope* (it has no deadline): the flag says so without
+                    # the clock reading of scope.cancel_called.
+                    return None if self._killed else response
         finally:
             self._provider_scope = None
 
