@@ -213,18 +213,19 @@ def parse_tool_calls(
     Raises:
         ValueError: *max_argument_bytes* is not positive.
     """
-    _check_limit(max_argument_bytes)
+    if max_argument_bytes <= 0:
+        _check_limit(max_argument_bytes)
     if raw_calls is None:
         return []
     items: Iterable[object]
     if type(raw_calls) is list:
-        if len(raw_calls) == 1 and type(raw_calls[0]) is ToolCall:  # the agent loop's usual turn, parsed already
-            return [raw_calls[0]]
         items = raw_calls
     elif isinstance(raw_calls, _ONE_CALL_TYPES) or not isinstance(raw_calls, Iterable):
         items = [raw_calls]
     else:
         items = raw_calls
+    if type(items) is list and len(items) == 1:  # one call: its id is unique whoever made it
+        return [_parse_safely(items[0], f"{id_prefix}0", max_argument_bytes)[0]]
     parsed = [_parse_safely(raw, f"{id_prefix}{n}", max_argument_bytes) for n, raw in enumerate(items)]
     provided = {call.id for call, given in parsed if given}
     if len(provided) == len(parsed):  # every call brought its own id, and no two share one

@@ -338,6 +338,12 @@ class Engine:
         if cache_backend is not None and cache_backend != SQLITE_BACKEND:
             cache_backend_factory(cache_backend, plugins)  # an unknown backend fails here, not at a call
         self._clock = clock
+        try:
+            # The run's clock, looked up once: trio.current_time() finds it anew at every call, three
+            # frames deep, and a call reads the time up to three times. An engine lives in one run.
+            self._now: Callable[[], float] = trio.lowlevel.current_clock().current_time
+        except RuntimeError:  # made outside trio.run: look the clock up when the time is read
+            self._now = trio.current_time
         self._cache_path = cache_path
         self._cache_backend = cache_backend
         self._cache_options = cache_options
@@ -493,7 +499,7 @@ class Engine:
         del prepared  # not kept alive while the tool runs
         kills = self._kills
         logs = logger.isEnabledFor(logging.INFO)
-        started = trio.current_time() if logs else 0.0
+        started = self._now() if logs else 0.0
         per_tool, slots, scopes = plan.slots, self._slots, self._scopes
         attempt = 1
         while True:
@@ -508,7 +514,7 @@ class Engine:
             try:
                 # A bare cancel scope rather than trio.fail_after: the same deadline, without the
                 # generator-based context manager. It is also the scope a kill() cancels.
-                deadline = trio.current_time() + plan.timeout
+                deadline = self._now() + plan.timeout
                 kwargs = (
                     cleaned if not plan.with_context else self._with_context(plan, cleaned, call_id, attempt, deadline)
                 )
@@ -550,7 +556,7 @@ class Engine:
             # sees how the call it saw start ended.
             return self._finish(plan, result, call_id, cleaned, call)
         if logs:
-            elapsed_ms = (trio.current_time() - started) * 1000
+            elapsed_ms = (self._now() - started) * 1000
             logger.info("Function call completed: %s (%dms)", plan.name, round(elapsed_ms))
         if cache is not None and key is not None and result.success:
             cache.set(key, result, plan.ttl)
@@ -713,7 +719,7 @@ class Engine:
                 then = f"no attempts left ({attempt} of {policy.attempts})"
             else:
                 then = f"not retried: the server asks to wait {decision.retry_after:g}s, over {RETRY_AFTER_CEILING:g}s"
-            elapsed_ms = round((trio.current_time() - started) * 1000)
+            elapsed_ms = round((self._now() - started) * 1000)
             attempt_logger.info(
                 "Attempt %d of %s failed after %dms: %s; %s", attempt, plan.name, elapsed_ms, result.error, then
             )
@@ -878,9 +884,9 @@ class Engine:
         admitted = self._admit(call.name)
         duration = None
         if type(admitted) is _Plan:
-            started = trio.current_time()
+            started = self._now()
             result = await self._run(admitted, call.arguments, call.id)
-            duration = trio.current_time() - started
+            duration = self._now() - started
         else:
             result = cast("ToolResult", admitted)
         if result is _STOPPED:

@@ -324,10 +324,11 @@ class OpenAIFormat:
 
         A legacy ``function_call`` counts as the one call when there are no ``tool_calls``.
         """
-        text = _plain_text(message.get("content"))
+        content = message.get("content")
+        text = content if type(content) is str else _plain_text(content)
         calls = message.get("tool_calls")
         if calls:
-            return text, [calls] if isinstance(calls, Mapping) else list(calls)
+            return text, list(calls) if type(calls) is list else [calls] if isinstance(calls, Mapping) else list(calls)
         legacy = message.get("function_call")
         return text, [legacy] if legacy else []
 

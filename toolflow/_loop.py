@@ -271,6 +271,10 @@ class Agent:
             if name in self._allowlist and behaviour.per_turn is None and not behaviour.approval
         )
         self._restricted = len(self._allowlist) != len(engine.registry)
+        # The tools whose successful (failed) calls end the loop, and the first turn to advise on.
+        self._end_on_success = frozenset(n for n, (_, b) in self._categories.items() if b.ends(success=True))
+        self._end_on_failure = frozenset(n for n, (_, b) in self._categories.items() if b.ends(success=False))
+        self._soft_warn_at = self.policy.soft_warn_at
         specs = [tool.spec for tool in self.tools]
         base = system if system is not None else self.policy.system_prompt
         self.system = self.format.system_prompt(base, specs)
@@ -700,8 +704,7 @@ class Agent:
         for entry in entries:
             if entry.call_id not in uncounted:
                 consecutive_errors = 0 if entry.success else consecutive_errors + 1
-            known = self._categories.get(entry.tool_name)
-            if known is not None and known[1].ends(success=entry.success):
+            if entry.tool_name in (self._end_on_success if entry.success else self._end_on_failure):
                 ends.append(entry)
         tokens = response.usage.total_tokens if response.usage is not None else None
         base = check_loop_continuation(policy=policy, iteration=iteration, tokens_used=tokens)
@@ -738,7 +741,7 @@ class Agent:
             if decision.reason == "token_critical":
                 extra["_token_advisory"]["message"] = _LAST_TURN
         turn = self.policy.max_iterations - decision.iterations_remaining
-        if decision.should_continue and turn >= self.policy.soft_warn_at:
+        if decision.should_continue and turn >= self._soft_warn_at:
             left = decision.iterations_remaining
             extra["_loop_advisory"] = {
                 "iterations_remaining": left,
