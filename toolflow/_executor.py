@@ -204,22 +204,27 @@ class _Slots:
     jumps the queue (``free`` is positive only while nobody waits).
     """
 
-    __slots__ = ("_lot", "free")
+    __slots__ = ("_lot", "free", "waiting")
 
     def __init__(self, total: int) -> None:
         self.free = total
+        self.waiting = 0  # tasks inside wait(), until they resume
         self._lot = trio.lowlevel.ParkingLot()
 
     async def wait(self) -> None:
         """Wait until :meth:`release` hands a slot over; only when :attr:`free` is 0."""
-        await self._lot.park()
+        self.waiting += 1
+        try:
+            await self._lot.park()
+        finally:
+            self.waiting -= 1
 
     def release(self) -> None:
-        # The lot itself says who waits: a cancelled waiter leaves it at once (trio's abort
-        # callback runs inside cancel()), before its task resumes, so no slot is handed to it.
-        if self._lot:
-            self._lot.unpark()  # the slot goes to the first waiter, which can no longer be cancelled out of it
-        else:
+        # Nobody waits (the common case): the slot is free, without asking the lot. Otherwise the
+        # lot says who still waits: a cancelled waiter leaves it at once (trio's abort callback
+        # runs inside cancel()), before its task resumes and leaves wait(), so unpark() hands the
+        # slot to the first live waiter, which can no longer be cancelled out of it, or to nobody.
+        if not self.waiting or not self._lot.unpark():
             self.free += 1
 
 

@@ -275,6 +275,7 @@ class Agent:
         self._end_on_success = frozenset(n for n, (_, b) in self._categories.items() if b.ends(success=True))
         self._end_on_failure = frozenset(n for n, (_, b) in self._categories.items() if b.ends(success=False))
         self._soft_warn_at = self.policy.soft_warn_at
+        self._writes_ids = self.format.name in ("openai", "anthropic")  # fallback and text have no call ids
         specs = [tool.spec for tool in self.tools]
         base = system if system is not None else self.policy.system_prompt
         self.system = self.format.system_prompt(base, specs)
@@ -500,7 +501,7 @@ class Agent:
         objects, so each is found by identity. ``fallback`` and ``text`` write no ids.
         """
         stored = dict(message)
-        if self.format.name not in ("openai", "anthropic"):
+        if not self._writes_ids:
             return stored
         for raw, call in zip(raw_calls, calls, strict=True):
             # A plain loop and a dict check: a generator and the Mapping ABC cost each turn a microsecond.
