@@ -851,6 +851,38 @@ def test_validate_agrees_with_jsonschema_on_the_cleaned_arguments(
     assert result.valid == (result.format_for_llm("t") == "")
 
 
+@settings(max_examples=300, deadline=None)
+@given(PARAMETERS, _rules(), st.booleans(), ARGUMENTS_STRATEGY)
+def test_clean_arguments_are_what_the_full_validation_passes_unchanged(
+    parameters: dict[str, Any], rules: tuple[ParameterRule, ...], strict: bool, arguments: dict[str, Any]
+) -> None:
+    """is_clean() says yes only to arguments the full stages pass as they are, without a warning."""
+    validator = _validator(parameters, parameter_rules=rules, strict=strict)
+    if validator.is_clean(arguments):
+        full = validator._validate(arguments)  # the stages is_clean() lets validate() skip
+        assert full.valid, (parameters, arguments)
+        assert dict(full.cleaned) == arguments
+        assert full.warnings == ()
+        assert validator.validate(arguments).cleaned is arguments
+
+
+@pytest.mark.parametrize(
+    ("arguments", "clean"),
+    [
+        ({"a": 1, "b": 2}, True),
+        ({"a": "1", "b": 2}, False),  # coerced
+        ({"a": 1}, False),  # b's default filled
+        ({"a": 1, "b": 2, "c": 3}, False),  # c dropped
+        ({"a": 1.5, "b": 2}, False),  # invalid
+        ([1, 2], False),
+    ],
+)
+def test_is_clean_is_the_happy_path(arguments: object, clean: bool) -> None:
+    """Only arguments needing no change pass is_clean(); validate() does the rest."""
+    validator = _validator(_object({"a": {"type": "integer"}, "b": {"type": "integer", "default": 0}}))
+    assert validator.is_clean(arguments) is clean
+
+
 @pytest.mark.parametrize(
     ("schema", "instance"),
     [

@@ -273,6 +273,7 @@ class _Plan:
         "depends_on",
         "function",
         "gated",
+        "is_clean",
         "name",
         "normalize",
         "plain_results",
@@ -292,6 +293,7 @@ class _Plan:
         self.spec = spec
         self.name = spec.name
         self.validate = tool.validator.validate
+        self.is_clean = tool.validator.is_clean
         self.normalize = tool.result_validator.normalize
         self.plain_results = tool.result_validator.compiled is None  # no output_schema to check
         self.dangerous = spec.category == Category.DANGEROUS
@@ -572,12 +574,17 @@ class Engine:
 
         Returns what the attempts need, or the call's final result when nothing is to run.
         """
-        validation = plan.validate(arguments)
-        if not validation.valid:
-            result = ToolResult.failure(validation.format_for_llm(plan.name), warnings=validation.warnings)
-            raw = dict(arguments) if isinstance(arguments, dict) else {}
-            return self._finish(plan, result, call_id, raw, None)
-        cleaned, warnings = validation.cleaned, validation.warnings
+        cleaned: Mapping[str, Any]
+        warnings: tuple[str, ...]
+        if plan.is_clean(arguments):  # validate()'s happy path, without its result object
+            cleaned, warnings = cast("dict[str, Any]", arguments), ()
+        else:
+            validation = plan.validate(arguments)
+            if not validation.valid:
+                result = ToolResult.failure(validation.format_for_llm(plan.name), warnings=validation.warnings)
+                raw = dict(arguments) if isinstance(arguments, dict) else {}
+                return self._finish(plan, result, call_id, raw, None)
+            cleaned, warnings = validation.cleaned, validation.warnings
         cache = key = None
         if plan.cache_scope is not None:
             cache = self._caches.get(plan.cache_scope)

@@ -297,10 +297,14 @@ class ArgumentValidator:
         """Why the tool's schema cannot be used, or ``None``."""
         return self.compiled.problem
 
-    def validate(self, arguments: object) -> ValidationResult:
-        """Validate one call's *arguments*; never raises. See the module docstring for the stages."""
-        # The happy path: nothing to drop, coerce (a value needing coercion fails is_valid) or
-        # fill. Every step here counts: see tests/bench/bench_validation.py before changing it.
+    def is_clean(self, arguments: object) -> bool:
+        """Whether :meth:`validate` would pass *arguments* as they are: valid, nothing to drop, coerce or fill.
+
+        The happy path, without building a result (the engine asks this first); ``False`` says
+        only that :meth:`validate` has work to do, not that the arguments are invalid. Never raises.
+        """
+        # Nothing to drop, coerce (a value needing coercion fails is_valid) or fill. Every step
+        # here counts: see tests/bench/bench_validation.py before changing it.
         if (
             type(arguments) is dict
             and self._fast is not None
@@ -308,11 +312,15 @@ class ArgumentValidator:
             and (not self._default_names or self._default_names.issubset(arguments))
         ):
             try:
-                ok = self._fast(arguments)
+                return bool(self._fast(arguments))
             except Exception:  # noqa: BLE001 - values jsonschema_rs cannot read take the slow path
-                ok = False
-            if ok:
-                return _valid_result(valid=True, errors=(), warnings=(), cleaned=arguments)
+                return False
+        return False
+
+    def validate(self, arguments: object) -> ValidationResult:
+        """Validate one call's *arguments*; never raises. See the module docstring for the stages."""
+        if self.is_clean(arguments):
+            return _valid_result(valid=True, errors=(), warnings=(), cleaned=arguments)
         try:
             return self._validate(arguments)
         except Exception as error:  # noqa: BLE001 - validate() never raises: an unforeseen failure is an error
