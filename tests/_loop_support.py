@@ -112,7 +112,7 @@ class Setup:
     def transcript(self, turns: Sequence[Any], name: str = "session.yaml") -> ScriptedProvider:
         path = self.tmp_path / name
         path.write_text(yaml.safe_dump({"turns": turns}), encoding="utf-8")
-        return open_scripted(str(path))
+        return open_scripted(str(path), record_requests=True)
 
     async def run(
         self,

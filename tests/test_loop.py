@@ -11,6 +11,7 @@ import attrs
 import pytest
 import trio
 import trio.testing
+import yaml
 from _loop_support import Setup, call, check_openai_history
 
 import toolflow
@@ -271,6 +272,23 @@ async def test_a_transcript_that_runs_out_is_a_provider_error(setup: Setup) -> N
     result, _ = await setup.run([{"tool_calls": [call("look")]}])
     assert result.reason == "provider_error"
     assert "session.yaml has no turn 2" in result.decision.message
+
+
+async def test_the_scripted_provider_keeps_requests_only_when_asked(setup: Setup) -> None:
+    """`record_requests` is the scripted provider's one option; without it nothing is kept."""
+    path = setup.tmp_path / "kept.yaml"
+    path.write_text(yaml.safe_dump({"turns": [{"tool_calls": [call("look")]}, {"text": "done"}]}), encoding="utf-8")
+    kept = toolflow.load_provider(f"scripted:{path}", plugins=setup.plugins, record_requests=True)
+    plain = toolflow.load_provider(f"scripted:{path}", plugins=setup.plugins)
+    for provider in (kept, plain):
+        async with toolflow.open_engine(setup.registry, plugins=setup.plugins) as engine:
+            result = await Agent(engine, provider, policy=setup.policy).run("go")
+        assert result.reason == "final_answer"
+    assert [request.turn for request in kept.requests] == [1, 2]  # type: ignore[attr-defined]
+    assert kept.requests[1].messages == result.messages[:-1]  # type: ignore[attr-defined]
+    assert plain.requests == []  # type: ignore[attr-defined]
+    with pytest.raises(toolflow.UsageError, match="does not take these options"):
+        toolflow.load_provider(f"scripted:{path}", plugins=setup.plugins, temperature=0)
 
 
 async def test_reflection_turns_stay_out_of_the_history(setup: Setup) -> None:

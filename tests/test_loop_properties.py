@@ -143,7 +143,7 @@ def test_every_tool_call_gets_exactly_one_result(
         return approval == "yes"
 
     async def main() -> None:
-        provider = open_scripted(str(tmp_path / "t.yaml"))
+        provider = open_scripted(str(tmp_path / "t.yaml"), record_requests=True)
         async with toolflow.open_engine(setup.registry, plugins=setup.plugins) as engine:
             agent = Agent(engine, provider, policy=policy, format=fmt, approve=approve)
 

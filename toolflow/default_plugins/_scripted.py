@@ -111,13 +111,15 @@ class ScriptedProvider:
         path: The transcript file.
         system: The transcript's system prompt (``""`` when it has none).
         prompt: The transcript's user message (``""`` when it has none).
-        requests: Every request received, in order (for tests and traces).
+        requests: Every request received, in order, when made with ``record_requests=True``
+            (for tests); else empty. Each request holds a snapshot of the whole history, so a
+            long session that keeps them all keeps the history once per turn.
     """
 
     name = "scripted"
     formats: tuple[str, ...] = ("openai", "anthropic", "fallback", "text")
 
-    def __init__(self, path: str, document: Mapping[str, Any]) -> None:
+    def __init__(self, path: str, document: Mapping[str, Any], *, record_requests: bool = False) -> None:
         self.path = path
         system = document.get("system", "")
         prompt = document.get("prompt", "")
@@ -135,6 +137,7 @@ class ScriptedProvider:
         self._next = 0
         self._formats: dict[str, HistoryFormat] = {}
         self.requests: list[ModelRequest] = []
+        self._record = record_requests
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         """The next turn, written in *request*'s format; the first answer and every 64th let other tasks run first."""
@@ -145,7 +148,8 @@ class ScriptedProvider:
             import trio  # noqa: PLC0415 - imported when a model is asked, never when plugins load (toolflow lint)
 
             await trio.lowlevel.checkpoint()
-        self.requests.append(request)
+        if self._record:
+            self.requests.append(request)
         if self._next >= len(self._turns):
             message = f"the transcript {self.path} has no turn {self._next + 1} (it has {len(self._turns)})"
             raise ProviderError(message, provider="scripted")
@@ -157,17 +161,13 @@ class ScriptedProvider:
         """Nothing to release."""
 
 
-def open_scripted(target: str, **options: Any) -> ScriptedProvider:
-    """Load the transcript file *target*.
+def open_scripted(target: str, *, record_requests: bool = False) -> ScriptedProvider:
+    """Load the transcript file *target*; with *record_requests*, keep every request in ``requests``.
 
     Raises:
         UsageError: The file cannot be read, is not YAML, or is not a transcript
             (the message names the file, and the line and column of a YAML error).
-        TypeError: An option was given; the scripted provider takes none.
     """
-    if options:
-        msg = f"the scripted provider takes no options, got {sorted(options)!r}"
-        raise TypeError(msg)
     path = os.fspath(target)
     if not path:
         msg = "scripted: give the transcript file, as in --model scripted:session.yaml"
@@ -192,4 +192,4 @@ def open_scripted(target: str, **options: Any) -> ScriptedProvider:
     if not isinstance(document, Mapping):
         msg = f"{path}: a transcript is a mapping with 'turns' (and optionally 'system' and 'prompt')"
         raise UsageError(msg)
-    return ScriptedProvider(path, document)
+    return ScriptedProvider(path, document, record_requests=record_requests)

@@ -40,16 +40,19 @@ if TYPE_CHECKING:
 __all__ = ["open_scripted", "toolflow_register_model_providers"]
 
 
-def open_scripted(target: str, **options: Any) -> ScriptedProvider:
+def open_scripted(target: str, *, record_requests: bool = False) -> ScriptedProvider:
     """Load the transcript file *target* (see :func:`toolflow.default_plugins._scripted.open_scripted`).
+
+    The one option, *record_requests*, keeps every request the provider answers in its
+    ``requests`` list, for tests that check what the model was sent.
 
     Raises:
         UsageError: The file cannot be read, is not YAML, or is not a transcript.
-        TypeError: An option was given; the scripted provider takes none.
+        TypeError: An option other than *record_requests* was given.
     """
     from toolflow.default_plugins import _scripted  # noqa: PLC0415 - imported when a provider is created
 
-    return _scripted.open_scripted(target, **options)
+    return _scripted.open_scripted(target, record_requests=record_requests)
 
 
 @hookspecs.hookimpl
