@@ -17,6 +17,8 @@ from toolflow._calls import (
     MalformedCall,
     ToolCall,
     _parse,
+    _plain_anthropic_call,
+    _plain_call,
     _plain_openai_call,
     parse_tool_call,
     parse_tool_calls,
@@ -631,13 +633,24 @@ _OPENAI_LIKE = _PLAIN_OPENAI | st.builds(
 """OpenAI tool calls, mostly plain, with every way of not being plain (and some top-level Anthropic keys)."""
 
 
-@settings(max_examples=400, deadline=None)
-@given(raw=_OPENAI_LIKE | JSON_LIKE, limit=st.sampled_from([8, 64, DEFAULT_MAX_ARGUMENT_BYTES]))
-def test_plain_openai_calls_take_a_shortcut_to_the_same_call(raw: object, limit: int) -> None:
-    """The shortcut for plain OpenAI calls makes exactly the call the general parser makes, or leaves it to it."""
+_ANTHROPIC_LIKE = st.fixed_dictionaries(
+    {
+        "type": st.just("tool_use") | SCALARS,
+        "id": st.just("toolu_1") | st.sampled_from(["", " ", "t 2 ", 7]) | st.text(max_size=4),
+        "name": st.just("add") | st.sampled_from([" add", "add ", "", "a b", " "]) | st.text(max_size=4),
+        "input": st.dictionaries(st.text(max_size=3), SCALARS, max_size=3) | JSON_LIKE | ODD,
+    },
+    optional={"function": JSON_LIKE, "args": SCALARS, "arguments": SCALARS},
+)
+
+
+@settings(max_examples=600, deadline=None)
+@given(raw=_OPENAI_LIKE | _ANTHROPIC_LIKE | JSON_LIKE, limit=st.sampled_from([8, 64, DEFAULT_MAX_ARGUMENT_BYTES]))
+def test_plain_calls_take_a_shortcut_to_the_same_call(raw: object, limit: int) -> None:
+    """The shortcut for plain OpenAI calls and Anthropic blocks makes exactly the general parser's call, or leaves it."""
     if not isinstance(raw, dict):
         return
-    fast = _plain_openai_call(raw, limit)
+    fast = _plain_call(raw, limit)
     if fast is not None:
         general, given_id = _parse(raw, "call_0", limit)
         assert given_id
@@ -646,12 +659,17 @@ def test_plain_openai_calls_take_a_shortcut_to_the_same_call(raw: object, limit:
         assert fast.raw is raw
 
 
-def test_the_shortcut_takes_what_providers_send() -> None:
-    """A call as OpenAI-compatible servers write it is read by the shortcut."""
+def test_the_shortcuts_take_what_providers_send() -> None:
+    """A call as OpenAI-compatible servers and the Messages API write it is read by a shortcut."""
     raw = {"id": "call_1", "type": "function", "function": {"name": "add", "arguments": '{"a": 1, "b": 2}'}}
     assert _plain_openai_call(raw, DEFAULT_MAX_ARGUMENT_BYTES) == ToolCall(
         id="call_1", name="add", arguments={"a": 1, "b": 2}, format="openai"
     )
+    block = {"type": "tool_use", "id": "toolu_1", "name": "add", "input": {"a": 1}}
+    fast = _plain_anthropic_call(block, DEFAULT_MAX_ARGUMENT_BYTES)
+    assert fast == ToolCall(id="toolu_1", name="add", arguments={"a": 1}, format="anthropic")
+    assert fast is not None
+    assert fast.arguments is not block["input"]  # the call's own copy
 
 
 # -- toolflow call --raw -----------------------------------------------------------------------------------------

@@ -143,23 +143,27 @@ def _angle_safe(text: str) -> str:
     return text.replace("<", "\\u003c").replace(">", "\\u003e")
 
 
+_SEQUENCES = (list, tuple)
+
+
 def _plain_text(content: object) -> str:
     """The text of a message's ``content``: a string, ``None``, or a list of text parts or blocks."""
     if content is None:
         return ""
     if isinstance(content, str):
         return content
-    if isinstance(content, list | tuple):
+    if isinstance(content, _SEQUENCES):
         return "\n".join(part for part in (_text_of(block) for block in content) if part is not None)
     return str(content)
 
 
 def _text_of(block: object) -> str | None:
     """The text of a ``{"type": "text", "text": ...}`` part or block (a mapping or an SDK object), else ``None``."""
-    kind = block.get("type") if isinstance(block, Mapping) else getattr(block, "type", None)
+    mapping = type(block) is dict or isinstance(block, Mapping)  # a dict first: the ABC check costs more
+    kind = block.get("type") if mapping else getattr(block, "type", None)  # type: ignore[attr-defined]
     if kind != "text":
         return None
-    text = block.get("text") if isinstance(block, Mapping) else getattr(block, "text", None)
+    text = block.get("text") if mapping else getattr(block, "text", None)  # type: ignore[attr-defined]
     return text if isinstance(text, str) else None
 
 
@@ -384,11 +388,12 @@ class AnthropicFormat:
     def read_response(self, message: Mapping[str, Any]) -> tuple[str, list[object]]:
         """The text of the ``text`` blocks (joined by newlines) and the ``tool_use`` blocks as given."""
         content = message.get("content")
-        if not isinstance(content, list | tuple):
+        if not isinstance(content, _SEQUENCES):
             return _plain_text(content), []
         calls: list[object] = []
         for block in content:
-            kind = block.get("type") if isinstance(block, Mapping) else getattr(block, "type", None)
+            mapping = type(block) is dict or isinstance(block, Mapping)  # a dict first: the ABC check costs more
+            kind = block.get("type") if mapping else getattr(block, "type", None)
             if kind == "tool_use":
                 calls.append(block)
         return _plain_text(content), calls
