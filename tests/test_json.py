@@ -82,12 +82,17 @@ _ANY_VALUES = st.recursive(
     st.booleans(),
     st.booleans(),
     st.sampled_from([None, str, repr]),
+    st.sampled_from([(",", ":"), (", ", ": ")]),
 )
-def test_encoder_matches_json(value: Any, ensure_ascii: bool, allow_nan: bool, sort_keys: bool, default: Any) -> None:
+def test_encoder_matches_json(
+    value: Any, ensure_ascii: bool, allow_nan: bool, sort_keys: bool, default: Any, separators: tuple[str, str]
+) -> None:
     """Any value, with any options, is written (or refused) exactly as json.JSONEncoder writes it."""
-    ours = encoder(ensure_ascii=ensure_ascii, allow_nan=allow_nan, sort_keys=sort_keys, default=default)
+    ours = encoder(
+        ensure_ascii=ensure_ascii, allow_nan=allow_nan, sort_keys=sort_keys, default=default, separators=separators
+    )
     theirs = json.JSONEncoder(
-        ensure_ascii=ensure_ascii, allow_nan=allow_nan, sort_keys=sort_keys, default=default, separators=(",", ":")
+        ensure_ascii=ensure_ascii, allow_nan=allow_nan, sort_keys=sort_keys, default=default, separators=separators
     ).encode
     assert _outcome(ours, value) == _outcome(theirs, value)
 

@@ -133,6 +133,7 @@ class HistoryFormat(Protocol):
 
 
 _compact_json = encoder(ensure_ascii=False)
+_spaced_json = encoder(ensure_ascii=False, separators=(", ", ": "))  # json.dumps(value, ensure_ascii=False)
 
 
 def _angle_safe(text: str) -> str:
@@ -169,7 +170,7 @@ def _text_of(block: object) -> str | None:
 
 def _shown_name(name: str) -> str:
     """A tool name as it is written inside the fallback's ``[TOOL RESULT: name]`` line (no line breaks)."""
-    return json.dumps(name, ensure_ascii=False)[1:-1]
+    return _compact_json(name)[1:-1]
 
 
 def _tool_entries(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
@@ -491,7 +492,7 @@ class FallbackFormat:
             if call.reasoning:
                 item["reasoning"] = call.reasoning
             objects.append(item)
-        payload = json.dumps(objects[0] if len(objects) == 1 else objects, ensure_ascii=False)
+        payload = _spaced_json(objects[0] if len(objects) == 1 else objects)
         return {"role": "assistant", "content": f"{text.strip()}\n{payload}" if text.strip() else payload}
 
     def read_response(self, message: Mapping[str, Any]) -> tuple[str, list[object]]:
@@ -737,7 +738,7 @@ class TextFormat:
         blocks = []
         for entry in results:
             text = truncate_text(_angle_safe(entry.result.text_for_model(_UNLIMITED)), max_chars)
-            name = _angle_safe(json.dumps(entry.tool_name, ensure_ascii=False))
+            name = _angle_safe(_compact_json(entry.tool_name))
             blocks.append(f"<tool_result name={name}>{text}</tool_result>")
         return [{"role": "user", "content": "\n".join(blocks)}]
 

@@ -49,8 +49,9 @@ def encoder(
     allow_nan: bool = True,
     sort_keys: bool = False,
     default: Callable[[Any], Any] | None = None,
+    separators: tuple[str, str] = (",", ":"),
 ) -> Callable[[Any], str]:
-    """A function writing compact JSON (``separators=(",", ":")``): ``json.JSONEncoder(...).encode``.
+    """A function writing JSON as ``json.JSONEncoder(...).encode`` does (compact unless *separators* say otherwise).
 
     The C encoder is built once and called without checking for circular references; a
     cycle, which overflows its recursion guard instead, and every other error are handed to
@@ -58,7 +59,7 @@ def encoder(
     detected``, ``TypeError: Object of type set is not JSON serializable``, ...).
     """
     stdlib = json.JSONEncoder(
-        ensure_ascii=ensure_ascii, allow_nan=allow_nan, sort_keys=sort_keys, default=default, separators=(",", ":")
+        ensure_ascii=ensure_ascii, allow_nan=allow_nan, sort_keys=sort_keys, default=default, separators=separators
     ).encode
     if c_make_encoder is None:
         return stdlib
@@ -69,8 +70,8 @@ def encoder(
             default if default is not None else json.JSONEncoder().default,
             encode_basestring_ascii if ensure_ascii else encode_basestring,
             None,  # no indent
-            ":",
-            ",",
+            separators[1],  # between a key and its value
+            separators[0],  # between items
             sort_keys,
             False,  # noqa: FBT003 - skipkeys, positional in the C signature
             allow_nan,
