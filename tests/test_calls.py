@@ -644,16 +644,34 @@ _ANTHROPIC_LIKE = st.fixed_dictionaries(
 )
 
 
-@settings(max_examples=600, deadline=None)
-@given(raw=_OPENAI_LIKE | _ANTHROPIC_LIKE | JSON_LIKE, limit=st.sampled_from([8, 64, DEFAULT_MAX_ARGUMENT_BYTES]))
+_MODEL_LIKE = st.builds(
+    lambda names, name, arguments, reasoning, more: {
+        names[0]: name,
+        names[1]: arguments,
+        **({} if reasoning is None else {"reasoning": reasoning}),
+        **more,
+    },
+    st.sampled_from([("tool", "parameters"), ("name", "args")]),
+    st.just("add") | st.sampled_from([" add", "", 7]) | st.text(max_size=4),
+    st.dictionaries(st.text(max_size=3), SCALARS, max_size=3) | JSON_LIKE,
+    st.none() | st.just("because") | SCALARS,
+    st.just({}) | st.dictionaries(KEYS, SCALARS, max_size=2),
+)
+"""Calls in the fallback and text shapes, mostly plain, some with stray keys, odd names or arguments."""
+
+
+@settings(max_examples=800, deadline=None)
+@given(
+    raw=_OPENAI_LIKE | _ANTHROPIC_LIKE | _MODEL_LIKE | _MODEL_LIKE.map(json.dumps) | JSON_LIKE,
+    limit=st.sampled_from([8, 64, DEFAULT_MAX_ARGUMENT_BYTES]),
+)
 def test_plain_calls_take_a_shortcut_to_the_same_call(raw: object, limit: int) -> None:
-    """The shortcut for plain OpenAI calls and Anthropic blocks makes exactly the general parser's call, or leaves it."""
-    if not isinstance(raw, dict):
-        return
-    fast = _plain_call(raw, limit)
-    if fast is not None:
+    """The shortcut for calls in their plain form makes exactly the general parser's call, or leaves it."""
+    plain = _plain_call(raw, "call_0", limit)
+    if plain is not None:
+        fast, fast_given = plain
         general, given_id = _parse(raw, "call_0", limit)
-        assert given_id
+        assert fast_given == given_id
         assert fast == general
         assert attrs.asdict(fast, recurse=False) == attrs.asdict(general, recurse=False)
         assert fast.raw is raw

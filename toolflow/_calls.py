@@ -261,11 +261,10 @@ def _check_limit(limit: int) -> None:
 
 def _parse_safely(raw: object, default_id: str, limit: int) -> tuple[ParsedCall, bool]:
     """Parse *raw*; also say whether the call's id came from the provider."""
-    if type(raw) is dict:
-        call = _plain_call(raw, limit)
-        if call is not None:
-            return call, True
-    elif isinstance(raw, _PARSED_TYPES):  # parsed already (the agent loop parses before it gates)
+    plain = _plain_call(raw, default_id, limit)
+    if plain is not None:
+        return plain
+    if isinstance(raw, _PARSED_TYPES):  # parsed already (the agent loop parses before it gates)
         return raw, True
     try:
         return _parse(raw, default_id, limit)
@@ -337,15 +336,62 @@ def _parse(raw: object, default_id: str, limit: int) -> tuple[ParsedCall, bool]:
     return call, given is not None
 
 
-def _plain_call(raw: dict[str, Any], limit: int) -> ToolCall | None:
-    """The call of a plain OpenAI tool call or Anthropic ``tool_use`` block; ``None`` leaves *raw* to :func:`_parse`.
+def _plain_call(raw: object, default_id: str, limit: int) -> tuple[ToolCall, bool] | None:
+    """A call in the plain form of its format, with whether its id was given; ``None`` leaves *raw* to :func:`_parse`.
 
-    What providers send, read in a third of the general parser's steps; the call is the one
-    :func:`_parse` would make (``tests/test_calls.py`` compares the two).
+    What providers and well-behaved models send, read in a third of the general parser's steps:
+    the call is the one :func:`_parse` would make (``tests/test_calls.py`` compares the two).
     """
-    if raw.get("type") == "tool_use":
-        return _plain_anthropic_call(raw, limit)
-    return _plain_openai_call(raw, limit)
+    call: ToolCall | None
+    if type(raw) is dict:
+        if raw.get("type") == "tool_use":
+            call = _plain_anthropic_call(raw, limit)
+        elif "function" in raw:
+            call = _plain_openai_call(raw, limit)
+        elif "tool" in raw:
+            call = _plain_model_call(raw, "tool", "parameters", "fallback", limit, default_id)
+            return None if call is None else (call, False)
+        else:
+            return None
+        return None if call is None else (call, True)
+    if type(raw) is str and raw.startswith('{"name"') and len(raw) * 4 <= limit:
+        try:
+            value = loads(raw)
+        except (ValueError, RecursionError):
+            return None
+        if type(value) is not dict:
+            return None
+        call = _plain_model_call(value, "name", "args", "text", limit, default_id, raw=raw)
+        return None if call is None else (call, False)
+    return None
+
+
+def _plain_model_call(  # noqa: PLR0917 - the two formats differ by their keys
+    value: dict[str, Any], name_key: str, arguments_key: str, fmt: str, limit: int, call_id: str, raw: object = None
+) -> ToolCall | None:
+    """A ``fallback`` or ``text`` call in its plain form: the name, an object of arguments, maybe a reasoning."""
+    name = value.get(name_key)
+    arguments = value.get(arguments_key)
+    reasoning = value.get("reasoning", "")
+    if (
+        len(value) > 2 + ("reasoning" in value)  # no other keys: _defensive would look at them
+        or type(name) is not str
+        or type(arguments) is not dict
+        or type(reasoning) is not str
+        or not name
+        or name.strip() != name
+        or _object_problem(arguments, limit) is not None
+    ):
+        return None
+    return _new_call(
+        id=call_id,
+        name=name,
+        arguments=dict(arguments),
+        reasoning=reasoning,
+        format=fmt,
+        warnings=(),
+        raw=value if raw is None else raw,
+    )
 
 
 def _plain_openai_call(raw: dict[str, Any], limit: int) -> ToolCall | None:
