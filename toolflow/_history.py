@@ -716,7 +716,11 @@ class TextFormat:
         content = _plain_text(message.get("content"))
         if "<tool_call" not in content:
             return content.strip(), []
-        searchable = _blank(content, [(fence.start, fence.end) for fence in _fences(content)])
+        searchable = (
+            _blank(content, [(fence.start, fence.end) for fence in _fences(content)])
+            if "```" in content or "~~~" in content
+            else content  # no fence, nothing to blank
+        )
         calls: list[object] = []
         spans: list[tuple[int, int]] = []
         for start, end, body in _tool_call_blocks(content, searchable):
