@@ -124,11 +124,17 @@ _PLAIN_DATA = frozenset({str, int, float, bool, list})
 
 _NO_EXTRA: Mapping[str, Any] = MappingProxyType({})
 _NO_WAITS: Mapping[int, Any] = MappingProxyType({})
-_ATTEMPT_EXTRAS = tuple(MappingProxyType({"attempts": n}) for n in range(8))
 
 
-def _attempts_extra(attempts: int) -> Mapping[str, Any]:
-    return _ATTEMPT_EXTRAS[attempts] if attempts < len(_ATTEMPT_EXTRAS) else MappingProxyType({"attempts": attempts})
+class _AttemptExtras(dict[int, Mapping[str, Any]]):
+    """The read-only ``{"attempts": n}`` of a result, made once per *n*: ``_ATTEMPT_EXTRAS[n]``."""
+
+    def __missing__(self, attempts: int) -> Mapping[str, Any]:
+        extra = self[attempts] = MappingProxyType({"attempts": attempts})
+        return extra
+
+
+_ATTEMPT_EXTRAS = _AttemptExtras()
 
 
 def _seconds(value: float) -> str:
@@ -600,7 +606,7 @@ class Engine:
             try:
                 function = self._resolve(plan)
             except PluginError as exc:
-                result = ToolResult.failure(str(exc), extra=None if self._bare else _attempts_extra(0))
+                result = ToolResult.failure(str(exc), extra=None if self._bare else _ATTEMPT_EXTRAS[0])
                 return self._finish(plan, result, call_id, cleaned, None, warnings=warnings)
         call = self._record(call_id, plan.name, cleaned) if self._records else None
         if self._observes_before:
@@ -694,12 +700,12 @@ class Engine:
         """*value* as a result (``ResultValidator.normalize``), with ``attempts`` unless bare."""
         if plan.plain_results and type(value) in _PLAIN_DATA:
             # normalize(value), without its checks and the attrs __init__.
-            extra = _NO_EXTRA if self._bare else _attempts_extra(attempt)
+            extra = _NO_EXTRA if self._bare else _ATTEMPT_EXTRAS[attempt]
             return _unchecked_result(success=True, data=value, error=None, warnings=(), extra=extra)
         result = plan.normalize(value)
         if self._bare:
             return result
-        extra = MappingProxyType({**result.extra, "attempts": attempt}) if result.extra else _attempts_extra(attempt)
+        extra = MappingProxyType({**result.extra, "attempts": attempt}) if result.extra else _ATTEMPT_EXTRAS[attempt]
         return _unchecked_result(
             success=result.success, data=result.data, error=result.error, warnings=result.warnings, extra=extra
         )
@@ -757,7 +763,7 @@ class Engine:
         return True
 
     def _failure(self, error: str, attempt: int) -> ToolResult:
-        return ToolResult.failure(error) if self._bare else ToolResult.failure(error, extra=_attempts_extra(attempt))
+        return ToolResult.failure(error) if self._bare else ToolResult.failure(error, extra=_ATTEMPT_EXTRAS[attempt])
 
     async def _wait(self, slots: _Slots, *, stoppable: bool) -> bool:
         """Wait for a slot of *slots*; False when a kill (or, if *stoppable*, a stop) ended the wait."""
@@ -834,7 +840,8 @@ class Engine:
             # One call of a tool that is not dangerous, the agent loop's usual turn: the steps
             # below without the batch's lists, closure and events, which cost more than a quick call.
             call = parsed[0]
-            self._announce(parsed)
+            if call.warnings or logger.isEnabledFor(logging.INFO):
+                self._announce(parsed)
             kills = self._kills
             entry = await self._run_entry(call)
             if self._kills != kills:
@@ -905,7 +912,9 @@ class Engine:
             return None
         if call.warnings:
             result = attrs.evolve(result, warnings=(*call.warnings, *result.warnings))
-        return _entry(call, result, duration)
+        return _new_entry(
+            call_id=call.id, tool_name=call.name, call=call, result=result, success=result.success, duration=duration
+        )
 
     def _sort_calls(
         self, parsed: list[ParsedCall], entries: list[HistoryEntry | None]
@@ -955,6 +964,9 @@ class Engine:
         return after
 
     def _is_dangerous(self, name: str) -> bool:
+        plan = self._plans.get(name)
+        if plan is not None:
+            return plan.dangerous
         try:
             return self._plan(name).dangerous
         except UnknownToolError:
