@@ -56,7 +56,8 @@ def encoder(
     The C encoder is built once and called without checking for circular references; a
     cycle, which overflows its recursion guard instead, and every other error are handed to
     the documented encoder, which raises its own error (``ValueError: Circular reference
-    detected``, ``TypeError: Object of type set is not JSON serializable``, ...).
+    detected``, ``TypeError: Object of type set is not JSON serializable``, ...). So for a value
+    that fails, *default* may be called twice on the same object: it should have no side effects.
     """
     stdlib = json.JSONEncoder(
         ensure_ascii=ensure_ascii, allow_nan=allow_nan, sort_keys=sort_keys, default=default, separators=separators
