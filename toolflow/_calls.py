@@ -261,13 +261,11 @@ def _check_limit(limit: int) -> None:
 
 def _parse_safely(raw: object, default_id: str, limit: int) -> tuple[ParsedCall, bool]:
     """Parse *raw*; also say whether the call's id came from the provider."""
-    if type(raw) is ToolCall:  # parsed already (the agent loop parses before it gates)
+    if isinstance(raw, _PARSED_TYPES):  # parsed already (the agent loop parses before it gates)
         return raw, True
     plain = _plain_call(raw, default_id, limit)
     if plain is not None:
         return plain
-    if isinstance(raw, _PARSED_TYPES):  # parsed already (the agent loop parses before it gates)
-        return raw, True
     try:
         return _parse(raw, default_id, limit)
     except Exception as exc:  # noqa: BLE001 - odd objects (a mapping whose items() raises, ...) are malformed calls
