@@ -24,7 +24,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("lint", ("toolflow._lint",)),
     ("hookspecs, plugins", ("toolflow.hookspecs", "toolflow._plugins")),
     ("registry, export", ("toolflow._registry", "toolflow._export", "toolflow._retrying", "toolflow._cache")),
-    ("executor", ("toolflow._invoke", "toolflow._executor", "toolflow._context")),
+    ("executor", ("toolflow._approval", "toolflow._invoke", "toolflow._executor", "toolflow._context")),
     ("loop", ("toolflow._providers", "toolflow._history", "toolflow._loop")),
     (
         "cli, testing, default plugins",

@@ -285,7 +285,12 @@ async def test_http_serves_only_the_chosen_toolset(project: Path) -> None:
                 listed = await session.list_tools()
                 assert [tool.name for tool in listed.tools] == ["greet"]
                 outside = await call(session, "add", {"a": 1, "b": 2})
-                assert (outside.is_error, text(outside)) == (True, "Error: Unknown tool: 'add' (available: 'greet')")
+                assert (outside.is_error, text(outside)) == (
+                    True,
+                    "Error: tool 'add' is not available now; allowed tools: 'greet'",
+                )
+                unknown = await call(session, "gret", {})
+                assert text(unknown).startswith("Error: Unknown tool: 'gret' (did you mean 'greet'?")
     finally:
         await trio.to_thread.run_sync(server.close)
 

@@ -20,7 +20,7 @@ from toolflow._context import reporting_progress
 from toolflow._executor import open_engine
 from toolflow._registry import without_caches as without_cache
 from toolflow._results import DEFAULT_MAX_RESULT_CHARS
-from toolflow._serve import call_result, select_tools
+from toolflow._serve import call_result, exposed_tools
 
 Report = tuple[float, float | None, str | None]
 
@@ -202,15 +202,31 @@ def test_report_progress_refuses_what_is_not_a_finite_number(progress: Any, tota
 # --- selection ---------------------------------------------------------------------------------
 
 
-def test_select_tools_by_toolset_and_name(registry: toolflow.Registry) -> None:
+def test_exposed_tools_by_toolset_and_name(registry: toolflow.Registry) -> None:
     """Toolsets and tool names select the union of their tools, in load order; neither selects all."""
-    assert select_tools(registry).names() == registry.names()
-    assert select_tools(registry, toolsets=["quiet"]).names() == ("greet",)
-    assert select_tools(registry, toolsets=["quiet"], tools=["sync_steps"]).names() == ("sync_steps", "greet")
+    policy = toolflow.Policy()
+    assert exposed_tools(registry, policy).names() == registry.names()
+    assert exposed_tools(registry, policy, toolsets=["quiet"]).names() == ("greet",)
+    assert exposed_tools(registry, policy, toolsets=["quiet"], tools=["sync_steps"]).names() == ("sync_steps", "greet")
     with pytest.raises(toolflow.UnknownToolsetError):
-        select_tools(registry, toolsets=["loud"])
+        exposed_tools(registry, policy, toolsets=["loud"])
     with pytest.raises(toolflow.UnknownToolError):
-        select_tools(registry, tools=["gret"])
+        exposed_tools(registry, policy, tools=["gret"])
+
+
+def test_exposed_tools_follow_the_policy(registry: toolflow.Registry) -> None:
+    """The policy's toolset, allow and deny decide, as in the agent loop; a named tool the policy keeps out is an error."""
+    assert exposed_tools(registry, toolflow.Policy(toolset="quiet")).names() == ("greet",)
+    assert exposed_tools(registry, toolflow.Policy(deny=["greet"])).names() == tuple(
+        name for name in registry.names() if name != "greet"
+    )
+    assert exposed_tools(registry, toolflow.Policy(allow=["greet", "sync_steps"])).names() == ("sync_steps", "greet")
+    # The operator's selection replaces the policy's toolset; allow and deny still apply.
+    assert exposed_tools(registry, toolflow.Policy(toolset="quiet"), tools=["sync_steps"]).names() == ("sync_steps",)
+    with pytest.raises(toolflow.UsageError, match="policy keeps 'greet' from the model"):
+        exposed_tools(registry, toolflow.Policy(deny=["greet"]), tools=["greet"])
+    with pytest.raises(toolflow.UsageError, match="policy 'deny' names tools that do not exist: 'gret'"):
+        exposed_tools(registry, toolflow.Policy(deny=["gret"]))
 
 
 def test_without_cache_drops_every_cache(tmp_path: Path) -> None:

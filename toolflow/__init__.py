@@ -11,6 +11,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from toolflow._approval import ApprovalWarning, Approver, asking_approval
     from toolflow._cache import CacheBackend, CacheWarning
     from toolflow._calls import MalformedCall, ToolCall, parse_tool_call, parse_tool_calls
     from toolflow._context import CallContext
@@ -77,6 +78,8 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "Abort": "toolflow._executor",
     "Agent": "toolflow._loop",
+    "ApprovalWarning": "toolflow._approval",
+    "Approver": "toolflow._approval",
     "ArgumentValidator": "toolflow._validation",
     "BatchOutcome": "toolflow._executor",
     "Binding": "toolflow._plugins",
@@ -139,6 +142,7 @@ _EXPORTS = {
     "Usage": "toolflow._providers",
     "UsageError": "toolflow._errors",
     "ValidationResult": "toolflow._validation",
+    "asking_approval": "toolflow._approval",
     "check_loop_continuation": "toolflow._policy",
     "compile_template": "toolflow._templates",
     "history_format": "toolflow._history",
@@ -164,6 +168,8 @@ __all__ = [
     "TEMPLATE_GLOBALS",
     "Abort",
     "Agent",
+    "ApprovalWarning",
+    "Approver",
     "ArgumentValidator",
     "BatchOutcome",
     "Binding",
@@ -226,6 +232,7 @@ __all__ = [
     "UsageError",
     "ValidationResult",
     "__version__",
+    "asking_approval",
     "check_loop_continuation",
     "compile_template",
     "history_format",

@@ -127,6 +127,12 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--no-cache", action="store_true", help="use no cache at all: neither read nor write the tools' caches"
     )
+    serve.add_argument(
+        "--approve",
+        choices=("yes", "no"),
+        help="answer every approval the policy asks for: approve all, or refuse all (default: the plugins "
+        "decide, else the client is asked if it supports elicitation, else the call is refused)",
+    )
     serve.set_defaults(handler=_cmd_serve)
     return parser
 
@@ -152,6 +158,12 @@ def _add_call_parser(commands: Any) -> None:
     )
     call.add_argument(
         "--trace", action="store_true", help="print the attempts, the duration and the cache use on standard error"
+    )
+    call.add_argument(
+        "--approve",
+        choices=("ask", "yes", "no"),
+        help="when the tool's category needs approval: ask on the terminal (standard error), approve, or refuse "
+        "(default: ask when standard input is a terminal, else the plugins decide; nobody: refused)",
     )
     call.set_defaults(handler=_cmd_call)
 
@@ -450,8 +462,11 @@ def _cmd_call(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
 
     import attrs  # noqa: PLC0415
 
+    from toolflow._cli_run import approver  # noqa: PLC0415
     from toolflow._executor import open_engine  # noqa: PLC0415
-    from toolflow._registry import load_registry, without_caches  # noqa: PLC0415
+    from toolflow._loader import load_specs  # noqa: PLC0415
+    from toolflow._policy import Policy  # noqa: PLC0415
+    from toolflow._registry import Registry, without_caches  # noqa: PLC0415
     from toolflow._results import ToolResult  # noqa: PLC0415
 
     request = _call_request(args, stdout)
@@ -459,7 +474,10 @@ def _cmd_call(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         return 1
     name, arguments, warnings, call_id = request
     plugins = _load_plugins(stderr)
-    registry = load_registry(_spec_paths(args.specs or []), plugins=plugins)
+    specs = load_specs(_spec_paths(args.specs or []), kinds=plugins.kind_schemas())
+    registry = Registry.build(specs, plugins)
+    policy = Policy.from_specs(specs)
+    approve = approver(args.approve, stderr)
     if args.no_cache:
         registry = without_caches(registry)
     tool = registry.get(name)  # an unknown tool is a usage error (exit 2), before the engine opens
@@ -468,7 +486,7 @@ def _cmd_call(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
 
     async def run_call() -> ToolResult:
         nonlocal elapsed
-        async with open_engine(registry, plugins=plugins, **cache) as engine:
+        async with open_engine(registry, plugins=plugins, policy=policy, approve=approve, **cache) as engine:
             started = time.perf_counter()
             try:
                 return await engine.call(name, arguments, call_id=call_id)
@@ -587,7 +605,9 @@ def _cmd_serve(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     import os  # noqa: PLC0415
 
     from toolflow._errors import UsageError  # noqa: PLC0415
-    from toolflow._registry import load_registry, without_caches  # noqa: PLC0415
+    from toolflow._loader import load_specs  # noqa: PLC0415
+    from toolflow._policy import Policy  # noqa: PLC0415
+    from toolflow._registry import Registry, without_caches  # noqa: PLC0415
 
     try:
         from toolflow import _serve  # noqa: PLC0415
@@ -603,14 +623,21 @@ def _cmd_serve(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
             msg = f"serve: cannot use project directory {args.project!r}: {exc.strerror or exc}"
             raise UsageError(msg) from None
     plugins = _load_plugins(stderr)
-    registry = load_registry(_spec_paths(args.specs or []), plugins=plugins)
-    registry = _serve.select_tools(registry, toolsets=args.toolset or (), tools=_split(args.tool))
+    specs = load_specs(_spec_paths(args.specs or []), kinds=plugins.kind_schemas())
+    registry = Registry.build(specs, plugins)
     if args.no_cache:
         registry = without_caches(registry)
-    _serve.serve(
+    service = _serve.ToolService.under_policy(
         registry,
+        policy=Policy.from_specs(specs),
+        toolsets=args.toolset or (),
+        tools=_split(args.tool),
+        approve=None if args.approve is None else args.approve == "yes",
         plugins=plugins,
         **project_cache_settings(),
+    )
+    _serve.serve(
+        service,
         transport=args.transport,
         host=args.host,
         port=args.port,

@@ -130,7 +130,11 @@ def print_end(result: LoopResult, stdout: TextIO) -> None:
     )
 
 
-def _approver(mode: str | None, stdout: TextIO) -> Any:
+def approver(mode: str | None, out: TextIO) -> Any:
+    """The approver of ``--approve ask|yes|no`` (None: the plugins decide); ``ask`` prompts on *out*.
+
+    Without ``--approve``, ask when standard input is a terminal.
+    """
     if mode == "yes":
         return lambda _call, _category: True
     if mode == "no":
@@ -139,14 +143,14 @@ def _approver(mode: str | None, stdout: TextIO) -> Any:
 
         async def ask(call: ToolCall, category: str) -> bool:
             arguments = json.dumps(dict(call.arguments), ensure_ascii=False)
-            stdout.write(f"approve {category} call {call.name} {arguments}? [y/N] ")
-            stdout.flush()
+            out.write(f"approve {category} call {call.name} {arguments}? [y/N] ")
+            out.flush()
             try:
                 # A blocked readline() cannot be interrupted: on Ctrl-C (a stop or a kill cancels
                 # the wait) the thread is left to end with the process.
                 answer = await trio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True)
             except trio.Cancelled:
-                stdout.write("\n")  # end the unanswered prompt's line before the trace goes on
+                out.write("\n")  # end the unanswered prompt's line before the trace goes on
                 raise
             return answer.strip().lower() in {"y", "yes"}
 
@@ -196,7 +200,7 @@ def command(args: argparse.Namespace, plugins: Plugins, stdout: TextIO, stderr: 
     system = args.system if args.system is not None else (policy.system_prompt or getattr(provider, "system", ""))
     text = args.output == "text"
     cache = project_cache_settings()
-    approve = _approver(args.approve, stdout)
+    approve = approver(args.approve, stdout)
 
     async def main() -> LoopResult:
         engine: Engine

@@ -11,6 +11,11 @@ issue 4's flow (seed 000, steps 3-8):
 3. validate the arguments with the tool's validator;
 4. look the result up in the cache of the tool's ``cache`` scope (``tick``, ``session`` or
    ``persistent``), keyed by :func:`toolflow._cache.cache_key`;
+4a. when the engine's :attr:`~Engine.policy` says the tool's category needs approval, ask for
+   it (:mod:`toolflow._approval`: the engine's approver, the plugins, the request's asker):
+   only now, so nobody approves a call that the gates, the validator or the cache would have
+   answered; a refusal is the failure ``{"status": "denied"}``, and the plugins'
+   ``before_call`` hooks see only calls that go on to run;
 5. run attempts, each behind the concurrency limits (global, then the tool's
    ``concurrency``) and under a cancel scope with the tool's deadline (what
    ``trio.fail_after(spec.timeout)`` does, without its generator): async implementations are
@@ -70,6 +75,7 @@ from typing import Any, Literal, TypeAlias, cast
 import attrs
 import trio
 
+from toolflow._approval import Approver, answer_of, current_asker, denied, no_approver
 from toolflow._cache import (
     SQLITE_BACKEND,
     CacheBackend,
@@ -85,6 +91,7 @@ from toolflow._context import CallContext, wants_context
 from toolflow._errors import ConfigError
 from toolflow._model import CacheScope, Category
 from toolflow._plugins import PluginError, Plugins
+from toolflow._policy import Policy
 from toolflow._records import unchecked_init
 from toolflow._registry import RegisteredTool, Registry, UnknownToolError
 from toolflow._results import ToolResult, _unchecked_result
@@ -275,6 +282,7 @@ class _Plan:
     __slots__ = (
         "awaited",
         "cache_scope",
+        "category",
         "dangerous",
         "depends_on",
         "function",
@@ -302,6 +310,7 @@ class _Plan:
         self.is_clean = tool.validator.is_clean
         self.normalize = tool.result_validator.normalize
         self.plain_results = tool.result_validator.compiled is None  # no output_schema to check
+        self.category = spec.category
         self.dangerous = spec.category == Category.DANGEROUS
         self.timeout = math.inf if bare else spec.timeout
         self.retries = not bare and may_retry_automatically(spec)
@@ -334,6 +343,8 @@ class Engine:
         cache_backend: str | None = None,
         cache_options: Mapping[str, Any] | None = None,
         bare: bool = False,
+        policy: Policy | None = None,
+        approve: Approver | None = None,
     ) -> None:
         if max_concurrency < 1:
             msg = f"max_concurrency must be at least 1, got {max_concurrency!r}"
@@ -347,6 +358,10 @@ class Engine:
         self.registry = registry
         self.plugins = plugins
         self.allowlist = None if allowlist is None else frozenset(allowlist)
+        self.approve = approve
+        """The caller's approver of calls whose category needs approval: asked first (see
+        :mod:`toolflow._approval`); ``None``: the plugins and the request's asker decide."""
+        self.policy = policy if policy is not None else Policy()
         self.max_malformed = max_malformed
         if cache_backend is not None and cache_backend != SQLITE_BACKEND:
             cache_backend_factory(cache_backend, plugins)  # an unknown backend fails here, not at a call
@@ -374,6 +389,7 @@ class Engine:
         self._succeeded_loop: set[str] = set()
         self._succeeded_session: set[str] = set()
         self._dangerous_this_tick = 0
+        self._approval_lock = trio.Lock()
         self.dangerous_per_tick: int | None = 1
         """How many ``dangerous`` calls a batch dispatches per tick (``None``: no limit; the agent
         loop sets it from its policy, which gates every category itself)."""
@@ -384,6 +400,24 @@ class Engine:
         self._wraps = bool(hooks and hooks.toolflow_wrap_call.get_hookimpls())
         self._asks_retryable = bool(hooks and hooks.toolflow_retryable.get_hookimpls())
         self._records = self._observes_before or self._observes_after or self._wraps or self._asks_retryable
+
+    @property
+    def policy(self) -> Policy:
+        """The policy whose categories say which calls need approval (default: the defaults, none does)."""
+        return self._policy
+
+    @policy.setter
+    def policy(self, policy: Policy) -> None:
+        self._policy = policy
+        self._approving = frozenset(name for name, behaviour in policy.categories.items() if behaviour.approval)
+
+    def needs_approval(self, name: str) -> bool:
+        """Whether calls of tool *name* are approved before they run (False for an unknown tool)."""
+        try:
+            plan = self._plan(name)
+        except UnknownToolError:
+            return False
+        return plan.category in self._approving and not self._bare
 
     # --- lifecycle -----------------------------------------------------------------------
 
@@ -511,6 +545,14 @@ class Engine:
         function, cleaned, warnings, call, cache, key = prepared
         del prepared  # not kept alive while the tool runs
         kills = self._kills
+        if plan.category in self._approving and not self._bare:
+            refusal = await self._approval(plan, cleaned, call_id)
+            if refusal is not None:
+                if refusal is _KILLED or refusal is _STOPPED:
+                    return refusal  # the call never started: no hook saw it begin
+                return self._finish(plan, refusal, call_id, cleaned, call, warnings=warnings)
+        if self._observes_before:
+            _observe(self.plugins, "toolflow_before_call", call=call)
         logs = logger.isEnabledFor(logging.INFO)
         started = self._now() if logs else 0.0
         per_tool, slots, scopes = plan.slots, self._slots, self._scopes
@@ -576,7 +618,7 @@ class Engine:
         return self._finish(plan, result, call_id, cleaned, call, warnings=warnings)
 
     def _prepare(self, plan: _Plan, arguments: object, call_id: str) -> _Prepared | ToolResult:
-        """Validate, look the cache up, resolve the implementation, run before_call hooks.
+        """Validate, look the cache up, resolve the implementation.
 
         Returns what the attempts need, or the call's final result when nothing is to run.
         """
@@ -609,9 +651,41 @@ class Engine:
                 result = ToolResult.failure(str(exc), extra=None if self._bare else _ATTEMPT_EXTRAS[0])
                 return self._finish(plan, result, call_id, cleaned, None, warnings=warnings)
         call = self._record(call_id, plan.name, cleaned) if self._records else None
-        if self._observes_before:
-            _observe(self.plugins, "toolflow_before_call", call=call)
         return function, cleaned, warnings, call, cache, key
+
+    async def _approval(self, plan: _Plan, arguments: Mapping[str, Any], call_id: str) -> ToolResult | None:
+        """``None`` when the call may run; else the result of the call that was not approved.
+
+        Asks :attr:`approve`, the plugins' ``toolflow_approve_call``, then the request's asker
+        (:func:`toolflow._approval.asking_approval`), one call at a time. A stop ends the wait
+        (``_STOPPED``: not run), so does a kill (``_KILLED``).
+        """
+        if self._stop_requested:
+            return _STOPPED
+        call = self._record(call_id, plan.name, arguments)
+        category = plan.category
+        kills = self._kills
+        verdict: bool | None = None
+        with trio.CancelScope() as scope:
+            self._scopes.add(scope)
+            self._stoppable.add(scope)
+            try:
+                async with self._approval_lock:  # one question at a time, on any terminal or client
+                    if self.approve is not None:
+                        verdict = await answer_of(self.approve, call, category, "the approver")
+                    if verdict is None:
+                        verdict = first_verdict(self.plugins, "toolflow_approve_call", call=call, category=category)
+                    asker = current_asker()
+                    if verdict is None and asker is not None:
+                        verdict = await answer_of(asker, call, category, "the client's approval")
+            finally:
+                self._scopes.discard(scope)
+                self._stoppable.discard(scope)
+        if scope.cancelled_caught or self._kills != kills:
+            return _KILLED if self._kills != kills else _STOPPED
+        if verdict is None:
+            return no_approver(plan.name, category)
+        return None if verdict else denied(plan.name)
 
     def _finish(
         self,
@@ -830,8 +904,9 @@ class Engine:
         One :class:`HistoryEntry` per call, in call order, or one :class:`Abort` naming every
         call id once. Malformed calls answer with their error (more than ``max_malformed`` of
         them abort the batch before anything runs). Calls of non-dangerous tools (and unknown
-        ones) run concurrently; then ``dangerous`` calls run one at a time, and only the first
-        of the tick is dispatched. A pending stop aborts calls not yet dispatched (including
+        ones) run concurrently; then calls of ``dangerous`` tools and of tools that need approval
+        run one at a time, in call order, and only the first ``dangerous`` call of the tick is
+        dispatched. A pending stop aborts calls not yet dispatched (including
         calls still waiting for a concurrency slot); a kill cancels the whole batch. Only
         cancellation from outside escapes.
         """
@@ -850,7 +925,7 @@ class Engine:
                 return Abort(reason="stopped", message=_STOPPED_BATCH, call_ids=(call.id,))
             return (entry,)
         entries: list[HistoryEntry | None] = [None] * len(parsed)
-        concurrent, dangerous, malformed = self._sort_calls(parsed, entries)
+        concurrent, one_by_one, malformed = self._sort_calls(parsed, entries)
         if malformed > self.max_malformed:
             message = f"{malformed} malformed tool calls in one batch (at most {self.max_malformed} allowed)"
             return Abort(reason="malformed_calls", message=message, call_ids=_ids(parsed))
@@ -876,16 +951,18 @@ class Engine:
             async with trio.open_nursery() as nursery:
                 for index, item in concurrent:
                     nursery.start_soon(run_one, index, item)
-        for index, item in dangerous:
+        for index, item in one_by_one:
             if self._stop_requested:
                 continue  # not run: its entry stays None
-            if self.dangerous_per_tick is not None and self._dangerous_this_tick >= self.dangerous_per_tick:
+            dangerous = self._is_dangerous(item.name)
+            limit = self.dangerous_per_tick
+            if dangerous and limit is not None and self._dangerous_this_tick >= limit:
                 result = ToolResult.failure(ONE_DANGEROUS_PER_TURN.format(name=item.name), extra={"status": "blocked"})
                 entries[index] = _entry(item, result)
                 continue
             await run_one(index, item)
             entry = entries[index]
-            if entry is not None and entry.result.extra.get("attempts", 0):
+            if dangerous and entry is not None and entry.result.extra.get("attempts", 0):
                 # Only a call that ran is the tick's dangerous action: one that the gates, the
                 # validator or the cache answered, or that a stop kept from running, changed nothing.
                 self._dangerous_this_tick += 1
@@ -919,23 +996,25 @@ class Engine:
     def _sort_calls(
         self, parsed: list[ParsedCall], entries: list[HistoryEntry | None]
     ) -> tuple[list[tuple[int, ToolCall]], list[tuple[int, ToolCall]], int]:
-        """Split a batch into concurrent and dangerous calls; answer the malformed ones in *entries*.
+        """Split a batch into concurrent calls and calls run one by one; answer the malformed ones in *entries*.
 
-        Returns the concurrent and the dangerous calls with their positions, and how many were
-        malformed. Logs what seed 000's steps 1-2 log: what defensive parsing corrected (WARNING)
-        and the model's decision, with its reasoning (INFO).
+        Calls of ``dangerous`` tools and of tools whose category needs approval run one by one,
+        in call order (approvals are asked in the order the model made the calls). Returns the
+        concurrent and the one-by-one calls with their positions, and how many were malformed.
+        Logs what seed 000's steps 1-2 log: what defensive parsing corrected (WARNING) and the
+        model's decision, with its reasoning (INFO).
         """
         self._announce(parsed)
         concurrent: list[tuple[int, ToolCall]] = []
-        dangerous: list[tuple[int, ToolCall]] = []
+        one_by_one: list[tuple[int, ToolCall]] = []
         malformed = 0
         for index, item in enumerate(parsed):
             if isinstance(item, MalformedCall):
                 malformed += 1
                 entries[index] = _entry(item, item.to_result())
                 continue
-            (dangerous if self._is_dangerous(item.name) else concurrent).append((index, item))
-        return concurrent, dangerous, malformed
+            (one_by_one if self._runs_alone(item.name) else concurrent).append((index, item))
+        return concurrent, one_by_one, malformed
 
     @staticmethod
     def _announce(calls: list[ParsedCall]) -> None:
@@ -971,6 +1050,10 @@ class Engine:
             return self._plan(name).dangerous
         except UnknownToolError:
             return False
+
+    def _runs_alone(self, name: str) -> bool:
+        """Whether calls of tool *name* run one by one in a batch: ``dangerous``, or in need of approval."""
+        return self._is_dangerous(name) or self.needs_approval(name)
 
 
 def _log_decisions(calls: Iterable[ParsedCall]) -> None:
@@ -1075,6 +1158,8 @@ async def open_engine(
     max_malformed: int = 3,
     cache_backend: str | None = None,
     cache_options: Mapping[str, Any] | None = None,
+    policy: Policy | None = None,
+    approve: Approver | None = None,
 ) -> AsyncIterator[Engine]:
     """Open an :class:`Engine` over *registry*; its caches are closed on exit.
 
@@ -1094,6 +1179,10 @@ async def open_engine(
             a persistent cache; one that fails to open gives a :class:`~toolflow.CacheWarning`
             and those calls run uncached.
         cache_options: Keyword arguments for a plugin backend's factory.
+        policy: The policy whose categories say which calls are approved before they run
+            (``approval: true``); default: the defaults, under which none is.
+        approve: The caller's approver of those calls, asked before the plugins'
+            ``toolflow_approve_call`` and the request's asker (see :class:`Engine`).
 
     Raises:
         ValueError: *max_concurrency* or *max_threads* is less than 1, or *max_malformed* is negative.
@@ -1110,6 +1199,8 @@ async def open_engine(
         max_malformed=max_malformed,
         cache_backend=cache_backend,
         cache_options=cache_options,
+        policy=policy,
+        approve=approve,
     )
     try:
         yield engine

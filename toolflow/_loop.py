@@ -35,7 +35,6 @@ neither the prompt, the model's answer nor the results enter the history.
 from __future__ import annotations
 
 import functools
-import inspect
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -44,24 +43,22 @@ from typing import Any, TypeVar
 import attrs
 import trio
 
+from toolflow._approval import Approver
 from toolflow._calls import MalformedCall, ParsedCall, ToolCall, parse_tool_calls
 from toolflow._errors import UsageError
-from toolflow._executor import Abort, Engine, HistoryEntry, first_verdict
+from toolflow._executor import Abort, Engine, HistoryEntry
 from toolflow._history import HistoryFormat, get_format
 from toolflow._model import RetryPolicy
 from toolflow._policy import LoopDecision, LoopReason, Policy, check_loop_continuation
 from toolflow._providers import HISTORY_FORMATS, ModelProvider, ModelRequest, ModelResponse, ProviderError, Usage
 from toolflow._records import unchecked_init
-from toolflow._registry import RegisteredTool, UnknownToolError
+from toolflow._registry import RegisteredTool
 from toolflow._results import DEFAULT_MAX_RESULT_CHARS, ToolResult
 from toolflow._retrying import Decision, next_delay
 
 __all__ = ["Agent", "Approver", "LoopResult", "TurnRecord"]
 
 logger = logging.getLogger("toolflow")
-
-Approver = Callable[[ToolCall, str], "bool | Awaitable[bool]"]
-"""Decides whether a call needing approval may run: ``approve(call, category)``, sync or async."""
 
 PROVIDER_RETRY = RetryPolicy(attempts=4, initial=1.0, max=30.0)
 """How often and how patiently a retryable provider error is retried by default."""
@@ -220,8 +217,11 @@ class Agent:
         format: The history format: ``openai``, ``anthropic``, ``fallback`` or ``text``.
         system: The system prompt (default: the policy's ``system_prompt``).
         deliberate: Deliberate mode: expose only the policy's ``deliberate`` allowlist.
-        approve: Decides on calls whose category requires approval; default: the plugins'
-            ``toolflow_approve_call`` hook, and no answer refuses.
+        approve: Decides on calls whose category requires approval; it becomes the engine's
+            approver (:attr:`Engine.approve`), asked before the plugins'
+            ``toolflow_approve_call`` hook; when nobody answers, the call is refused. The
+            agent also sets the engine's :attr:`~Engine.policy` to *policy*, so the engine
+            knows which categories need approval.
         model: The model name, passed on in each request.
         max_result_chars: The longest result text the model is shown.
         provider_retry: How retryable provider errors are retried.
@@ -264,11 +264,12 @@ class Agent:
         self._allowlist = frozenset(tool.name for tool in self.tools)
         # Each tool's category and what the policy makes of it, looked up once rather than per call.
         self._categories = {tool.name: (tool.category, self.policy.category(tool.category)) for tool in engine.registry}
-        # Tools the category gate lets through as they are: allowed, no per-turn limit, no approval.
+        # Tools the category gate lets through as they are: allowed, no per-turn limit (approval
+        # is the engine's: it asks after the gates, the validator and the cache).
         self._ungated = frozenset(
             name
             for name, (_, behaviour) in self._categories.items()
-            if name in self._allowlist and behaviour.per_turn is None and not behaviour.approval
+            if name in self._allowlist and behaviour.per_turn is None
         )
         self._restricted = len(self._allowlist) != len(engine.registry)
         # The tools whose successful (failed) calls end the loop, and the first turn to advise on.
@@ -282,7 +283,9 @@ class Agent:
         # The turn without tools must not describe tools (fallback, text) the model may no longer call.
         self._answer_system = self.format.system_prompt(base, ())
         self._definitions = tuple(self.format.tool_definitions(specs))
-        self._approve = approve
+        engine.policy = self.policy
+        if approve is not None:
+            engine.approve = approve
         self.model = model
         self.max_result_chars = max_result_chars
         self.provider_retry = provider_retry
@@ -611,7 +614,7 @@ class Agent:
         to_run: Sequence[ParsedCall]
         for call in calls:
             if call.name not in ungated:
-                to_run, decided, uncounted = await self._gate(calls)
+                to_run, decided, uncounted = self._gate(calls)
                 break
         else:  # the gate would let every call through (malformed and unknown ones go to the engine)
             to_run, decided, uncounted = calls, {}, set()
@@ -638,8 +641,12 @@ class Agent:
                 decided[entry.call_id] = entry
         return tuple(decided[call.id] for call in calls), frozenset(uncounted)
 
-    async def _gate(self, calls: Sequence[ParsedCall]) -> tuple[list[ParsedCall], dict[str, HistoryEntry], set[str]]:
-        """The calls to run, the answers of those refused, and the refused ones that are no error of the model's."""
+    def _gate(self, calls: Sequence[ParsedCall]) -> tuple[list[ParsedCall], dict[str, HistoryEntry], set[str]]:
+        """The calls to run, the answers of those over a ``per_turn`` limit (no error of the model's).
+
+        The calls count in their order. Approval is the engine's: it asks only about calls that
+        pass its gates (the allowlist, ``depends_on``), the validator and the cache.
+        """
         decided: dict[str, HistoryEntry] = {}
         uncounted: set[str] = set()
         to_run: list[ParsedCall] = []
@@ -664,30 +671,12 @@ class Agent:
                     uncounted.add(call.id)
                     continue
                 counts[category] = seen + 1
-            if behaviour.approval:
-                approved = await self._unless_stopped(functools.partial(self._approved, call, category))
-                if self._stop:  # nobody is asked after a stop or a kill, and nothing unapproved runs
-                    decided[call.id] = _entry(call, self._not_run())
-                    uncounted.add(call.id)
-                    continue
-                if not approved:
-                    message = f"Error: {call.name!r} was not approved, so it did not run; do not retry it unchanged"
-                    decided[call.id] = _entry(call, ToolResult.failure(message, extra={"status": "denied"}))
-                    continue
             to_run.append(call)
         return to_run, decided, uncounted
 
     def _not_run(self) -> ToolResult:
         """The result of a call that a stop or a kill kept from running."""
         return _KILLED_BEFORE if self._killed else _STOPPED
-
-    async def _approved(self, call: ToolCall, category: str) -> bool:
-        if self._approve is not None:
-            answer = self._approve(call, category)
-            if inspect.isawaitable(answer):
-                answer = await answer
-            return bool(answer)
-        return first_verdict(self.engine.plugins, "toolflow_approve_call", call=call, category=category) is True
 
     def _decide(
         self,
@@ -771,29 +760,5 @@ def _with_id(raw: object, call_id: str) -> object:
 
 
 def _exposed(engine: Engine, policy: Policy, *, deliberate: bool) -> tuple[RegisteredTool, ...]:
-    """The tools the model sees under *policy*, in registry order."""
-    registry = engine.registry
-    known = set(registry.names())
-    for key, names in (("allow", policy.allow), ("deny", policy.deny), ("deliberate", policy.deliberate)):
-        unknown = sorted(set(names or ()) - known)
-        if unknown:
-            msg = f"policy {key!r} names tools that do not exist: {', '.join(repr(n) for n in unknown)}"
-            raise UsageError(msg)
-    if policy.toolset is not None:
-        try:
-            registry = registry.toolset(policy.toolset)
-        except UnknownToolError as exc:
-            msg = f"policy 'toolset': {exc}"
-            raise UsageError(msg) from None
-    tools = list(registry)
-    if policy.allow is not None:
-        allowed = set(policy.allow)
-        tools = [tool for tool in tools if tool.name in allowed]
-    if deliberate:
-        if policy.deliberate is None:
-            msg = "deliberate mode needs a 'deliberate' allowlist in the policy"
-            raise UsageError(msg)
-        chosen = set(policy.deliberate)
-        tools = [tool for tool in engine.registry if tool.name in chosen]
-    denied = set(policy.deny)
-    return tuple(tool for tool in tools if tool.name not in denied)
+    """The tools the model sees under *policy*, in registry order (:meth:`toolflow.Registry.exposed`)."""
+    return tuple(engine.registry.exposed(policy, deliberate=deliberate))

@@ -28,11 +28,12 @@ from typing import Any
 import attrs
 
 from toolflow._diagnostics import Locator
-from toolflow._errors import SpecError, ToolflowError
+from toolflow._errors import SpecError, ToolflowError, UsageError
 from toolflow._export import export_tools
 from toolflow._loader import load_specs
 from toolflow._model import BUILTIN_CATEGORIES, LoadResult, Toolset, ToolSpec
 from toolflow._plugins import Binding, ImplementationKind, PluginError, Plugins, load_plugins
+from toolflow._policy import Policy
 from toolflow._schemas import did_you_mean
 from toolflow._validation import ArgumentValidator, ResultValidator
 
@@ -410,6 +411,58 @@ class Registry:
         if toolset is None:
             raise UnknownToolsetError(name, self._toolsets.keys())
         return self._select(lambda tool: toolset.selects(tool.spec))
+
+    def exposed(
+        self,
+        policy: Policy,
+        *,
+        deliberate: bool = False,
+        toolsets: Iterable[str] = (),
+        tools: Iterable[str] = (),
+    ) -> Registry:
+        """The tools a model may see and call under *policy*: the agent loop's and ``toolflow serve``'s.
+
+        1. The selection: the toolsets *toolsets* and the tools *tools* when either is given
+           (the operator's choice, ``toolflow serve --toolset/--tool``), else the policy's
+           ``toolset``, else every tool.
+        2. The policy's ``allow`` list keeps only the tools it names.
+        3. In *deliberate* mode, the policy's ``deliberate`` list replaces steps 1 and 2.
+        4. The policy's ``deny`` list takes its tools out, always.
+
+        Raises:
+            UsageError: The policy's ``allow``, ``deny`` or ``deliberate`` names a tool that does
+                not exist, its ``toolset`` does not exist, or *deliberate* is set without a
+                ``deliberate`` list.
+            UnknownToolsetError: One of *toolsets* does not exist.
+            UnknownToolError: One of *tools* does not exist.
+        """
+        for key, names in (("allow", policy.allow), ("deny", policy.deny), ("deliberate", policy.deliberate)):
+            unknown = sorted(set(names or ()) - self._tools.keys())
+            if unknown:
+                msg = f"policy {key!r} names tools that do not exist: {', '.join(repr(n) for n in unknown)}"
+                raise UsageError(msg)
+        toolsets, tools = tuple(toolsets), tuple(tools)
+        if deliberate:
+            if policy.deliberate is None:
+                msg = "deliberate mode needs a 'deliberate' allowlist in the policy"
+                raise UsageError(msg)
+            chosen = frozenset(policy.deliberate)
+        elif toolsets or tools:
+            chosen = frozenset(self.filter(names=tools).names())
+            for toolset in toolsets:
+                chosen |= frozenset(self.toolset(toolset).names())
+        elif policy.toolset is not None:
+            try:
+                chosen = frozenset(self.toolset(policy.toolset).names())
+            except UnknownToolError as exc:
+                msg = f"policy 'toolset': {exc}"
+                raise UsageError(msg) from None
+        else:
+            chosen = frozenset(self._tools)
+        if policy.allow is not None and not deliberate:
+            chosen &= frozenset(policy.allow)
+        denied = frozenset(policy.deny)
+        return self._select(lambda tool: tool.name in chosen and tool.name not in denied)
 
     def schemas(self, format: str) -> list[dict[str, Any]]:  # noqa: A002 - the CLI option's name
         """The tools as OpenAI, Anthropic or MCP tool definitions, in load order (see ``toolflow._export``).

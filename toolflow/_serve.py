@@ -3,11 +3,16 @@
 The official ``mcp`` SDK (the optional extra ``toolflow[mcp]``) speaks the protocol; its
 low-level :class:`mcp.server.Server` gets two handlers, and everything else is toolflow's:
 
-- ``tools/list`` answers the tools' MCP definitions from :func:`toolflow._export.mcp_tool`
+- Exposure: the spec files' policy decides which tools a client sees and may call, exactly as
+  in the agent loop (:meth:`toolflow.Registry.exposed`: the policy's ``toolset``, or the
+  operator's ``--toolset``/``--tool``; then ``allow`` and ``deny``). The engine serves the whole
+  registry with the exposed tools as its allowlist, so a call of any other tool is refused by
+  the engine's gate (an ``isError`` result listing the exposed tools) and never runs.
+- ``tools/list`` answers the exposed tools' MCP definitions from :func:`toolflow._export.mcp_tool`
   (name, title, description, ``inputSchema``, ``outputSchema`` when it describes an object,
   annotations from the category), rendered once at start-up.
-- ``tools/call`` runs :meth:`toolflow.Engine.call`, so validation, gates, caches, timeouts and
-  retries apply. Every outcome is a ``CallToolResult``: a failure of any kind (invalid
+- ``tools/call`` runs :meth:`toolflow.Engine.call`, so the gates, validation, caches, approval,
+  timeouts and retries apply. Every outcome is a ``CallToolResult``: a failure of any kind (invalid
   arguments, an unknown tool, a timeout, a tool that fails or raises) has ``isError: true``
   and the model-readable message as its text; a success whose payload is an object also has
   it as ``structuredContent``, with the same JSON as text. Warnings follow in a second text
@@ -18,6 +23,16 @@ low-level :class:`mcp.server.Server` gets two handlers, and everything else is t
   without a session (a stateless 2026-07-28 request over HTTP) gets an engine of its own.
   ``engine.tick()`` runs before every ``tools/call``: MCP has no batches of calls, so each
   request is a turn.
+- Approval: a call of a category with ``approval: true`` is approved by the first of: the
+  operator's ``--approve yes|no``; the plugins' ``toolflow_approve_call``; the client, asked
+  with an elicitation when the request's client declared the ``elicitation`` capability (a
+  2025-11-25 session: an ``elicitation/create`` request on the session; a 2026-07-28 request: an
+  ``input_required`` result carrying the question, which the client answers by retrying the
+  call, the SDK's :class:`~mcp.server.request_state.RequestStateBoundary` sealing the state
+  that binds the answer to that call). Nobody: an ``isError`` result saying that approval is
+  required. The engine asks only after the gates (``depends_on`` included), the validator and
+  the cache let the call through. A request is one turn: a category's ``per_turn`` limit
+  (at least 1) counts the one call of the request.
 - Cancellation: the SDK cancels a request's cancel scope when the client sends
   ``notifications/cancelled``; the engine lets ``trio.Cancelled`` through (a ``command``
   tool's process group is killed), and the request is never answered, as MCP requires.
@@ -46,16 +61,21 @@ import trio
 from mcp import types
 from mcp.server import Server, ServerRequestContext
 from mcp.server.connection import Connection
+from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.server.stdio import stdio_server
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolflow import __version__
+from toolflow._approval import ApprovalWarning, asking_approval
 from toolflow._cache import CacheWarning
+from toolflow._calls import ToolCall
 from toolflow._context import reporting_progress
 from toolflow._errors import UsageError
 from toolflow._executor import Engine, open_engine
 from toolflow._export import mcp_tool
 from toolflow._invoke import CallHookWarning
 from toolflow._plugins import Plugins
+from toolflow._policy import Policy
 from toolflow._registry import Registry
 from toolflow._results import DEFAULT_MAX_RESULT_CHARS, ToolResult, _to_json, truncate_text
 
@@ -67,7 +87,7 @@ __all__ = [
     "ToolService",
     "build_server",
     "call_result",
-    "select_tools",
+    "exposed_tools",
     "serve",
 ]
 
@@ -92,20 +112,47 @@ _SESSION_KEY = "toolflow.engine"
 OpenEngine: TypeAlias = Callable[[], AbstractAsyncContextManager[Engine]]
 
 
-def select_tools(registry: Registry, *, toolsets: Iterable[str] = (), tools: Iterable[str] = ()) -> Registry:
-    """The tools of *toolsets* and the tools named in *tools*, or every tool when both are empty.
+APPROVAL_INPUT = "toolflow.approval"
+"""The key of the approval question in a 2026-07-28 ``input_required`` result, and of its answer."""
+
+_APPROVAL_STATE = "toolflow.approval/v1"
+"""The ``requestState`` of an approval question: the SDK's boundary seals it, bound to the call."""
+
+_APPROVAL_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "approve": {
+            "type": "boolean",
+            "title": "Run this call",
+            "description": "Yes runs the call once, as shown; no refuses it.",
+            "default": False,
+        }
+    },
+    "required": ["approve"],
+}
+
+
+def exposed_tools(
+    registry: Registry, policy: Policy, *, toolsets: Iterable[str] = (), tools: Iterable[str] = ()
+) -> Registry:
+    """The tools ``toolflow serve`` offers: *policy*'s exposure, with *toolsets* and *tools* as the selection.
+
+    See :meth:`toolflow.Registry.exposed`. A tool named in *tools* that the policy keeps out
+    (``allow``, ``deny``) is an error, not a tool silently missing from the list.
 
     Raises:
-        UnknownToolsetError: A toolset is not declared.
-        UnknownToolError: A tool name is not in *registry*.
+        UsageError: The policy names unknown tools or toolsets, or keeps out a tool of *tools*.
+        UnknownToolsetError: A toolset of *toolsets* is not declared.
+        UnknownToolError: A tool of *tools* is not in *registry*.
     """
-    toolsets, tools = tuple(toolsets), tuple(tools)
-    if not toolsets and not tools:
-        return registry
-    names = set(registry.filter(names=tools).names())
-    for toolset in toolsets:
-        names.update(registry.toolset(toolset).names())
-    return registry.filter(names=names)
+    tools = tuple(tools)
+    exposed = registry.exposed(policy, toolsets=toolsets, tools=tools)
+    hidden = [name for name in dict.fromkeys(tools) if name in registry and name not in exposed]
+    if hidden:
+        listed = ", ".join(repr(name) for name in hidden)
+        msg = f"the spec files' policy keeps {listed} from the model (policy 'allow'/'deny'), so it is not served"
+        raise UsageError(msg)
+    return exposed
 
 
 def call_result(result: ToolResult, *, structured: bool = False) -> types.CallToolResult:
@@ -169,7 +216,8 @@ class ToolService:
     """The ``tools/list`` and ``tools/call`` handlers over one registry.
 
     Attributes:
-        registry: The tools served.
+        registry: The tools served (listed): the exposed tools. The engines that
+            *open_engine* opens hold every tool, with these as their allowlist.
         open_engine: Opens the engine of a new client session.
         shared: The engine of every request, when the transport serves one client (stdio).
     """
@@ -185,6 +233,50 @@ class ToolService:
         self._listing = types.ListToolsResult(tools=[types.Tool.model_validate(d) for d in definitions])
         self._structured = frozenset(d["name"] for d in definitions if "outputSchema" in d)
 
+    @classmethod
+    def under_policy(
+        cls,
+        registry: Registry,
+        *,
+        policy: Policy | None = None,
+        toolsets: Iterable[str] = (),
+        tools: Iterable[str] = (),
+        approve: bool | None = None,
+        plugins: Plugins | None = None,
+        cache_path: str | None = None,
+        cache_backend: str | None = None,
+        cache_options: Mapping[str, Any] | None = None,
+    ) -> ToolService:
+        """The service of *registry*'s tools that *policy* exposes, each session on an engine that enforces it.
+
+        *policy* (default: the defaults) decides which tools are exposed (with *toolsets* and
+        *tools* as the operator's selection, see :func:`exposed_tools`) and which categories
+        need approval; *approve* is the operator's fixed answer to every approval (``True``:
+        ``--approve yes``), ``None`` leaving it to the plugins and the client.
+
+        Raises:
+            UsageError: The policy or the selection name what does not exist, or the policy
+                keeps out a tool of *tools*.
+        """
+        policy = policy if policy is not None else Policy()
+        exposed = exposed_tools(registry, policy, toolsets=toolsets, tools=tools)
+        allowlist = exposed.names()
+        fixed = None if approve is None else (lambda _call, _category: approve)
+
+        def open_session() -> AbstractAsyncContextManager[Engine]:
+            return open_engine(
+                registry,
+                plugins=plugins,
+                allowlist=allowlist,
+                policy=policy,
+                approve=fixed,
+                cache_path=cache_path,
+                cache_backend=cache_backend,
+                cache_options=cache_options,
+            )
+
+        return cls(registry=exposed, open_engine=open_session)
+
     def input_schema(self, name: str) -> dict[str, Any] | None:
         """The ``inputSchema`` of tool *name*, or None for an unknown tool."""
         return next((tool.input_schema for tool in self._listing.tools if tool.name == name), None)
@@ -199,7 +291,7 @@ class ToolService:
 
     async def call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult:
+    ) -> types.CallToolResult | types.InputRequiredResult:
         """Answer ``tools/call`` through the session's engine; only cancellation escapes."""
         if self.shared is not None:
             return await self._call(self.shared, ctx, params)
@@ -215,16 +307,71 @@ class ToolService:
 
     async def _call(
         self, engine: Engine, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult:
-        engine.tick()
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        engine.tick()  # one request is one turn
         name = params.name
         arguments = params.arguments if params.arguments is not None else {}
         call_id = f"mcp_{ctx.request_id}"
-        if _progress_token(ctx) is None:
-            result = await engine.call(name, arguments, call_id=call_id)
-        else:
-            result = await _call_with_progress(engine, ctx, name, arguments, call_id)
+        client = _ClientApproval(ctx, params)
+        with asking_approval(client):
+            if _progress_token(ctx) is None:
+                result = await engine.call(name, arguments, call_id=call_id)
+            else:
+                result = await _call_with_progress(engine, ctx, name, arguments, call_id)
+        if client.question is not None:  # 2026-07-28: the client answers by retrying the call
+            return types.InputRequiredResult(
+                input_requests={APPROVAL_INPUT: client.question}, request_state=_APPROVAL_STATE
+            )
         return call_result(result, structured=name in self._structured)
+
+
+class _ClientApproval:
+    """Asks the client that made one ``tools/call`` request to approve a call, when it can.
+
+    The engine asks it last (after ``--approve`` and the plugins). A client that did not declare
+    form elicitation cannot be asked: no answer (the call is refused as needing approval).
+    Over a 2025-11-25 session the question is an ``elicitation/create`` request related to the
+    call's request. A 2026-07-28 request cannot be sent requests: the first round records the
+    question (:attr:`question`, which the handler returns as ``input_required``) and answers
+    nothing, so nothing runs; the client's retry carries the answer, which counts only with the
+    ``requestState`` this server sealed for exactly that call (tool and arguments).
+    """
+
+    def __init__(self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> None:
+        self._ctx = ctx
+        self._params = params
+        self.question: types.ElicitRequest | None = None
+
+    async def __call__(self, call: ToolCall, category: str) -> bool | None:
+        capabilities = self._ctx.session.client_capabilities
+        elicitation = capabilities.elicitation if capabilities is not None else None
+        # An empty `elicitation: {}` is form mode (the 2025-06-18 shape); `url` alone is not.
+        if elicitation is None or (elicitation.form is None and elicitation.url is not None):
+            return None
+        message = _approval_message(call, category)
+        if self._ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            session = self._ctx.session
+            return _approved(
+                await session.elicit_form(message, _APPROVAL_SCHEMA, related_request_id=self._ctx.request_id)
+            )
+        response = (self._params.input_responses or {}).get(APPROVAL_INPUT)
+        if self._params.request_state == _APPROVAL_STATE and isinstance(response, types.ElicitResult):
+            return _approved(response)
+        self.question = types.ElicitRequest(
+            params=types.ElicitRequestFormParams(message=message, requested_schema=_APPROVAL_SCHEMA)
+        )
+        return None
+
+
+def _approval_message(call: ToolCall, category: str) -> str:
+    arguments = _to_json(dict(call.arguments))
+    return f"Approve the {category} call {call.name}({truncate_text(arguments, 2000)})? It runs only if you say yes."
+
+
+def _approved(answer: types.ElicitResult) -> bool:
+    """Yes only for an accepted form whose ``approve`` is true; a decline or a cancel is no."""
+    content = answer.content or {}
+    return answer.action == "accept" and content.get("approve") is True
 
 
 def _connection(ctx: ServerRequestContext[Any, Any]) -> Connection | None:
@@ -293,34 +440,37 @@ async def _call_with_progress(
 
 
 def build_server(service: ToolService) -> Server[Any]:
-    """An MCP server named ``toolflow`` whose tools are *service*'s."""
-    return Server(
+    """An MCP server named ``toolflow`` whose tools are *service*'s.
+
+    The SDK's :class:`~mcp.server.request_state.RequestStateBoundary` seals the ``requestState``
+    of ``input_required`` results (under a key held by this process only) and verifies the
+    client's echo, so an approval answer counts only for the call it was asked about.
+    """
+    server: Server[Any] = Server(
         "toolflow",
         version=__version__,
         get_tool_input_schema=service.input_schema,
         on_list_tools=service.list_tools,
         on_call_tool=service.call_tool,
     )
+    server.middleware.append(RequestStateBoundary(RequestStateSecurity.ephemeral(), default_audience="toolflow"))
+    return server
 
 
 def serve(
-    registry: Registry,
+    service: ToolService,
     *,
-    plugins: Plugins | None = None,
-    cache_path: str | None = None,
-    cache_backend: str | None = None,
-    cache_options: Mapping[str, Any] | None = None,
     transport: Transport = "stdio",
     host: str = DEFAULT_HOST,
     port: int = DEFAULT_PORT,
     stderr: TextIO | None = None,
 ) -> None:
-    """Serve *registry*'s tools over MCP until the client disconnects (stdio) or the process is interrupted.
+    """Serve *service*'s tools over MCP until the client disconnects (stdio) or the process is interrupted.
 
     Announces itself on *stderr* (default ``sys.stderr``) with one line, ``toolflow: serving N
     tools over stdio`` or ``toolflow: serving N tools at http://HOST:PORT/mcp``; with port 0 the
-    line names the port the system chose. Warnings of call hooks and caches are printed there
-    as ``toolflow: warning: ...``.
+    line names the port the system chose. Warnings of call hooks, approvers and caches are
+    printed there as ``toolflow: warning: ...``.
 
     Raises:
         UsageError: *transport* is unknown, or the HTTP server cannot listen on *host*:*port*.
@@ -330,22 +480,17 @@ def serve(
         msg = f"unknown transport {transport!r}: use one of {', '.join(TRANSPORTS)}"
         raise UsageError(msg)
 
-    def open_session() -> AbstractAsyncContextManager[Engine]:
-        return open_engine(
-            registry, plugins=plugins, cache_path=cache_path, cache_backend=cache_backend, cache_options=cache_options
-        )
-
     def announce(where: str) -> None:
-        noun = "tool" if len(registry) == 1 else "tools"
-        print(f"toolflow: serving {len(registry)} {noun} {where}", file=out, flush=True)
+        noun = "tool" if len(service.registry) == 1 else "tools"
+        print(f"toolflow: serving {len(service.registry)} {noun} {where}", file=out, flush=True)
 
     def show(message: Warning | str, category: type[Warning], *_: object, **__: object) -> None:
         print(f"toolflow: warning: {message}", file=out, flush=True)
 
-    service = ToolService(registry=registry, open_engine=open_session)
     with warnings.catch_warnings():
         warnings.simplefilter("always", CallHookWarning)
         warnings.simplefilter("always", CacheWarning)
+        warnings.simplefilter("always", ApprovalWarning)
         warnings.showwarning = show
         if transport == "stdio":
             trio.run(_serve_stdio, service, announce)

@@ -117,7 +117,9 @@ def toolflow_approve_call(call: Any, category: str) -> bool | None:
     Return ``True`` to let the call run, ``False`` to refuse it, ``None`` to
     leave the decision to the next plugin. The first answer wins; when nobody
     answers, the call is refused. A refused call is not run and the model gets a
-    result saying so. Used by the agent loop.
+    result saying so. Asked by the engine in every front end, after the caller's
+    own approver and before the request's asker (``toolflow serve``'s client),
+    about calls that passed the gates, validation and the cache.
     """
 
 

@@ -58,6 +58,7 @@ def toolflow(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
         text=True,
         timeout=60,
         env={**os.environ, "TOOLFLOW_LOAD_PLUGINS": "none"},
+        stdin=subprocess.DEVNULL,
         check=False,
     )
 
@@ -177,3 +178,37 @@ def test_bad_cache_settings_are_configuration_errors(project: Path, table: str, 
     assert done.returncode == 2, done.stderr
     assert message in done.stderr
     assert "Traceback" not in done.stderr
+
+
+APPROVAL_SPECS = """\
+toolflow: 1
+tools:
+  wipe:
+    description: Remove the marker file.
+    category: dangerous
+    parameters: {type: object, properties: {}}
+    command: [rm, -f, marker]
+policy:
+  categories:
+    dangerous: {approval: true}
+"""
+
+
+@pytest.mark.parametrize(
+    ("option", "code", "removed", "said"),
+    [
+        ([], 1, False, "needs approval before it runs"),
+        (["--approve", "no"], 1, False, "was not approved"),
+        (["--approve", "yes"], 0, True, '"exit_code": 0'),
+    ],
+)
+def test_call_asks_for_the_policys_approval(
+    project: Path, option: list[str], code: int, removed: bool, said: str
+) -> None:
+    """A tool whose category needs approval runs only when approved; unattended, nobody approves it."""
+    (project / "specs" / "tools.yaml").write_text(APPROVAL_SPECS, encoding="utf-8")
+    (project / "marker").write_text("here", encoding="utf-8")
+    done = toolflow(project, "call", "wipe", *option)  # standard input is not a terminal: nobody is asked
+    assert done.returncode == code, done.stderr
+    assert said in done.stdout
+    assert (project / "marker").exists() is not removed
