@@ -24,7 +24,10 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("lint", ("toolflow._lint",)),
     ("hookspecs, plugins", ("toolflow.hookspecs", "toolflow._plugins")),
     ("registry, export", ("toolflow._registry", "toolflow._export", "toolflow._retrying", "toolflow._cache")),
-    ("executor", ("toolflow._approval", "toolflow._invoke", "toolflow._executor", "toolflow._context")),
+    (
+        "executor",
+        ("toolflow._approval", "toolflow._invoke", "toolflow._executor", "toolflow._context", "toolflow._rendering"),
+    ),
     ("loop", ("toolflow._providers", "toolflow._history", "toolflow._loop")),
     (
         "cli, testing, default plugins",
@@ -188,7 +191,8 @@ def test_lint_run_imports_neither_trio_nor_implementations(tmp_path: Path) -> No
         "from toolflow._cli import run\n"
         "out = io.StringIO()\n"
         f"status = run(['lint', '--isolated', {str(spec)!r}], stdout=out, stderr=out)\n"
-        "heavy = ('trio', 'httpx', 'toolflow_assistant.tools', 'toolflow._executor', 'toolflow._loop',\n"
+        "heavy = ('trio', 'trio_parallel', 'multiprocessing', 'toolflow._rendering', 'httpx',\n"
+        "         'toolflow_assistant.tools', 'toolflow._executor', 'toolflow._loop',\n"
         "         'toolflow._history', 'toolflow._providers', 'toolflow.default_plugins._scripted',\n"
         "         'toolflow.default_plugins._openai_chat')\n"
         "loaded = sorted(m for m in heavy if m in sys.modules)\n"

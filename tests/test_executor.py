@@ -14,7 +14,8 @@ import trio
 import trio.testing
 
 import toolflow
-from toolflow._executor import Engine, _seconds, open_engine
+from toolflow._executor import Engine, open_engine
+from toolflow._model import format_duration
 
 SPEC = """\
 toolflow: 1
@@ -628,7 +629,7 @@ async def test_sync_tool_sees_its_cancellation_after_the_timeout(tmp_path: Path)
 )
 def test_timeouts_are_written_as_a_spec_writes_them(seconds: float, text: str) -> None:
     """`timed out after ...` never shows float noise or an exponent."""
-    assert _seconds(seconds) == text
+    assert format_duration(seconds) == text
 
 
 @pytest.mark.parametrize(("retry_after", "attempts", "waited"), [("5", 2, 5.0), ("90", 1, 0.0)])

@@ -243,10 +243,10 @@ def test_openai_read_response_takes_a_legacy_function_call() -> None:
     assert parse_tool_calls(raw) == [ToolCall(id="call_0", name="ping", arguments={}, format="openai")]
 
 
-def test_openai_exchange_is_a_valid_chat_completions_request() -> None:
+async def test_openai_exchange_is_a_valid_chat_completions_request() -> None:
     """User, assistant with calls, one tool message per call: a whole request validates with the SDK's types."""
     history = fmt("openai")
-    system = history.system_prompt("You are a helpful game assistant.", TOOLS)
+    system = await history.system_prompt("You are a helpful game assistant.", TOOLS)
     assert system == "You are a helpful game assistant."
     messages = [
         history.user_message("What is around me?"),
@@ -333,10 +333,10 @@ def test_anthropic_read_response_reads_string_content() -> None:
     assert fmt("anthropic").read_response({"role": "assistant", "content": "Hi."}) == ("Hi.", [])
 
 
-def test_anthropic_exchange_is_a_valid_messages_request() -> None:
+async def test_anthropic_exchange_is_a_valid_messages_request() -> None:
     """User, assistant tool_use, user tool_result, final answer: a whole request validates with the SDK's types."""
     history = fmt("anthropic")
-    system = history.system_prompt("You are a helpful game assistant.", TOOLS)
+    system = await history.system_prompt("You are a helpful game assistant.", TOOLS)
     assert system == "You are a helpful game assistant."
     user = history.user_message("What is around me?")
     assert user == {"role": "user", "content": "What is around me?"}
@@ -353,11 +353,11 @@ def test_anthropic_exchange_is_a_valid_messages_request() -> None:
 
 
 @pytest.mark.parametrize("name", ["fallback", "text"])
-def test_prompted_formats_send_plain_messages_both_apis_accept(name: str) -> None:
+async def test_prompted_formats_send_plain_messages_both_apis_accept(name: str) -> None:
     """Fallback and text send no tool definitions, and every message is a plain role/content message."""
     history = fmt(name)
     assert history.tool_definitions(TOOLS) == []
-    system = history.system_prompt("You are a helpful game assistant.", TOOLS)
+    system = await history.system_prompt("You are a helpful game assistant.", TOOLS)
     messages = [
         history.user_message("What is around me?"),
         history.assistant_message("Let me look.", CALLS),

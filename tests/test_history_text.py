@@ -66,9 +66,9 @@ def only_malformed(parsed: list[ParsedCall]) -> MalformedCall:
 # -- text: the system prompt -------------------------------------------------------------------------------------
 
 
-def test_text_prompt_adds_the_protocol_section_with_every_tool() -> None:
+async def test_text_prompt_adds_the_protocol_section_with_every_tool() -> None:
     """The built-in section follows the base prompt and lists each tool's name, description and schema JSON."""
-    prompt = get_format("text").system_prompt("You are a worker.", TOOLS)
+    prompt = await get_format("text").system_prompt("You are a worker.", TOOLS)
     base, section = prompt.split("\n\n", 1)
     assert base == "You are a worker."
     assert section.startswith("## Tool-Use Protocol\n")
@@ -81,17 +81,17 @@ def test_text_prompt_adds_the_protocol_section_with_every_tool() -> None:
     assert f"#### ping\n\nParameters (JSON Schema): {CLOSED_EMPTY}" in section
 
 
-def test_text_prompt_without_tools_is_the_base() -> None:
+async def test_text_prompt_without_tools_is_the_base() -> None:
     """With no tools (the last turn before a hard stop) the protocol is not described."""
-    assert get_format("text").system_prompt("You are a worker.", []) == "You are a worker."
+    assert await get_format("text").system_prompt("You are a worker.", []) == "You are a worker."
 
 
-def test_text_prompt_with_an_empty_base_is_the_section() -> None:
+async def test_text_prompt_with_an_empty_base_is_the_section() -> None:
     """An empty base prompt gives the section alone, without leading blank lines."""
-    assert get_format("text").system_prompt("", TOOLS).startswith("## Tool-Use Protocol\n")
+    assert (await get_format("text").system_prompt("", TOOLS)).startswith("## Tool-Use Protocol\n")
 
 
-def test_custom_template_sees_the_tools() -> None:
+async def test_custom_template_sees_the_tools() -> None:
     """A custom template replaces the section and sees name, description, parameters, parameters_json, category."""
     template = (
         "## Tool-Use Protocol\n"
@@ -103,7 +103,7 @@ def test_custom_template_sees_the_tools() -> None:
     history = get_format("text", text_protocol_template=template)
     assert isinstance(history, TextFormat)
     assert history.template_source == template
-    prompt = history.system_prompt("Base.", TOOLS)
+    prompt = await history.system_prompt("Base.", TOOLS)
     assert prompt == (
         "Base.\n\n## Tool-Use Protocol\n"
         f"- inspect_location [safe_chain]: Describe the current location.; required detail_level; "
@@ -113,13 +113,13 @@ def test_custom_template_sees_the_tools() -> None:
     )
 
 
-def test_the_built_in_template_is_the_default() -> None:
+async def test_the_built_in_template_is_the_default() -> None:
     """Without an override, the text format renders DEFAULT_TEXT_PROTOCOL_TEMPLATE."""
     history = get_format("text")
     assert isinstance(history, TextFormat)
     assert history.template_source == DEFAULT_TEXT_PROTOCOL_TEMPLATE
     custom = get_format("text", text_protocol_template=DEFAULT_TEXT_PROTOCOL_TEMPLATE)
-    assert custom.system_prompt("x", TOOLS) == history.system_prompt("x", TOOLS)
+    assert await custom.system_prompt("x", TOOLS) == await history.system_prompt("x", TOOLS)
 
 
 def test_a_template_that_does_not_compile_is_a_usage_error() -> None:
@@ -142,23 +142,23 @@ def test_a_template_reading_an_unknown_variable_is_a_usage_error() -> None:
         get_format("text", text_protocol_template="{{ env.HOME }}")
 
 
-def test_a_template_failing_to_render_is_a_usage_error() -> None:
+async def test_a_template_failing_to_render_is_a_usage_error() -> None:
     """A template that compiles but fails when rendered raises UsageError from system_prompt."""
     history = get_format("text", text_protocol_template="{{ tools[0].nonexistent }}")
     with pytest.raises(UsageError, match=r"text protocol template failed: .*nonexistent"):
-        history.system_prompt("base", TOOLS)
+        await history.system_prompt("base", TOOLS)
 
 
-def test_templates_are_sandboxed() -> None:
+async def test_templates_are_sandboxed() -> None:
     """A template reaching for Python internals is refused, not rendered."""
     history = get_format("text", text_protocol_template="{{ tools.__class__.__mro__ }}")
     with pytest.raises(UsageError, match="unsafe access"):
-        history.system_prompt("base", TOOLS)
+        await history.system_prompt("base", TOOLS)
 
 
-def test_a_template_is_ignored_by_other_formats() -> None:
+async def test_a_template_is_ignored_by_other_formats() -> None:
     """Only the text format uses the template: a spec may declare one for when text is chosen."""
-    assert get_format("openai", text_protocol_template="{{ tools }}").system_prompt("b", TOOLS) == "b"
+    assert await get_format("openai", text_protocol_template="{{ tools }}").system_prompt("b", TOOLS) == "b"
 
 
 # -- text: reading calls -----------------------------------------------------------------------------------------
@@ -439,9 +439,9 @@ def test_a_malformed_call_without_a_name_is_still_answered() -> None:
 # -- fallback ----------------------------------------------------------------------------------------------------
 
 
-def test_fallback_prompt_describes_the_answer_shape_and_every_tool() -> None:
+async def test_fallback_prompt_describes_the_answer_shape_and_every_tool() -> None:
     """The fallback section asks for {"tool", "parameters", "reasoning"} JSON and lists every tool's schema."""
-    prompt = get_format("fallback").system_prompt("You are an assistant.", TOOLS)
+    prompt = await get_format("fallback").system_prompt("You are an assistant.", TOOLS)
     assert prompt.startswith("You are an assistant.\n\n## Tools\n")
     assert '{"tool": "TOOL_NAME", "parameters": {"PARAMETER": "VALUE"}, "reasoning": "why you call it"}' in prompt
     assert "JSON array" in prompt
@@ -449,7 +449,7 @@ def test_fallback_prompt_describes_the_answer_shape_and_every_tool() -> None:
     for spec in TOOLS:
         assert f"### {spec.name}\n" in prompt
     assert json.dumps(dict(SAY.parameters)) in prompt
-    assert get_format("fallback").system_prompt("You are an assistant.", []) == "You are an assistant."
+    assert await get_format("fallback").system_prompt("You are an assistant.", []) == "You are an assistant."
 
 
 def test_fallback_assistant_message_is_seed_000s_json() -> None:

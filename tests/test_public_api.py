@@ -11,6 +11,7 @@ import pytest
 import toolflow
 
 EXPECTED = [
+    "DEFAULT_TEMPLATE_BUDGET",
     "TEMPLATE_GLOBALS",
     "Abort",
     "Agent",
@@ -27,6 +28,7 @@ EXPECTED = [
     "CallHookWarning",
     "Category",
     "CategoryPolicy",
+    "CompiledTemplate",
     "ConfigError",
     "Diagnostic",
     "Engine",
@@ -95,6 +97,7 @@ EXPECTED = [
     "parse_tool_calls",
     "render_template",
     "retry_after_seconds",
+    "run_in_template_worker",
     "template_environment",
     "template_variables",
     "validate_specs",

@@ -58,15 +58,17 @@ if TYPE_CHECKING:
         UnknownToolsetError,
         load_registry,
     )
+    from toolflow._rendering import render_template, run_in_template_worker
     from toolflow._results import ToolResult
     from toolflow._retrying import retry_after_seconds
     from toolflow._templates import (
+        DEFAULT_TEMPLATE_BUDGET,
         TEMPLATE_GLOBALS,
+        CompiledTemplate,
         TemplateError,
         TemplateProblem,
         compile_template,
         parse_template,
-        render_template,
         template_environment,
         template_variables,
     )
@@ -90,6 +92,7 @@ _EXPORTS = {
     "CallContext": "toolflow._context",
     "CallHookWarning": "toolflow._invoke",
     "Category": "toolflow._model",
+    "CompiledTemplate": "toolflow._templates",
     "CategoryPolicy": "toolflow._policy",
     "ConfigError": "toolflow._errors",
     "Diagnostic": "toolflow._diagnostics",
@@ -125,6 +128,7 @@ _EXPORTS = {
     "Span": "toolflow._diagnostics",
     "SpecError": "toolflow._errors",
     "SpecFile": "toolflow._model",
+    "DEFAULT_TEMPLATE_BUDGET": "toolflow._templates",
     "TEMPLATE_GLOBALS": "toolflow._templates",
     "TemplateError": "toolflow._templates",
     "TemplateProblem": "toolflow._templates",
@@ -157,14 +161,16 @@ _EXPORTS = {
     "parse_template": "toolflow._templates",
     "parse_tool_call": "toolflow._calls",
     "parse_tool_calls": "toolflow._calls",
-    "render_template": "toolflow._templates",
+    "render_template": "toolflow._rendering",
     "retry_after_seconds": "toolflow._retrying",
+    "run_in_template_worker": "toolflow._rendering",
     "template_environment": "toolflow._templates",
     "template_variables": "toolflow._templates",
     "validate_specs": "toolflow._loader",
 }
 
 __all__ = [
+    "DEFAULT_TEMPLATE_BUDGET",
     "TEMPLATE_GLOBALS",
     "Abort",
     "Agent",
@@ -181,6 +187,7 @@ __all__ = [
     "CallHookWarning",
     "Category",
     "CategoryPolicy",
+    "CompiledTemplate",
     "ConfigError",
     "Diagnostic",
     "Engine",
@@ -249,6 +256,7 @@ __all__ = [
     "parse_tool_calls",
     "render_template",
     "retry_after_seconds",
+    "run_in_template_worker",
     "template_environment",
     "template_variables",
     "validate_specs",

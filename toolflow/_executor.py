@@ -90,6 +90,7 @@ from toolflow._calls import MalformedCall, ParsedCall, ToolCall, parse_tool_call
 from toolflow._context import CallContext, wants_context
 from toolflow._errors import ConfigError
 from toolflow._model import CacheScope, Category
+from toolflow._model import format_duration as _seconds
 from toolflow._plugins import PluginError, Plugins
 from toolflow._policy import Policy
 from toolflow._records import unchecked_init
@@ -142,12 +143,6 @@ class _AttemptExtras(dict[int, Mapping[str, Any]]):
 
 
 _ATTEMPT_EXTRAS = _AttemptExtras()
-
-
-def _seconds(value: float) -> str:
-    """A duration as a spec writes it: ``500ms`` below a second, else ``30s``, ``1.5s``."""
-    # 15 significant digits: no exponent for long timeouts, no float noise (0.3 s is 300ms)
-    return f"{value * 1000:.15g}ms" if value < 1 else f"{value:.15g}s"
 
 
 class CallHookWarning(UserWarning):

@@ -46,7 +46,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 import attrs
-import jinja2
+import trio
 
 from toolflow._calls import ToolCall
 from toolflow._errors import UsageError
@@ -54,20 +54,22 @@ from toolflow._export import anthropic_tool, input_schema, openai_tool
 from toolflow._json import encoder, loads
 from toolflow._model import ToolSpec
 from toolflow._providers import HISTORY_FORMATS
+from toolflow._rendering import render_template
 from toolflow._results import DEFAULT_MAX_RESULT_CHARS, ToolResult, truncate_text
 from toolflow._schemas import did_you_mean
 from toolflow._templates import (
     TEMPLATE_GLOBALS,
+    CompiledTemplate,
     TemplateError,
     TemplateProblem,
     compile_template,
     parse_template,
-    render_template,
     template_variables,
 )
 
 __all__ = [
     "DEFAULT_TEXT_PROTOCOL_TEMPLATE",
+    "TEXT_PROTOCOL_TIMEOUT",
     "TEXT_PROTOCOL_VARIABLES",
     "AnthropicFormat",
     "FallbackFormat",
@@ -103,8 +105,11 @@ class HistoryFormat(Protocol):
         """The ``tools`` of a request: the native definitions, or ``[]`` for fallback/text."""
         ...
 
-    def system_prompt(self, base: str, tools: Sequence[ToolSpec]) -> str:
-        """*base* plus what the format needs to tell the model (fallback/text: the tool protocol)."""
+    async def system_prompt(self, base: str, tools: Sequence[ToolSpec]) -> str:
+        """*base* plus what the format needs to tell the model (fallback/text: the tool protocol).
+
+        A coroutine, because the text format renders a template (in a template worker).
+        """
         ...
 
     def user_message(self, text: str) -> dict[str, Any]:
@@ -299,7 +304,7 @@ class OpenAIFormat:
         """``{"type": "function", "function": {...}}`` per tool (:func:`toolflow._export.openai_tool`)."""
         return [openai_tool(spec) for spec in tools]
 
-    def system_prompt(self, base: str, tools: Sequence[ToolSpec]) -> str:  # noqa: ARG002 - the protocol's signature
+    async def system_prompt(self, base: str, tools: Sequence[ToolSpec]) -> str:  # noqa: ARG002 - the protocol's signature
         """*base*: the tools travel as definitions."""
         return base
 
@@ -363,7 +368,7 @@ class AnthropicFormat:
         """``{"name", "description", "input_schema"}`` per tool (:func:`toolflow._export.anthropic_tool`)."""
         return [anthropic_tool(spec) for spec in tools]
 
-    def system_prompt(self, base: str, tools: Sequence[ToolSpec]) -> str:  # noqa: ARG002 - the protocol's signature
+    async def system_prompt(self, base: str, tools: Sequence[ToolSpec]) -> str:  # noqa: ARG002 - the protocol's signature
         """*base*: the tools travel as definitions."""
         return base
 
@@ -472,7 +477,7 @@ class FallbackFormat:
         """``[]``: the tools are described in the system prompt."""
         return []
 
-    def system_prompt(self, base: str, tools: Sequence[ToolSpec]) -> str:
+    async def system_prompt(self, base: str, tools: Sequence[ToolSpec]) -> str:
         """*base* and a ``## Tools`` section: the answer shape, then each tool's name, description and schema."""
         if not tools:
             return base
@@ -617,6 +622,9 @@ JSON Schema as sent to models), ``parameters_json`` (that schema as one line of 
 own key order) and ``category``.
 """
 
+TEXT_PROTOCOL_TIMEOUT = 30.0
+"""Seconds the text protocol template may take to render (in a template worker, under the per-render budget)."""
+
 _TEMPLATE_NAMES = TEXT_PROTOCOL_VARIABLES | (TEMPLATE_GLOBALS - {"env"})
 _OPEN_TAG = re.compile(r"<tool_call\s*>")
 _CLOSE_TAG = re.compile(r"</tool_call\s*>")
@@ -627,7 +635,7 @@ def _template_problem(problem: TemplateProblem) -> str:
     return f"text protocol template does not compile: line {problem.line}: {problem.message}"
 
 
-def _compile_protocol(source: str) -> jinja2.Template:
+def _compile_protocol(source: str) -> CompiledTemplate:
     """Compile a text protocol template, checking the variables it reads.
 
     Raises:
@@ -657,30 +665,33 @@ class TextFormat:
     """
 
     name: str = attrs.field(default="text", init=False)
-    template: jinja2.Template = attrs.field(eq=False, repr=False)
+    template: CompiledTemplate = attrs.field(eq=False, repr=False)
     template_source: str = DEFAULT_TEXT_PROTOCOL_TEMPLATE
 
     def tool_definitions(self, tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:  # noqa: ARG002 - the protocol's signature
         """``[]``: the tools are described in the system prompt."""
         return []
 
-    def system_prompt(self, base: str, tools: Sequence[ToolSpec]) -> str:
+    async def system_prompt(self, base: str, tools: Sequence[ToolSpec]) -> str:
         """*base* and the rendered ``## Tool-Use Protocol`` section (nothing when there are no tools).
 
         Raises:
-            UsageError: An overriding template failed to render (an undefined attribute, an
-                error raised inside it).
+            UsageError: The template failed to render (an undefined attribute, an error raised
+                inside it, more than the per-render budget or :data:`TEXT_PROTOCOL_TIMEOUT`).
         """
         if not tools:
             return base
-        return _with_section(base, self._render(tools))
+        return _with_section(base, await self._render(tools))
 
-    def _render(self, tools: Sequence[ToolSpec]) -> str:
-        try:
-            return render_template(self.template, {"tools": _tool_entries(tools)})
-        except TemplateError as exc:
-            msg = f"text protocol template failed: {exc}"
-            raise UsageError(msg) from None
+    async def _render(self, tools: Sequence[ToolSpec]) -> str:
+        with trio.move_on_after(TEXT_PROTOCOL_TIMEOUT):
+            try:
+                return await render_template(self.template, {"tools": _tool_entries(tools)})
+            except TemplateError as exc:
+                msg = f"text protocol template failed: {exc}"
+                raise UsageError(msg) from None
+        msg = f"text protocol template failed: it did not render within {TEXT_PROTOCOL_TIMEOUT:g}s"
+        raise UsageError(msg)
 
     def user_message(self, text: str) -> dict[str, Any]:
         """``{"role": "user", "content": text}``."""
@@ -786,7 +797,7 @@ _SIMPLE_FORMATS: Mapping[str, Callable[[], HistoryFormat]] = {
 
 
 @functools.cache
-def _default_template() -> jinja2.Template:
+def _default_template() -> CompiledTemplate:
     """The built-in text protocol template, compiled on first use."""
     return _compile_protocol(DEFAULT_TEXT_PROTOCOL_TEMPLATE)
 

@@ -278,10 +278,12 @@ class Agent:
         self._soft_warn_at = self.policy.soft_warn_at
         self._writes_ids = self.format.name in ("openai", "anthropic")  # fallback and text have no call ids
         specs = [tool.spec for tool in self.tools]
-        base = system if system is not None else self.policy.system_prompt
-        self.system = self.format.system_prompt(base, specs)
-        # The turn without tools must not describe tools (fallback, text) the model may no longer call.
-        self._answer_system = self.format.system_prompt(base, ())
+        self._base_system = system if system is not None else self.policy.system_prompt
+        self._specs = specs
+        self._prompted = False
+        self.system = ""
+        """The system prompt, written by the first :meth:`run` or :meth:`reflect`."""
+        self._answer_system = ""
         self._definitions = tuple(self.format.tool_definitions(specs))
         engine.policy = self.policy
         if approve is not None:
@@ -326,16 +328,35 @@ class Agent:
 
     # --- the loop --------------------------------------------------------------------------
 
+    async def _write_system_prompts(self) -> None:
+        """Write the system prompts, once: the text format renders its template in a template worker.
+
+        Raises:
+            UsageError: The text format's template failed to render.
+        """
+        if self._prompted:
+            return
+        self.system = await self.format.system_prompt(self._base_system, self._specs)
+        # The turn without tools must not describe tools (fallback, text) the model may no longer call.
+        self._answer_system = await self.format.system_prompt(self._base_system, ())
+        self._prompted = True
+
+    async def _start(self, prompt: str) -> None:
+        """Begin a :meth:`run`: the system prompts, a new loop for the engine, the user's *prompt*."""
+        self._stop = self._killed = False
+        await self._write_system_prompts()
+        self.engine.new_loop()
+        self._messages.append(self.format.user_message(prompt))
+
     async def run(self, prompt: str) -> LoopResult:
         """Run the loop on the user's *prompt* until the policy ends it.
 
         Only outside cancellation and the approver's exceptions escape; before they do, every
         call of the turn gets a ``cancelled`` result, so a later :meth:`run` continues from a
-        valid history.
+        valid history. The first :meth:`run` (or :meth:`reflect`) writes the system prompt, and
+        raises :class:`~toolflow.UsageError` when the text format's template fails to render.
         """
-        self._stop = self._killed = False
-        self.engine.new_loop()
-        self._messages.append(self.format.user_message(prompt))
+        await self._start(prompt)
         turns: list[TurnRecord] = []
         total = Usage()
         consecutive_errors = 0
@@ -437,6 +458,7 @@ class Agent:
 
     async def reflect(self, prompt: str) -> TurnRecord:
         """Run one turn in reflection mode: its calls run, but nothing of it enters the history."""
+        await self._write_system_prompts()
         started = time.perf_counter()
         request = ModelRequest(
             format=self.format.name,

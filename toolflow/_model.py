@@ -31,6 +31,7 @@ __all__ = [
     "ToolDependency",
     "ToolSpec",
     "Toolset",
+    "format_duration",
     "parse_duration",
 ]
 
@@ -82,6 +83,12 @@ def parse_duration(value: object) -> float:
         msg = f"a duration must be positive, got {value!r}"
         raise ValueError(msg)
     return seconds
+
+
+def format_duration(value: float) -> str:
+    """A duration as a spec writes it: ``500ms`` below a second, else ``30s``, ``1.5s``."""
+    # 15 significant digits: no exponent for long timeouts, no float noise (0.3 s is 300ms)
+    return f"{value * 1000:.15g}ms" if value < 1 else f"{value:.15g}s"
 
 
 @attrs.frozen(kw_only=True)

@@ -1,60 +1,92 @@
-"""Sandboxed Jinja2 for ``template:`` and ``command:`` implementations.
+"""Sandboxed Jinja2 for every template toolflow renders, and the work a template worker does.
 
-Templates run in a :class:`jinja2.sandbox.ImmutableSandboxedEnvironment` with
-strict undefined variables: only the call's arguments (and the environment
-variables a spec lists, as ``env.NAME``) are visible, and attribute access that
-reaches for Python internals raises a security error instead of leaking them.
-Rendering a function, method or class (``{{ range }}``) is refused as well, so
-that no ``<function ... at 0x...>`` reaches a model.
+Templates run in a :class:`jinja2.sandbox.ImmutableSandboxedEnvironment` with strict undefined
+variables: only the call's arguments (and the environment variables a spec lists, as
+``env.NAME``) are visible, and attribute access that reaches for Python internals raises a
+security error instead of leaking them.
 
-The linter parses templates (:func:`parse_template`); the built-in kinds
-compile them once per tool (:func:`compile_template`) and render them per call
-(:func:`render_template`), which turns every failure into one
-:class:`TemplateError` with a message fit for a model.
+No function, method, class, module, generator or other object whose text would name Python
+internals (``<function generate_lorem_ipsum at 0x...>``) ever becomes text, at any depth: every
+such value that reaches a template — a global (``lipsum``, ``range``), a variable, an attribute or
+item look-up (``x.upper``), a call's or a filter's result (``x | map('upper')``), a macro, a
+loop — is sealed (:class:`Sealed`, or a sealed subclass of Jinja's ``Macro`` and
+``LoopContext``), and a sealed value refuses ``str()``, ``repr()`` and ``format()``, so printing
+it, joining it, ``~``, ``%``, ``str.format``, ``pprint`` or a list's text fails the rendering. A
+sealed value still works: the sandbox unseals it to call it or to look its attributes up, and
+iterating it iterates the value.
+
+Nothing of a template runs when it is compiled: Jinja's constant folding is off (no optimizer,
+every binary operator intercepted, every filter and the finalizer take the context), so
+compiling, as ``toolflow lint`` does, costs time in proportion to the template's text.
+
+Rendering happens only in a template worker process (``toolflow._rendering``): a template of
+this environment refuses to render anywhere else. :func:`run_job` is what a worker runs: it
+limits the growth of the worker's data memory to the per-render budget (:func:`template_budget`)
+for the length of the job, and turns running out of it into a :class:`TemplateError`.
+
+The linter parses templates (:func:`parse_template`); the built-in kinds compile them once per
+tool (:func:`compile_template`) and render them per call (``toolflow.render_template``, which
+runs :func:`render` in a worker and turns every failure into one :class:`TemplateError` with a
+message fit for a model).
 """
 
 from __future__ import annotations
 
 import functools
-import math
-import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
+import os
+import sys
+import types
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 import jinja2
 import jinja2.meta
 import jinja2.nodes
 from jinja2.exceptions import SecurityError
-from jinja2.sandbox import ImmutableSandboxedEnvironment, SandboxedFormatter
+from jinja2.runtime import LoopContext, Macro, TemplateReference
+from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from toolflow._errors import ToolflowError
 
 __all__ = [
+    "BUDGET_VARIABLE",
+    "DEFAULT_TEMPLATE_BUDGET",
     "TEMPLATE_GLOBALS",
+    "CompiledTemplate",
+    "Sealed",
     "TemplateEnv",
     "TemplateError",
     "TemplateProblem",
     "compile_template",
     "environment",
-    "has_loops",
     "parse_template",
-    "render_template",
+    "render",
+    "run_job",
+    "template_budget",
     "template_environment",
     "template_variables",
 ]
+
+T = TypeVar("T")
 
 TEMPLATE_GLOBALS = frozenset({"env", "range", "dict", "lipsum", "cycler", "joiner", "namespace"})
 """Names a template may use without declaring them as parameters."""
 
 NESTING_MESSAGE = "the template nests too deeply"
 
+DEFAULT_TEMPLATE_BUDGET = 64 * 2**20
+"""Bytes of memory one rendering may add to its worker process, unless :data:`BUDGET_VARIABLE` says otherwise."""
+
+BUDGET_VARIABLE = "TOOLFLOW_TEMPLATE_BUDGET"
+"""The environment variable that sets the per-render budget: bytes, or a number with ``KiB``, ``MiB`` or ``GiB``."""
+
 
 class TemplateError(ToolflowError):
     """A template cannot be compiled for a tool, or a rendering failed.
 
-    Raised by :func:`render_template` (the message is fit for a model) and by
+    Raised by ``toolflow.render_template`` (the message is fit for a model) and by
     the built-in kinds' ``build`` when a tool's templates do not compile.
 
     Attributes:
@@ -78,6 +110,8 @@ class _Undefined(jinja2.StrictUndefined):
         obj, name = self._undefined_obj, self._undefined_name
         if self._undefined_hint or obj is jinja2.utils.missing:
             return super()._undefined_message
+        if isinstance(obj, Sealed):
+            obj = obj.value
         if isinstance(obj, TemplateEnv):
             return f"environment variable {name!r} is not set"
         # Jinja names the module of other types ('jinja2.runtime.Macro object'); the type is enough.
@@ -85,182 +119,220 @@ class _Undefined(jinja2.StrictUndefined):
         return f"{type(obj).__name__!r} object has no {what} {name!r}"
 
 
-def _finalize(value: Any) -> Any:
-    """Refuse to print functions, methods and classes: their text names Python internals."""
-    if callable(value) and not isinstance(value, jinja2.Undefined):
-        msg = f"cannot render a function or class ({type(value).__name__!r}); call it or pick a value"
-        raise SecurityError(msg)
+# --- sealing ------------------------------------------------------------------------------------
+
+
+FUNCTION_REFUSAL = "cannot render a function, class or module; call it or pick a value"
+OBJECT_REFUSAL = "cannot render an iterator or an object; make it a list (| list) or pick a value"
+NOT_ITERABLE = "a function, class, module or object is not iterable"
+
+
+def _refusal(value: object) -> SecurityError:
+    """The error of turning *value* into text: names nothing of it, not even its type."""
+    if isinstance(value, type | types.ModuleType) or callable(value):
+        return SecurityError(FUNCTION_REFUSAL)
+    return SecurityError(OBJECT_REFUSAL)
+
+
+class Sealed:
+    """A value a template may use but never turn into text: a callable, a class, a module, an iterator.
+
+    ``str()``, ``repr()`` and ``format()`` raise :class:`jinja2.exceptions.SecurityError`;
+    calling, iterating, ``len()``, ``in`` and truth pass through to the value, and the sandbox
+    unseals it before calling it or looking its attributes and items up.
+    """
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value: Any = value
+
+    def __str__(self) -> str:
+        raise _refusal(self.value)
+
+    def __repr__(self) -> str:
+        raise _refusal(self.value)
+
+    def __format__(self, format_spec: str) -> str:
+        raise _refusal(self.value)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.value(*args, **kwargs)
+
+    def __iter__(self) -> Iterator[Any]:
+        try:
+            return iter(self.value)
+        except TypeError:
+            raise TypeError(NOT_ITERABLE) from None
+
+    def __len__(self) -> int:
+        return len(self.value)
+
+    def __bool__(self) -> bool:
+        return bool(self.value)
+
+    def __contains__(self, item: object) -> bool:
+        return item in self.value
+
+    def __eq__(self, other: object) -> bool:
+        return bool(self.value == (other.value if isinstance(other, Sealed) else other))
+
+    def __hash__(self) -> int:
+        return hash(self.value)
+
+
+class _NeverText:
+    """Jinja's own runtime objects, sealed: ``str()``, ``repr()`` and ``format()`` refuse."""
+
+    def __repr__(self) -> str:
+        raise _refusal(self)
+
+    __str__ = __repr__
+
+    def __format__(self, format_spec: str) -> str:
+        raise _refusal(self)
+
+
+class _SealedMacro(_NeverText, Macro):
+    """A macro (or ``caller``): callable, never text."""
+
+    def __iter__(self) -> Iterator[Any]:
+        raise TypeError(NOT_ITERABLE)
+
+
+class _SealedReference(_NeverText, TemplateReference):
+    """``self``: its blocks can be called, it is never text."""
+
+
+class _SealedLoop(_NeverText, LoopContext):
+    """``loop``: its attributes work, it is never text (it is callable, for recursive loops)."""
+
+
+_PLAIN = frozenset({str, int, float, bool, type(None), list, tuple, dict, set, frozenset, range})
+_OBJECT_REPR: Any = object.__repr__
+_INTERNAL = (type, types.ModuleType, types.GeneratorType, types.CodeType, types.FrameType, types.TracebackType)
+
+
+def _seal(value: Any) -> Any:
+    """*value*, sealed when its text could name Python internals (see :class:`Sealed`)."""
+    kind = type(value)
+    if kind in _PLAIN or isinstance(value, Sealed | jinja2.Undefined | str):
+        return value
+    if callable(value) or isinstance(value, _INTERNAL) or kind.__repr__ is _OBJECT_REPR:
+        # object.__repr__ is the `<... object at 0x...>` of iterators, cyclers, joiners, ...
+        return Sealed(value)
     return value
 
 
-MAX_REPEAT = 1_000_000
-"""The most items (characters of a string, elements of a list) ``*``, padding, indenting and
-``replace`` may make in a template."""
+def _unseal(value: Any) -> Any:
+    return value.value if isinstance(value, Sealed) else value
 
-MAX_POWER_DIGITS = 4300
-"""The most decimal digits ``**`` of two integers may make in a template (what Python prints of an int)."""
 
-_JINJA_FILTERS = jinja2.filters.FILTERS
+def _sealing(function: Callable[..., Any]) -> Callable[..., Any]:
+    """*function* (a filter) as a context filter whose result is sealed.
+
+    Taking the context also keeps Jinja from running the filter when it compiles a template.
+    """
+    takes = getattr(getattr(function, "jinja_pass_arg", None), "name", None)
+
+    @jinja2.pass_context
+    @functools.wraps(function, assigned=("__name__", "__qualname__", "__doc__"), updated=())
+    def sealed(context: jinja2.runtime.Context, *args: Any, **kwargs: Any) -> Any:
+        if takes == "context":
+            return _seal(function(context, *args, **kwargs))
+        if takes == "eval_context":
+            return _seal(function(context.eval_ctx, *args, **kwargs))
+        if takes == "environment":
+            return _seal(function(context.environment, *args, **kwargs))
+        return _seal(function(*args, **kwargs))
+
+    return sealed
+
+
+@jinja2.pass_context
+def _finalize(context: jinja2.runtime.Context, value: Any) -> Any:
+    """Refuse to print a callable the sealing let through (an argument given by Python code)."""
+    if callable(value) and not isinstance(value, jinja2.Undefined):
+        raise _refusal(_unseal(value))
+    return value
+
+
+def _not_json(value: object) -> object:
+    """``tojson``'s fallback: a sealed value is refused like any other text conversion."""
+    if isinstance(value, Sealed | _NeverText):
+        raise _refusal(_unseal(value))
+    msg = f"Object of type {type(value).__name__} is not JSON serializable"
+    raise TypeError(msg)
+
+
+# --- the environment ----------------------------------------------------------------------------
+
+_IN_WORKER = False
+"""Set in a template worker process by :func:`run_job`: only there may a template render."""
+
+
+class _Template(jinja2.Template):
+    """A template of the sandbox: its macros and loops are sealed, and it renders only in a template worker."""
+
+    @classmethod
+    def _from_namespace(cls, environment: jinja2.Environment, namespace: Any, template_globals: Any) -> jinja2.Template:
+        # The compiled code looks these names up in its module's namespace when it runs.
+        namespace["Macro"] = _SealedMacro
+        namespace["LoopContext"] = _SealedLoop
+        namespace["TemplateReference"] = _SealedReference
+        return super()._from_namespace(environment, namespace, template_globals)
+
+    def new_context(
+        self,
+        vars: dict[str, Any] | None = None,  # noqa: A002 - Jinja's name
+        shared: bool = False,
+        locals: Mapping[str, Any] | None = None,  # noqa: A002 - Jinja's name
+    ) -> jinja2.runtime.Context:
+        if not _IN_WORKER:
+            msg = "templates render only in a template worker: use toolflow.render_template or run_in_template_worker"
+            raise TemplateError(msg)
+        return super().new_context(vars, shared, locals)
 
 
 class _Sandbox(ImmutableSandboxedEnvironment):
-    """The sandbox, with what can make a huge string from a small number checked before it runs.
+    """The sandbox, sealing every value that could print Python internals (see the module docs)."""
 
-    ``'=' * width``, ``10 ** n``, ``name.ljust(width)`` or ``text | indent(width)`` with a number
-    the model chose could take all the memory or minutes of one synchronous operation, which no
-    timeout interrupts. Jinja also computes operations of constants when it compiles a template
-    (``{{ 3 ** 3000000 }}``); intercepted operators are left to run time, where these limits apply.
-    """
-
-    intercepted_binops = frozenset({"*", "**", "%"})
+    template_class = _Template
+    # Intercepted operators are never computed when a template is compiled (Jinja folds the others).
+    intercepted_binops = frozenset(ImmutableSandboxedEnvironment.default_binop_table)
 
     def __init__(self, **options: Any) -> None:
-        super().__init__(**options)
-        self.filters["center"] = _checked_center
-        self.filters["indent"] = _checked_indent
-        self.filters["format"] = _checked_format
+        super().__init__(optimized=False, **options)
+        self.filters = {name: _sealing(function) for name, function in self.filters.items()}
+        self.globals = {name: _seal(value) for name, value in self.globals.items()}
+        self.policies["json.dumps_kwargs"] = {"sort_keys": True, "default": _not_json}
+
+    def getattr(self, obj: Any, attribute: str) -> Any:
+        return _seal(super().getattr(_unseal(obj), attribute))
+
+    def getitem(self, obj: Any, argument: Any) -> Any:
+        return _seal(super().getitem(_unseal(obj), argument))
 
     def call(self, context: jinja2.runtime.Context, obj: Any, /, *args: Any, **kwargs: Any) -> Any:
-        if isinstance(getattr(obj, "__self__", None), str):
-            _check_str_method(obj.__self__, obj.__name__, args, kwargs)
-        return super().call(context, obj, *args, **kwargs)
-
-    def wrap_str_format(self, value: Any) -> Callable[..., str] | None:
-        wrapper = super().wrap_str_format(value)
-        if wrapper is None:
-            return None
-        text, is_map = value.__self__, value.__name__ == "format_map"
-        dry_run = _SpecCheck(self)
-
-        def checked(*args: Any, **kwargs: Any) -> str:
-            # A dry run resolves every field's spec (nested `{:{width}}` ones too) and checks it first.
-            if not is_map:
-                dry_run.vformat(text, args, kwargs)
-            elif len(args) == 1 and not kwargs:
-                dry_run.vformat(text, (), args[0])
-            return wrapper(*args, **kwargs)
-
-        return checked
-
-    def call_binop(self, context: jinja2.runtime.Context, operator: str, left: Any, right: Any) -> Any:
-        if operator == "*":
-            _check_repeat(left, right)
-            _check_repeat(right, left)
-        elif operator == "%":
-            if isinstance(left, str):
-                _check_printf(left, right)
-        elif _too_many_digits(left, right):
-            msg = f"'**' would make a number of more than {MAX_POWER_DIGITS} digits"
-            raise jinja2.TemplateRuntimeError(msg)
-        return super().call_binop(context, operator, left, right)
-
-
-def _check_repeat(sequence: object, times: object) -> None:
-    if isinstance(sequence, str | list | tuple) and isinstance(times, int) and len(sequence) * times > MAX_REPEAT:
-        msg = f"'*' would make {len(sequence) * times:,} items, more than {MAX_REPEAT:,}"
-        raise jinja2.TemplateRuntimeError(msg)
-
-
-def _check_size(what: str, size: int) -> None:
-    if size > MAX_REPEAT:
-        msg = f"{what} would make {size:,} characters, more than {MAX_REPEAT:,}"
-        raise jinja2.TemplateRuntimeError(msg)
-
-
-def _check_str_method(text: str, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-    """Refuse a str method call whose result would pass :data:`MAX_REPEAT` characters."""
-    if name in ("ljust", "rjust", "center", "zfill"):
-        width = args[0] if args else kwargs.get("width")
-        if isinstance(width, int):
-            _check_size(f"{name!r}", width)
-    elif name == "expandtabs":
-        tabsize = args[0] if args else kwargs.get("tabsize")
-        if isinstance(tabsize, int):
-            _check_size("'expandtabs'", len(text) + text.count("\t") * tabsize)
-    elif name == "replace" and len(args) >= 2 and isinstance(args[0], str) and isinstance(args[1], str):
-        old, new = args[0], args[1]
-        times = text.count(old) if old else len(text) + 1
-        _check_size("'replace'", len(text) + times * (len(new) - len(old)))
-
-
-def _checked_center(value: Any, width: int = 80) -> str:
-    """The ``center`` filter, refusing a width beyond :data:`MAX_REPEAT`."""
-    if isinstance(width, int):
-        _check_size("'center'", width)
-    return _JINJA_FILTERS["center"](value, width)  # type: ignore[no-any-return]
-
-
-def _checked_indent(s: str, width: int | str = 4, first: bool = False, blank: bool = False) -> str:
-    """The ``indent`` filter, refusing an indentation that would pass :data:`MAX_REPEAT` characters."""
-    text = str(s)
-    per_line = width if isinstance(width, int) else len(str(width))
-    _check_size("'indent'", len(text) + (text.count("\n") + 1) * per_line)
-    return _JINJA_FILTERS["indent"](s, width, first, blank)  # type: ignore[no-any-return]
-
-
-class _SpecCheck(SandboxedFormatter):
-    """A dry run of ``str.format`` in the sandbox: each field's spec, once resolved, is checked.
-
-    A field is written without its spec: enough for a nested field (``{:>{width}}``), whose spec
-    is empty, and nothing of the size a spec could ask for.
-    """
-
-    def format_field(self, value: Any, format_spec: str) -> str:
-        match = _FORMAT_SPEC.fullmatch(format_spec)
-        if match is not None:
-            for number in match.groups():
-                if number:
-                    _check_size("a format width", int(number))
-        return format(value, "")
-
-
-_FORMAT_SPEC = re.compile(r"(?:.?[<>=^])?[-+ ]?z?#?0?(\d*)[,_]?(?:\.(\d+))?[a-zA-Z%]?")
-"""The standard format spec: its width and precision are captured."""
-
-_PRINTF = re.compile(r"%(?:\([^)]*\))?[#0\- +]*(\*|\d+)?(?:\.(\*|\d+))?[hlL]?(.?)", re.DOTALL)
-"""A ``%`` conversion: its width and precision (a number, or ``*`` taken from the values) are captured."""
-
-
-def _check_printf(text: str, values: object) -> None:
-    """Refuse ``text % values`` when a conversion's width or precision passes :data:`MAX_REPEAT`."""
-    positional = values if isinstance(values, tuple) else (values,)
-    index = 0
-    for match in _PRINTF.finditer(text):
-        if match[3] == "%":
-            continue  # `%%` is a literal percent sign
-        for part in (match[1], match[2]):
-            if part == "*":
-                star = positional[index] if index < len(positional) else None
-                index += 1
-                if isinstance(star, int):
-                    _check_size("a '%' width", star)
-            elif part:
-                _check_size("a '%' width", int(part))
-        index += 1
-
-
-def _checked_format(value: Any, *args: Any, **kwargs: Any) -> str:
-    """The ``format`` filter (``value % args``), refusing a width beyond :data:`MAX_REPEAT`."""
-    if not (args and kwargs):
-        _check_printf(str(value), kwargs or args)
-    return _JINJA_FILTERS["format"](value, *args, **kwargs)  # type: ignore[no-any-return]
-
-
-def _too_many_digits(base: object, exponent: object) -> bool:
-    if not isinstance(base, int) or not isinstance(exponent, int) or exponent <= 0 or base in (-1, 0, 1):
-        return False
-    return exponent * math.log10(abs(base)) >= MAX_POWER_DIGITS  # the digits of |base| ** exponent, less one
+        return _seal(super().call(context, _unseal(obj), *args, **kwargs))
 
 
 @functools.cache
 def environment() -> ImmutableSandboxedEnvironment:
     """Return the shared sandboxed environment (autoescape off: results are not HTML)."""
-    return _Sandbox(
-        undefined=_Undefined,
-        autoescape=False,
-        keep_trailing_newline=True,
-        finalize=_finalize,
-    )
+    return _Sandbox(undefined=_Undefined, autoescape=False, keep_trailing_newline=True, finalize=_finalize)
+
+
+def template_environment() -> ImmutableSandboxedEnvironment:
+    """The sandboxed Jinja2 environment toolflow renders every template in (for plugin kinds).
+
+    Its templates render only inside ``toolflow.run_in_template_worker``, where the per-render
+    budget holds; compiling and parsing work anywhere.
+    """
+    return environment()
+
+
+# --- compiling ----------------------------------------------------------------------------------
 
 
 @attrs.frozen(kw_only=True)
@@ -269,6 +341,35 @@ class TemplateProblem:
 
     message: str
     line: int
+
+
+@attrs.frozen(kw_only=True)
+class CompiledTemplate:
+    """A template compiled in the sandbox, ready for ``toolflow.render_template``.
+
+    It travels to template workers as its source, and each worker compiles a source once.
+
+    Attributes:
+        source: The template text.
+        constant: The rendering, when the template is plain text (no Jinja syntax); ``None`` otherwise.
+    """
+
+    source: str
+    constant: str | None = attrs.field(default=None, eq=False)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_sent, (self.source, self.constant))
+
+
+def _sent(source: str, constant: str | None) -> CompiledTemplate:
+    """A template received by a worker (compiled there on first use)."""
+    return CompiledTemplate(source=source, constant=constant)
+
+
+@functools.lru_cache(maxsize=512)
+def _jinja(source: str) -> jinja2.Template:
+    """*source* compiled in the sandbox, once per process (errors are not cached)."""
+    return environment().from_string(source)
 
 
 def parse_template(source: str) -> jinja2.nodes.Template | TemplateProblem:
@@ -295,14 +396,16 @@ def template_variables(tree: jinja2.nodes.Template) -> AbstractSet[str]:
     return jinja2.meta.find_undeclared_variables(tree)
 
 
-def compile_template(source: str) -> jinja2.Template | TemplateProblem:
+def compile_template(source: str) -> CompiledTemplate | TemplateProblem:
     """Compile *source* for rendering; return the template or the problem that stops it compiling.
 
     Compiling goes further than :func:`parse_template`: unknown filters and
-    tests, and nesting beyond what Python compiles, are found here.
+    tests, and nesting beyond what Python compiles, are found here. Nothing of the
+    template runs.
     """
     try:
-        return environment().from_string(source)
+        _jinja(source)
+        tree = environment().parse(source)
     except jinja2.TemplateSyntaxError as exc:
         return TemplateProblem(message=exc.message or "template syntax error", line=exc.lineno or 1)
     except jinja2.TemplateError as exc:
@@ -314,6 +417,20 @@ def compile_template(source: str) -> jinja2.Template | TemplateProblem:
         return TemplateProblem(message=f"{NESTING_MESSAGE} ({exc.msg})", line=1)
     except ValueError as exc:
         return _literal_problem(exc)
+    return CompiledTemplate(source=source, constant=_constant(tree))
+
+
+def _constant(tree: jinja2.nodes.Template) -> str | None:
+    """The text of a template without Jinja syntax, else ``None``."""
+    text = []
+    for node in tree.body:
+        if not isinstance(node, jinja2.nodes.Output):
+            return None
+        for child in node.nodes:
+            if not isinstance(child, jinja2.nodes.TemplateData):
+                return None
+            text.append(child.data)
+    return "".join(text)
 
 
 class TemplateEnv:
@@ -363,23 +480,11 @@ class TemplateEnv:
     __repr__ = __str__
 
 
-CHECK_EVERY = 256
-"""How many pieces of output :func:`render_template` writes between two calls of its ``checkpoint``."""
+# --- rendering (in a template worker) -----------------------------------------------------------
 
 
-def render_template(
-    template: jinja2.Template, variables: Mapping[str, Any], *, checkpoint: Callable[[], None] | None = None
-) -> str:
-    """Render *template* with *variables*; raises nothing but :class:`TemplateError` and what *checkpoint* raises.
-
-    Args:
-        template: A template made by :func:`compile_template`.
-        variables: What the template sees.
-        checkpoint: Called before the first piece of output and after every :data:`CHECK_EVERY`
-            pieces; raising ends the rendering. ``trio.Cancelled`` (any ``BaseException`` that
-            is not an ``Exception``) propagates as it is; an ``Exception`` is a failed rendering.
-            A tool rendering in a worker thread passes ``trio.from_thread.check_cancelled``, so
-            that a long rendering stops soon after its call timed out or was killed.
+def render(template: CompiledTemplate, variables: Mapping[str, Any]) -> str:
+    """Render *template* with *variables* in this worker; raises nothing but :class:`TemplateError`.
 
     Raises:
         TemplateError: The rendering failed; the message says why without
@@ -387,9 +492,9 @@ def render_template(
             an error raised by an operation of the template).
     """
     try:
-        if checkpoint is None:
-            return template.render(variables)
-        return _render_checked(template, variables, checkpoint)
+        return _jinja(template.source).render({name: _seal(value) for name, value in variables.items()})
+    except TemplateError:
+        raise
     except SecurityError as exc:
         msg = f"template refused unsafe access: {str(exc).rstrip('.')}"
         raise TemplateError(msg) from None
@@ -407,28 +512,104 @@ def render_template(
         raise TemplateError(msg) from None
 
 
-def _render_checked(template: jinja2.Template, variables: Mapping[str, Any], checkpoint: Callable[[], None]) -> str:
-    """``template.render(variables)``, piece by piece, calling *checkpoint* every :data:`CHECK_EVERY` pieces."""
-    pieces: list[str] = []
-    for count, piece in enumerate(template.generate(variables)):
-        if count % CHECK_EVERY == 0:
-            checkpoint()
-        pieces.append(piece)
-    return "".join(pieces)
+def render_each(templates: Sequence[CompiledTemplate], variables: Mapping[str, Any]) -> list[str]:
+    """Render each of *templates* with *variables*, in order (one job for a worker).
 
-
-def has_loops(source: str) -> bool:
-    """Whether *source* has a ``for`` loop or a macro (which may recurse).
-
-    How long such a template renders depends on its arguments. A template that does not parse
-    has none (it never renders).
+    Raises:
+        TemplateError: One failed; its ``line`` is set to its index in *templates*.
     """
-    tree = parse_template(source)
-    if isinstance(tree, TemplateProblem):
-        return False
-    return any(True for _ in tree.find_all((jinja2.nodes.For, jinja2.nodes.Macro, jinja2.nodes.CallBlock)))
+    texts = []
+    for index, template in enumerate(templates):
+        try:
+            texts.append(render(template, variables))
+        except TemplateError as exc:
+            raise TemplateError(str(exc), line=index) from None
+    return texts
 
 
-def template_environment() -> ImmutableSandboxedEnvironment:
-    """The sandboxed Jinja2 environment toolflow renders every template in (for plugin kinds)."""
-    return environment()
+_UNITS = {"": 1, "b": 1, "kib": 2**10, "mib": 2**20, "gib": 2**30}
+
+
+def template_budget(environ: Mapping[str, str] | None = None) -> int:
+    """The per-render budget in bytes: :data:`BUDGET_VARIABLE` of *environ* (default ``os.environ``), or the default.
+
+    Raises:
+        TemplateError: The variable is set to something that is not a size of at least 1 MiB.
+    """
+    text = (os.environ if environ is None else environ).get(BUDGET_VARIABLE)
+    if text is None:
+        return DEFAULT_TEMPLATE_BUDGET
+    return _parse_budget(text)
+
+
+@functools.lru_cache(maxsize=8)
+def _parse_budget(text: str) -> int:
+    number = text.strip().rstrip("BbIiKkMmGg ")
+    unit = text.strip()[len(number) :].strip().lower()
+    if number.isdigit() and unit in _UNITS and int(number) * _UNITS[unit] >= 2**20:
+        return int(number) * _UNITS[unit]
+    msg = f"{BUDGET_VARIABLE}={text!r} is not a size of at least 1 MiB (bytes, or a number with KiB, MiB or GiB)"
+    raise TemplateError(msg)
+
+
+def budget_text(budget: int) -> str:
+    """*budget* for people: ``64 MiB``."""
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if budget % size == 0:
+            return f"{budget // size} {unit}"
+    return f"{budget:,} bytes"
+
+
+def run_job(budget: int, function: Callable[..., T], args: tuple[Any, ...]) -> T:
+    """``function(*args)`` in this template worker, its memory growth limited to *budget* bytes.
+
+    On Linux the worker's ``RLIMIT_DATA`` (heap and private anonymous mappings) is set to its
+    current data size plus *budget* for the length of the job, so an allocation past the budget
+    raises :class:`MemoryError` (elsewhere there is no limit). An exception caused by running out
+    becomes a :class:`TemplateError` saying so; other exceptions are raised as they are.
+    """
+    global _IN_WORKER  # noqa: PLW0603 - a process is a template worker once it runs a job
+    _IN_WORKER = True
+    limits = _limit_data(budget)
+    try:
+        return function(*args)
+    except BaseException as exc:  # noqa: BLE001 - sent back to the caller, below
+        error = exc
+        if _out_of_memory(exc):
+            msg = f"the template needed more than {budget_text(budget)} of memory (the per-render budget)"
+            error = TemplateError(msg)
+    finally:
+        if limits is not None:
+            import resource  # noqa: PLC0415 - POSIX only
+
+            resource.setrlimit(resource.RLIMIT_DATA, limits)
+    # The error is pickled to the caller: without its chain and the worker's frames (a recursion
+    # error's thousand frames do not pickle), outside the except block that would chain it again.
+    error.__cause__ = error.__context__ = None
+    raise error.with_traceback(None)
+
+
+def _limit_data(budget: int) -> tuple[int, int] | None:
+    """Set ``RLIMIT_DATA`` to the data size plus *budget*; return the limits to restore (``None``: not on Linux)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import resource  # noqa: PLC0415 - POSIX only
+
+    with open("/proc/self/status", "rb") as status:
+        size = next(int(line.split()[1]) * 1024 for line in status if line.startswith(b"VmData:"))
+    soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    limit = size + budget if hard == resource.RLIM_INFINITY else min(size + budget, hard)
+    resource.setrlimit(resource.RLIMIT_DATA, (limit, hard))
+    return soft, hard
+
+
+def _out_of_memory(exc: BaseException) -> bool:
+    """Whether *exc* is a :class:`MemoryError` or was raised while handling one."""
+    seen: BaseException | None = exc
+    for _ in range(16):
+        if seen is None:
+            return False
+        if isinstance(seen, MemoryError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False

@@ -1,7 +1,8 @@
 """The built-in ``command:`` implementation kind: run a program from an argv list, never through a shell.
 
 Each argv item is a template, compiled once per tool and rendered per call
-with the validated arguments as variables, so an argument such as
+with the validated arguments as variables (all of them in one job of a template
+worker, under the tool's timeout and the per-render budget), so an argument such as
 ``; rm -rf /`` or ``$(id)`` reaches the program as one literal argument. Command
 templates see only the arguments: ``env.NAME`` is refused (write ``${NAME}``
 in the spec to use a variable of the environment; the loader fills it in).
@@ -36,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from toolflow import hookspecs
-from toolflow._model import ToolSpec
+from toolflow._model import ToolSpec, format_duration
 from toolflow._plugins import ImplementationKind
 
 if TYPE_CHECKING:
@@ -93,13 +94,10 @@ def build(spec: ToolSpec) -> Callable[..., Coroutine[Any, Any, object]]:
     Raises:
         TemplateError: The argv is empty or one of its items does not compile.
     """
-    from toolflow._templates import (  # noqa: PLC0415 - Jinja2 is imported only when a command tool is built
-        TemplateEnv,
-        TemplateError,
-        TemplateProblem,
-        compile_template,
-        render_template,
-    )
+    import trio  # noqa: PLC0415 - imported only when a command tool is built
+
+    from toolflow._rendering import render_each_template  # noqa: PLC0415
+    from toolflow._templates import TemplateEnv, TemplateError, TemplateProblem, compile_template  # noqa: PLC0415
 
     config = _config(spec)
     if config is None or not config["argv"]:
@@ -115,15 +113,18 @@ def build(spec: ToolSpec) -> Callable[..., Coroutine[Any, Any, object]]:
     cwd: str | None = config["cwd"]
     extra_env: dict[str, str] = config["env"]
     max_output: int = config["max_output"]
+    timeout = spec.timeout
 
     async def run(**arguments: Any) -> object:
         variables = {"env": TemplateEnv((), {}, unlisted=_UNLISTED), **arguments}
-        argv = []
-        for index, template in enumerate(templates):
+        with trio.move_on_after(timeout) as scope:  # the engine's deadline, also through toolflow.invoke
             try:
-                argv.append(render_template(template, variables))
+                argv = await render_each_template(templates, variables)
             except TemplateError as exc:
-                return {"success": False, "error": f"command argv[{index}]: {exc}"}
+                where = "argv" if exc.line is None else f"argv[{exc.line}]"
+                return {"success": False, "error": f"command {where}: {exc}"}
+        if scope.cancelled_caught:
+            return {"success": False, "error": f"timed out after {format_duration(timeout)}"}
         env = {**os.environ, **extra_env} if extra_env else None
         return await run_argv(argv, cwd=cwd, env=env, max_output=max_output)
 

@@ -13,23 +13,20 @@ variable, a refused attribute, an unlisted environment variable) or JSON that
 does not parse is a failure result, ``{"success": false, "error": ...}``; only
 cancellation escapes a call.
 
-A template without ``for`` loops or macros renders in the call's own task: its
-time is bounded by its size. One with them can take as long as its arguments
-make it (a loop over a long list inside another), and rendering is synchronous
-code that no timeout can interrupt, so such a tool is a sync implementation: the
-engine renders it in a worker thread, abandons the thread at the tool's timeout
-(or a kill), and the rendering stops at its next piece of output.
+Every rendering runs in a template worker process (``toolflow.render_template``), under the
+tool's timeout and the per-render memory budget: a template that loops or grows past either
+fails its call alone, and its worker is killed, so it never slows the engine or another call.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 
 from toolflow import hookspecs
-from toolflow._model import ToolSpec
+from toolflow._model import ToolSpec, format_duration
 from toolflow._plugins import ImplementationKind
 
 __all__ = ["KIND", "SCHEMA", "build", "toolflow_register_kinds"]
@@ -60,23 +57,17 @@ SCHEMA: Mapping[str, Any] = {
 _PREVIEW_CHARS = 60
 
 
-def build(spec: ToolSpec) -> Callable[..., object]:
-    """Compile the template of *spec* and return the callable that renders it per call.
-
-    The callable is async, or sync for a template with loops or macros (see the module docs).
+def build(spec: ToolSpec) -> Callable[..., Coroutine[Any, Any, object]]:
+    """Compile the template of *spec* and return the async callable that renders it per call.
 
     Raises:
         TemplateError: The template does not compile, or the tool both lists
             environment variables and has a parameter named ``env``.
     """
-    from toolflow._templates import (  # noqa: PLC0415 - Jinja2 is imported only when a template tool is built
-        TemplateEnv,
-        TemplateError,
-        TemplateProblem,
-        compile_template,
-        has_loops,
-        render_template,
-    )
+    import trio  # noqa: PLC0415 - imported only when a template tool is built
+
+    from toolflow._rendering import render_template  # noqa: PLC0415
+    from toolflow._templates import TemplateEnv, TemplateError, TemplateProblem, compile_template  # noqa: PLC0415
 
     config = _config(spec)
     if config is None:
@@ -93,12 +84,18 @@ def build(spec: ToolSpec) -> Callable[..., object]:
         raise TemplateError(msg)
     as_json = config["output"] == "json"
 
-    def answer(arguments: dict[str, Any], checkpoint: Callable[[], None] | None) -> object:
+    timeout = spec.timeout
+
+    async def run(**arguments: Any) -> object:
         variables = {"env": TemplateEnv(listed, os.environ), **arguments}
-        try:
-            text = render_template(template, variables, checkpoint=checkpoint)
-        except TemplateError as exc:
-            return {"success": False, "error": str(exc)}
+        # The engine's own deadline for the call is the same; this one holds through toolflow.invoke.
+        with trio.move_on_after(timeout) as scope:
+            try:
+                text = await render_template(template, variables)
+            except TemplateError as exc:
+                return {"success": False, "error": str(exc)}
+        if scope.cancelled_caught:
+            return {"success": False, "error": f"timed out after {format_duration(timeout)}"}
         if not as_json:
             return text
         try:
@@ -107,30 +104,8 @@ def build(spec: ToolSpec) -> Callable[..., object]:
             preview = text if len(text) <= _PREVIEW_CHARS else text[:_PREVIEW_CHARS] + "..."
             return {"success": False, "error": f"template output is not valid JSON ({exc}): {preview!r}"}
 
-    run: Callable[..., object]
-    if has_loops(config["source"]):
-
-        def run(**arguments: Any) -> object:
-            return answer(arguments, _cancellation_check())
-
-    else:
-
-        async def run(**arguments: Any) -> object:  # async, so it renders in the call's own task
-            return answer(arguments, None)
-
     run.__name__ = run.__qualname__ = f"template:{spec.name}"
     return run
-
-
-def _cancellation_check() -> Callable[[], None] | None:
-    """``trio.from_thread.check_cancelled`` in a worker thread trio started (as the engine does), else None."""
-    import trio  # noqa: PLC0415 - trio is imported only when a looping template renders
-
-    try:
-        trio.from_thread.check_cancelled()
-    except RuntimeError:  # not a thread of trio.to_thread.run_sync: nothing can cancel the rendering
-        return None
-    return trio.from_thread.check_cancelled
 
 
 def _config(spec: ToolSpec) -> dict[str, Any] | None:

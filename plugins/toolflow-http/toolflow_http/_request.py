@@ -5,7 +5,9 @@ Templating and escaping (also in the README):
 - Every string of the configuration is a template in toolflow's sandboxed
   Jinja2 environment with ``StrictUndefined``; the variables are the call's
   arguments, plus ``env.NAME`` for the names the configuration lists under
-  ``env`` (read when the call is made). ``${VAR}`` in the spec file is
+  ``env`` (read when the call is made). A request's templates render in one
+  job of a toolflow template worker (``toolflow.run_in_template_worker``),
+  under the tool's timeout and toolflow's per-render memory budget. ``${VAR}`` in the spec file is
   replaced by the loader before any of this, and is not escaped.
 - ``url``: the output of each ``{{ expression }}`` is percent-encoded, leaving
   only letters, digits and ``-._~``; a value of ``.`` or ``..`` is refused. An
@@ -53,7 +55,7 @@ import jinja2.nodes
 import trio
 from markupsafe import Markup
 
-from toolflow import ToolSpec, parse_duration
+from toolflow import TemplateError, ToolSpec, parse_duration, run_in_template_worker
 from toolflow import template_environment as environment
 from toolflow_http import __version__
 from toolflow_http._schema import DEFAULT_MAX_BYTES, DEFAULT_RETRY_STATUS
@@ -110,11 +112,11 @@ def _url_environment() -> jinja2.Environment:
 
 
 class _Text:
-    """A templated string of the configuration, compiled once."""
+    """A templated string of the configuration, compiled once per process (sent to template workers as its source)."""
 
-    def __init__(self, source: str, where: str, env: jinja2.Environment | None = None) -> None:
-        self.source, self.where = source, where
-        env = env or environment()
+    def __init__(self, source: str, where: str, *, url: bool = False) -> None:
+        self.source, self.where, self.url = source, where, url
+        env = _url_environment() if url else environment()
         self.constant = "{" not in source
         self.template = None if self.constant else env.from_string(source)
         self.expression: Any = None
@@ -124,6 +126,9 @@ class _Text:
         if whole and node is not None:
             self.expression = env.compile_expression(whole["expression"], undefined_to_none=False)
             self.name = node.name if isinstance(node, jinja2.nodes.Name) else None
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_compiled_text, (self.source, self.where, self.url))
 
     def text(self, context: Mapping[str, Any]) -> str:
         """The rendering as text."""
@@ -147,6 +152,12 @@ class _Text:
         return result
 
 
+@functools.lru_cache(maxsize=512)
+def _compiled_text(source: str, where: str, url: bool) -> _Text:
+    """A :class:`_Text` received by a template worker, compiled there once."""
+    return _Text(source, where, url=url)
+
+
 def _single_output(tree: jinja2.nodes.Template) -> jinja2.nodes.Node | None:
     """The expression node of a template that is exactly one ``{{ expression }}``, else ``None``."""
     body = tree.body
@@ -164,6 +175,17 @@ def _compile_json(value: Any, where: str) -> Any:
     if isinstance(value, list | tuple):
         return [_compile_json(item, f"{where}[{index}]") for index, item in enumerate(value)]
     return value
+
+
+def _iter_texts(value: Any) -> Iterator[_Text]:
+    if isinstance(value, _Text):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _iter_texts(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _iter_texts(item)
 
 
 def _render_json(value: Any, context: Mapping[str, Any]) -> Any:
@@ -232,7 +254,7 @@ class HttpRequest:
                     query[name] = _Text(_plain(value), f"query.{name}")
             return cls(
                 method=str(settings.get("method", "GET")).upper(),
-                url=_Text(settings["url"], "url", _url_environment()),
+                url=_Text(settings["url"], "url", url=True),
                 headers=headers,
                 query=query,
                 body=_compile_json(settings.get("json"), "json"),
@@ -264,13 +286,14 @@ class HttpRequest:
             raise RenderError(msg)
         return {**arguments, "env": {name: os.environ[name] for name in self.env}}
 
-    def render(self, arguments: Mapping[str, Any]) -> Rendered:
-        """The request's parts for *arguments*.
+    def render(self, context: Mapping[str, Any]) -> Rendered:
+        """The request's parts for the template variables *context* (see :meth:`context`).
+
+        It renders templates, so it runs in a template worker (:meth:`send` sees to it).
 
         Raises:
-            RenderError: A template fails for these arguments, or the result is not a valid request.
+            RenderError: A template fails for these variables, or the result is not a valid request.
         """
-        context = self.context(arguments)
         where = "url"
         try:
             url = httpx.URL(self.url.text(context))
@@ -319,13 +342,29 @@ class HttpRequest:
                 raise RenderError(msg)
             yield name.lower().encode("ascii"), text.encode("utf-8")
 
+    async def _render_in_worker(self, context: Mapping[str, Any]) -> Rendered:
+        """:meth:`render` in a template worker, under the per-render budget; here when nothing is templated."""
+        if all(text.constant for text in self._texts()):
+            return self.render(context)
+        with trio.move_on_after(self.timeout):
+            return await run_in_template_worker(self.render, context)
+        msg = f"the templates did not render within {self.timeout:g}s"
+        raise RenderError(msg)
+
+    def _texts(self) -> Iterator[_Text]:
+        yield self.url
+        yield from self.headers.values()
+        for value in self.query.values():
+            yield from value if isinstance(value, list) else (value,)
+        yield from _iter_texts(self.body)
+
     # -- sending ----------------------------------------------------------------------------
 
     async def send(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
         """Make the request for *arguments* and return the result dictionary (never raises but for cancellation)."""
         try:
-            parts = self.render(arguments)
-        except RenderError as exc:
+            parts = await self._render_in_worker(self.context(arguments))
+        except (RenderError, TemplateError) as exc:
             return {"success": False, "error": f"cannot build the HTTP request: {exc}"}
         target = f"{parts.method} {_redacted(parts.url)}"
         try:
