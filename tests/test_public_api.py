@@ -33,6 +33,7 @@ EXPECTED = [
     "HistoryFormat",
     "Implementation",
     "ImplementationKind",
+    "Interpolated",
     "LintContext",
     "LintRule",
     "LoadResult",
