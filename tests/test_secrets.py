@@ -228,6 +228,7 @@ def test_list_and_schema_show_references(project: Path) -> None:
 async def test_validation_messages_and_failures_show_references(project: Path) -> None:
     """Through invoke and Engine.call: an enum, a pattern and a failing command name references only."""
     registry = toolflow.load_registry(["specs"], plugins=toolflow.load_plugins(project_plugins=["secret_tools"]))
+    assert registry.get("lookup").description == "Look things up for ${TF_SECRET}"
     with trio.fail_after(30):
         near = await toolflow.invoke(registry.get("lookup"), {"space": SECRET[:-1]})
         bad = await toolflow.invoke(registry.get("lookup"), {"space": "nope", "code": "x"})
