@@ -18,7 +18,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "toolflow"
 
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("errors, diagnostics", ("toolflow._errors", "toolflow._diagnostics", "toolflow._json", "toolflow._records")),
-    ("model", ("toolflow._model", "toolflow._results", "toolflow._calls", "toolflow._policy")),
+    ("model", ("toolflow._model", "toolflow._results", "toolflow._calls", "toolflow._policy", "toolflow._provenance")),
     ("schemas, templates", ("toolflow._schemas", "toolflow._templates", "toolflow._checking", "toolflow._validation")),
     ("yaml, loader", ("toolflow._yaml", "toolflow._loader", "toolflow._project")),
     ("lint", ("toolflow._lint",)),

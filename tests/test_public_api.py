@@ -37,6 +37,7 @@ EXPECTED = [
     "HistoryFormat",
     "Implementation",
     "ImplementationKind",
+    "Interpolated",
     "LintContext",
     "LintRule",
     "LoadResult",

@@ -314,7 +314,7 @@ def test_run_sets_and_restores_the_environment(
     monkeypatch.setenv("TF_TESTING_GONE", "before")
     monkeypatch.delenv("TF_TESTING_WHO", raising=False)
     toolflow_project.write_spec(
-        "who.yaml", "toolflow: 1\ntools:\n  who:\n    description: ${TF_TESTING_WHO}\n    template: hi\n"
+        "who.yaml", "toolflow: 1\ntools:\n  who:\n    description: Who.\n    template: ${TF_TESTING_WHO}\n"
     )
     assert "TF007" in toolflow_project.lint().stdout
     result = toolflow_project.lint(env={"TF_TESTING_WHO": "Who is here.", "TF_TESTING_GONE": None})

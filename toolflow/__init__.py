@@ -48,6 +48,7 @@ if TYPE_CHECKING:
         load_plugins,
     )
     from toolflow._policy import CategoryPolicy, LoopDecision, Policy, TokenBudget, check_loop_continuation
+    from toolflow._provenance import Interpolated
     from toolflow._providers import ModelProvider, ModelRequest, ModelResponse, ProviderError, Usage, load_provider
     from toolflow._registry import (
         RegisteredTool,
@@ -102,6 +103,7 @@ _EXPORTS = {
     "HistoryFormat": "toolflow._history",
     "Implementation": "toolflow._model",
     "ImplementationKind": "toolflow._plugins",
+    "Interpolated": "toolflow._provenance",
     "LintContext": "toolflow._lint._rule",
     "LintRule": "toolflow._lint._rule",
     "LoadResult": "toolflow._model",
@@ -196,6 +198,7 @@ __all__ = [
     "HistoryFormat",
     "Implementation",
     "ImplementationKind",
+    "Interpolated",
     "LintContext",
     "LintRule",
     "LoadResult",

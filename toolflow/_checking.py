@@ -36,6 +36,7 @@ from typing import Any
 import attrs
 import jsonschema_rs
 
+from toolflow._provenance import exact_types, masked
 from toolflow._schemas import did_you_mean
 
 __all__ = [
@@ -66,7 +67,11 @@ _DIALECT_CLASSES = {
 
 
 def show(value: object, limit: int = 80) -> str:
-    """*value* as compact, readable JSON for messages (``"abc"``, ``[1, 2]``), cut at *limit*."""
+    """*value* as compact, readable JSON for messages (``"abc"``, ``[1, 2]``), cut at *limit*.
+
+    A string from ``${...}`` shows as its reference (``"${API_KEY}"``), never its value.
+    """
+    value = masked(value)
     try:
         text = json.dumps(value, ensure_ascii=False, default=repr)
     except (TypeError, ValueError):
@@ -127,7 +132,7 @@ def _leaf_verdict(dialect: str | None, keyword: str, value: object, instance: ob
     """What ``jsonschema_rs`` says of *instance* against ``{keyword: value}``; ``None`` if it cannot say."""
     try:
         check = _leaf(dialect, keyword, json.dumps(value, allow_nan=False))
-        return None if check is None else check(instance)
+        return None if check is None else exact_types(check, instance)
     except Exception:  # noqa: BLE001 - odd values: let the explaining library decide
         return None
 
@@ -250,7 +255,7 @@ class CompiledSchema:
         if "$schema" in document and not (isinstance(dialect, str) and _DIALECT.fullmatch(dialect)):
             return cls(document, problem=f"unsupported '$schema' {dialect!r}")
         try:
-            meta_ok = jsonschema_rs.meta.is_valid(document)
+            meta_ok = exact_types(jsonschema_rs.meta.is_valid, document)
         except Exception as error:  # noqa: BLE001 - a remote meta-schema, an odd value
             return cls(document, problem=f"the schema cannot be checked: {error}")
         if not meta_ok:
@@ -258,9 +263,13 @@ class CompiledSchema:
         fast: jsonschema_rs.Validator
         try:
             if dialect is None:
-                fast = jsonschema_rs.Draft202012Validator(document, offline=True, validate_formats=True)
+                fast = exact_types(
+                    functools.partial(jsonschema_rs.Draft202012Validator, offline=True, validate_formats=True), document
+                )
             else:
-                fast = jsonschema_rs.validator_for(document, offline=True, validate_formats=True)
+                fast = exact_types(
+                    functools.partial(jsonschema_rs.validator_for, offline=True, validate_formats=True), document
+                )
         except Exception:  # noqa: BLE001 - e.g. a regex only Python's re accepts: the slow path decides
             return cls(document)
         # unevaluatedProperties in jsonschema matches patternProperties with Python's re.
@@ -278,7 +287,7 @@ class CompiledSchema:
         """Whether *instance* is valid; the fast engine when trusted, else the explaining one."""
         if self._is_valid is not None:
             try:
-                if self._is_valid(instance):
+                if exact_types(self._is_valid, instance):
                     return True
             except Exception:  # noqa: BLE001, S110 - values jsonschema_rs cannot read: ask jsonschema
                 pass
@@ -336,7 +345,7 @@ def _label(path: Sequence[str | int], root: str, *, under_root: bool = False) ->
 
 
 def _constraint(keyword: str, value: object) -> str:
-    return f"{keyword}: {value}" if isinstance(value, str) else f"{keyword}: {show(value)}"
+    return f"{keyword}: {masked(value)}" if isinstance(value, str) else f"{keyword}: {show(value)}"
 
 
 def _plural(n: object, word: str) -> str:
@@ -498,9 +507,9 @@ class ErrorExplainer:
         if keyword == "maxLength":
             return f"Must be at most {_plural(value, 'character')} long"
         if keyword == "pattern":
-            return f"Must match the pattern {value}"
+            return f"Must match the pattern {masked(value)}"
         if keyword == "format":
-            return f"Must be a valid {value}"
+            return f"Must be a valid {masked(value)}"
         if keyword == "minItems":
             return f"Must have at least {_plural(value, 'item')}"
         if keyword == "maxItems":

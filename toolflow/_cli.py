@@ -336,6 +336,7 @@ def _cmd_rule(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
 
 
 def _cmd_list(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    from toolflow._export import description  # noqa: PLC0415
     from toolflow._loader import load_specs  # noqa: PLC0415
 
     plugins = _load_plugins(stderr)
@@ -354,7 +355,7 @@ def _cmd_list(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
                 "retry_attempts": tool.retry.attempts,
                 "cache": tool.cache.scope.value if tool.cache else None,
                 "parameters": sorted((tool.parameters.get("properties") or {}).keys()),
-                "description": tool.description,
+                "description": description(tool),
                 "location": f"{tool.file}:{span.line}:{span.column}" if span else tool.file,
             }
         )

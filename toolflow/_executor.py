@@ -25,7 +25,10 @@ issue 4's flow (seed 000, steps 3-8):
    ``trio.sleep``; a ``dangerous`` tool is retried only when ``idempotent``; the result's
    ``extra["attempts"]`` says how many attempts ran;
 7. normalise, cache a success, run the plugins' ``after_call`` hooks and log the duration at
-   INFO (``Function call completed: name (12ms)``).
+   INFO (``Function call completed: name (12ms)``). A result's ``error`` and ``warnings`` never
+   echo a value the tool's spec took from ``${...}`` (an exception naming a URL with a key in
+   it, say): such values are replaced by their ``${...}`` references
+   (``toolflow._provenance.Redactor``).
 
 Steps 3-7 are one implementation, :meth:`Engine._run`; :func:`toolflow.invoke` runs it in a
 throwaway *bare* engine (:func:`run_bare`: no timeout, one attempt, no caches, no limits).
@@ -93,6 +96,7 @@ from toolflow._model import CacheScope, Category
 from toolflow._model import format_duration as _seconds
 from toolflow._plugins import PluginError, Plugins
 from toolflow._policy import Policy
+from toolflow._provenance import Redactor
 from toolflow._records import unchecked_init
 from toolflow._registry import RegisteredTool, Registry, UnknownToolError
 from toolflow._results import ToolResult, _unchecked_result
@@ -286,6 +290,7 @@ class _Plan:
         "name",
         "normalize",
         "plain_results",
+        "redact",
         "retries",
         "slots",
         "spec",
@@ -306,6 +311,8 @@ class _Plan:
         self.normalize = tool.result_validator.normalize
         self.plain_results = tool.result_validator.compiled is None  # no output_schema to check
         self.category = spec.category
+        redactor = Redactor(string for _, string in spec.interpolated)
+        self.redact = redactor or None
         self.dangerous = spec.category == Category.DANGEROUS
         self.timeout = math.inf if bare else spec.timeout
         self.retries = not bare and may_retry_automatically(spec)
@@ -692,7 +699,9 @@ class Engine:
         *,
         warnings: tuple[str, ...] = (),
     ) -> ToolResult:
-        """Add the argument warnings, record a success for ``depends_on``, run the after_call hooks."""
+        """Add the argument warnings, mask values from ``${...}``, record a success, run the after_call hooks."""
+        if plan.redact is not None and (result.error or result.warnings):
+            result = _redacted(result, plan.redact)
         if warnings:
             result = _unchecked_result(
                 success=result.success,
@@ -1049,6 +1058,17 @@ class Engine:
     def _runs_alone(self, name: str) -> bool:
         """Whether calls of tool *name* run one by one in a batch: ``dangerous``, or in need of approval."""
         return self._is_dangerous(name) or self.needs_approval(name)
+
+
+def _redacted(result: ToolResult, redact: Redactor) -> ToolResult:
+    """*result* with the values of its tool's ``${...}`` strings masked in ``error`` and ``warnings``."""
+    return _unchecked_result(
+        success=result.success,
+        data=result.data,
+        error=None if result.error is None else redact(result.error),
+        warnings=tuple(redact(warning) for warning in result.warnings),
+        extra=result.extra,
+    )
 
 
 def _log_decisions(calls: Iterable[ParsedCall]) -> None:

@@ -18,6 +18,12 @@ Each exporter turns one :class:`~toolflow.ToolSpec` into a fresh JSON-ready
   ``output_schema`` describes an object, since MCP (2025-06-18 and 2025-11-25)
   requires ``type: object`` there.
 
+Nothing exported carries a value from the environment: a string the loader interpolated from
+``${...}`` (in the description, the title, or anywhere in ``parameters`` or ``output_schema``:
+a ``default``, ``examples``, an ``enum`` or ``const``) is written as the spec writes it, with
+its ``${...}`` reference (``toolflow._provenance.masked``). What a tool needs at run time from
+the environment belongs in its implementation's configuration.
+
 A tool that declares no parameters (``{"type": "object"}``) is exported with
 ``{"type": "object", "properties": {}, "additionalProperties": false}``:
 OpenAI refuses an object schema without ``properties``, and the closed form
@@ -46,7 +52,6 @@ to the exporter and keeps the pessimistic destructive hint.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal, get_args
 
@@ -60,12 +65,14 @@ from toolflow._lint._target_facts import (
     is_object_schema,
 )
 from toolflow._model import Category, ToolSpec
+from toolflow._provenance import masked
 from toolflow._schemas import did_you_mean
 
 __all__ = [
     "EXPORT_FORMATS",
     "ExportFormat",
     "anthropic_tool",
+    "description",
     "export_tool",
     "export_tools",
     "input_schema",
@@ -86,10 +93,17 @@ _NO_PARAMETERS: Mapping[str, Any] = {"type": "object"}
 
 
 def input_schema(spec: ToolSpec) -> dict[str, Any]:
-    """A copy of the tool's parameter schema as it is sent to models and clients."""
+    """A copy of the tool's parameter schema as it is sent to models and clients (strings from ``${...}`` masked)."""
     if spec.parameters == _NO_PARAMETERS:
         return {"type": "object", "properties": {}, "additionalProperties": False}
-    return copy.deepcopy(dict(spec.parameters))
+    schema: dict[str, Any] = masked(spec.parameters)
+    return schema
+
+
+def description(spec: ToolSpec) -> str:
+    """The tool's description as it is sent to models and clients (a string from ``${...}`` masked)."""
+    text: str = masked(spec.description)
+    return text
 
 
 def openai_tool(spec: ToolSpec) -> dict[str, Any]:
@@ -99,7 +113,7 @@ def openai_tool(spec: ToolSpec) -> dict[str, Any]:
         "type": "function",
         "function": {
             "name": spec.name,
-            "description": spec.description,
+            "description": description(spec),
             "parameters": parameters,
             "strict": openai_strict_compatible(parameters),
         },
@@ -108,19 +122,19 @@ def openai_tool(spec: ToolSpec) -> dict[str, Any]:
 
 def anthropic_tool(spec: ToolSpec) -> dict[str, Any]:
     """The Anthropic Messages API ``tools`` entry of *spec*."""
-    return {"name": spec.name, "description": spec.description, "input_schema": input_schema(spec)}
+    return {"name": spec.name, "description": description(spec), "input_schema": input_schema(spec)}
 
 
 def mcp_tool(spec: ToolSpec) -> dict[str, Any]:
     """The MCP ``Tool`` definition of *spec* (as listed by ``tools/list``)."""
     tool: dict[str, Any] = {"name": spec.name}
     if spec.title:
-        tool["title"] = spec.title
-    tool["description"] = spec.description
+        tool["title"] = masked(spec.title)
+    tool["description"] = description(spec)
     tool["inputSchema"] = input_schema(spec)
     output = spec.output_schema
     if isinstance(output, Mapping) and output.get("type") == "object":
-        tool["outputSchema"] = copy.deepcopy(dict(output))
+        tool["outputSchema"] = masked(output)
     tool["annotations"] = mcp_annotations(spec)
     return tool
 
@@ -129,7 +143,7 @@ def mcp_annotations(spec: ToolSpec) -> dict[str, Any]:
     """The MCP ``ToolAnnotations`` of *spec*, derived from its category and implementation kind."""
     annotations: dict[str, Any] = {}
     if spec.title:
-        annotations["title"] = spec.title
+        annotations["title"] = masked(spec.title)
     category = spec.category
     read_only = category == Category.SAFE_CHAIN
     known = category in {c.value for c in Category}

@@ -50,7 +50,7 @@ import trio
 
 from toolflow._calls import ToolCall
 from toolflow._errors import UsageError
-from toolflow._export import anthropic_tool, input_schema, openai_tool
+from toolflow._export import anthropic_tool, description, input_schema, openai_tool
 from toolflow._json import encoder, loads
 from toolflow._model import ToolSpec
 from toolflow._providers import HISTORY_FORMATS
@@ -186,7 +186,7 @@ def _tool_entries(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
         entries.append(
             {
                 "name": spec.name,
-                "description": spec.description,
+                "description": description(spec),
                 "parameters": parameters,
                 "parameters_json": json.dumps(parameters, ensure_ascii=False),
                 "category": spec.category,

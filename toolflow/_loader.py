@@ -17,6 +17,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import attrs
 from yaml.nodes import Node
 
 from toolflow import _yaml
@@ -38,6 +39,7 @@ from toolflow._model import (
     ToolSpec,
     parse_duration,
 )
+from toolflow._provenance import Interpolated, Redactor, iter_interpolated, plain
 from toolflow._schemas import iter_spec_problems, json_pointer
 
 __all__ = [
@@ -47,6 +49,7 @@ __all__ = [
     "iter_spec_paths",
     "load_file",
     "load_specs",
+    "redacted",
     "validate_specs",
 ]
 
@@ -194,12 +197,36 @@ def load_file(
             )
         )
 
+    marks: set[int] = set()
     try:
-        data = _yaml.convert(root, report, environ=environ)
+        data = _yaml.convert(root, report, environ=environ, marks=marks)
     except _yaml.DocumentError as problem:
         diagnostics.append(_file_diag(path, problem.code, problem.message, problem.line, problem.column))
         return SpecFile(path=path, ok=False, text=text, locator=locator), diagnostics
-    return _Builder(path, data, text, locator, diagnostics, kinds=kinds or {}).build(), diagnostics
+    interpolated = tuple(iter_interpolated(data, within=marks)) if marks else ()
+    builder = _Builder(
+        path,
+        data,
+        text,
+        locator,
+        diagnostics,
+        kinds=kinds or {},
+        interpolated=interpolated,
+        exact=plain(data, within=marks) if marks else data,
+    )
+    return builder.build(), redacted(diagnostics, interpolated)
+
+
+def redacted(diagnostics: Iterable[Diagnostic], interpolated: Iterable[tuple[str, Interpolated]]) -> list[Diagnostic]:
+    """*diagnostics* with the values of *interpolated* strings replaced by their references in the messages.
+
+    Messages name values with ``!r``, which shows the reference already; this catches text built
+    from a value some other way (see ``toolflow._provenance.Redactor``).
+    """
+    redact = Redactor(string for _, string in interpolated)
+    if not redact:
+        return list(diagnostics)
+    return [d if (message := redact(d.message)) == d.message else attrs.evolve(d, message=message) for d in diagnostics]
 
 
 def _position(raw: bytes, offset: int) -> tuple[int, int]:
@@ -242,9 +269,13 @@ class _Builder:
         out: list[Diagnostic],
         *,
         kinds: Mapping[str, Mapping[str, Any]],
+        interpolated: tuple[tuple[str, Interpolated], ...],
+        exact: Any,
     ) -> None:
         self.path, self.data, self.text, self.locator, self.out = path, data, text, locator, out
         self.kinds = kinds
+        self.interpolated = interpolated
+        self.exact = exact  # data with plain strings, for jsonschema_rs
         self.kind_keys = (*IMPLEMENTATION_KINDS, *(k for k in kinds if k not in IMPLEMENTATION_KINDS))
 
     def diag(self, code: str, message: str, pointer: str, *, key: bool = False) -> None:
@@ -253,7 +284,7 @@ class _Builder:
     def build(self) -> SpecFile:
         bad_tools: set[str] = set()
         bad_sections: set[str] = set()
-        for problem in iter_spec_problems(self.data, self.kinds):
+        for problem in iter_spec_problems(self.data, self.kinds, exact=self.exact):
             self.diag(problem.code, problem.message, problem.pointer, key=problem.key)
             parts = problem.pointer.split("/")
             if len(parts) >= 3 and parts[1] == "tools":
@@ -262,7 +293,14 @@ class _Builder:
                 bad_sections.add(parts[1] if len(parts) > 1 else "")
         data = self.data
         if not isinstance(data, dict) or "" in bad_sections or "tools" in bad_sections:
-            return SpecFile(path=self.path, ok=False, data=data, text=self.text, locator=self.locator)
+            return SpecFile(
+                path=self.path,
+                ok=False,
+                data=data,
+                text=self.text,
+                locator=self.locator,
+                interpolated=self.interpolated,
+            )
         defaults = data.get("defaults", {}) if "defaults" not in bad_sections else {}
         tools = []
         for name, body in (data.get("tools") or {}).items():
@@ -282,6 +320,7 @@ class _Builder:
             data=data,
             text=self.text,
             locator=self.locator,
+            interpolated=self.interpolated,
         )
 
     def toolsets(self, section: dict[str, Any]) -> Iterator[Toolset]:
@@ -337,6 +376,9 @@ class _Builder:
             file=self.path,
             pointer=pointer,
             locator=self.locator,
+            interpolated=tuple(i for i in self.interpolated if i[0].startswith(f"{pointer}/"))
+            if self.interpolated
+            else (),
         )
 
     def parameter_rules(self, items: list[dict[str, Any]], tool_pointer: str) -> tuple[ParameterRule, ...]:

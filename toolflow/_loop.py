@@ -50,6 +50,7 @@ from toolflow._executor import Abort, Engine, HistoryEntry
 from toolflow._history import HistoryFormat, get_format
 from toolflow._model import RetryPolicy
 from toolflow._policy import LoopDecision, LoopReason, Policy, check_loop_continuation
+from toolflow._provenance import masked
 from toolflow._providers import HISTORY_FORMATS, ModelProvider, ModelRequest, ModelResponse, ProviderError, Usage
 from toolflow._records import unchecked_init
 from toolflow._registry import RegisteredTool
@@ -259,7 +260,8 @@ class Agent:
         self.engine = engine
         self.provider = provider
         self.policy = policy if policy is not None else Policy()
-        self.format: HistoryFormat = get_format(format, text_protocol_template=self.policy.text_protocol)
+        # The policy's prompt texts are shown to the model: a string from ${...} shows its reference.
+        self.format: HistoryFormat = get_format(format, text_protocol_template=masked(self.policy.text_protocol))
         self.tools = _exposed(engine, self.policy, deliberate=deliberate)
         self._allowlist = frozenset(tool.name for tool in self.tools)
         # Each tool's category and what the policy makes of it, looked up once rather than per call.
@@ -278,7 +280,7 @@ class Agent:
         self._soft_warn_at = self.policy.soft_warn_at
         self._writes_ids = self.format.name in ("openai", "anthropic")  # fallback and text have no call ids
         specs = [tool.spec for tool in self.tools]
-        self._base_system = system if system is not None else self.policy.system_prompt
+        self._base_system = masked(system if system is not None else self.policy.system_prompt)
         self._specs = specs
         self._prompted = False
         self.system = ""

@@ -2,7 +2,8 @@
 
 JSON-Schema documents (``parameters``, ``output_schema``) and free-form values
 (``policy``, example arguments) are kept as the plain mappings the loader built;
-treat them as read-only.
+treat them as read-only. A string the loader interpolated from ``${...}`` is a
+``toolflow._provenance.Interpolated``; the records list where those are (``interpolated``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any, Literal
 import attrs
 
 from toolflow._diagnostics import Diagnostic, Locator
+from toolflow._provenance import Interpolated
 
 __all__ = [
     "BUILTIN_CATEGORIES",
@@ -186,6 +188,8 @@ class ToolSpec:
     file: str = ""
     pointer: str = ""
     locator: Locator | None = attrs.field(default=None, eq=False, repr=False)
+    interpolated: tuple[tuple[str, Interpolated], ...] = attrs.field(default=(), eq=False, repr=False)
+    """The strings of the tool's body that came from ``${...}``: ``(JSON pointer into the file, string)``."""
 
     @property
     def implementation(self) -> Implementation | None:
@@ -229,6 +233,8 @@ class SpecFile:
     data: Any = attrs.field(default=None, eq=False, repr=False)
     text: str = attrs.field(default="", eq=False, repr=False)
     locator: Locator | None = attrs.field(default=None, eq=False, repr=False)
+    interpolated: tuple[tuple[str, Interpolated], ...] = attrs.field(default=(), eq=False, repr=False)
+    """Every string of the document that came from ``${...}``: ``(JSON pointer, string)``, in document order."""
 
 
 @attrs.frozen(kw_only=True)

@@ -29,7 +29,7 @@ import attrs
 
 from toolflow._diagnostics import Locator
 from toolflow._errors import SpecError, ToolflowError, UsageError
-from toolflow._export import export_tools
+from toolflow._export import description, export_tools
 from toolflow._loader import load_specs
 from toolflow._model import BUILTIN_CATEGORIES, LoadResult, Toolset, ToolSpec
 from toolflow._plugins import Binding, ImplementationKind, PluginError, Plugins, load_plugins
@@ -186,8 +186,8 @@ class RegisteredTool:
 
     @property
     def description(self) -> str:
-        """The tool's description, written for the model."""
-        return self.spec.description
+        """The tool's description, as the model is shown it (a string from ``${...}`` shows its reference)."""
+        return description(self.spec)
 
     @property
     def plugin(self) -> str | None:

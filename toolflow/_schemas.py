@@ -20,10 +20,12 @@ import attrs
 import jsonschema_rs
 
 from toolflow._model import ParameterRule
+from toolflow._provenance import Interpolated, exact_types, masked
 
 __all__ = [
     "SchemaProblem",
     "compile_parameter_rules",
+    "describe_location",
     "describe_type",
     "did_you_mean",
     "fast_validator",
@@ -32,6 +34,7 @@ __all__ = [
     "iter_spec_problems",
     "json_pointer",
     "spec_schema",
+    "split_pointer",
     "validation_schema",
 ]
 
@@ -58,6 +61,11 @@ class SchemaProblem:
 def json_pointer(path: Sequence[str | int]) -> str:
     """Build a JSON pointer (RFC 6901) from path parts."""
     return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in path)
+
+
+def split_pointer(pointer: str) -> list[str]:
+    """The tokens of a JSON *pointer*, unescaped: the inverse of :func:`json_pointer` (indexes stay strings)."""
+    return [token.replace("~1", "/").replace("~0", "~") for token in pointer.split("/")[1:]] if pointer else []
 
 
 def describe_type(value: object) -> str:
@@ -91,12 +99,18 @@ _TYPE_NAMES = {
 
 
 def did_you_mean(word: str, choices: Sequence[str]) -> str:
-    """Return ``"; did you mean 'x'?"`` for the closest choice, or ``""``."""
-    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    """Return ``"; did you mean 'x'?"`` for the closest choice, or ``""``.
+
+    A string from ``${...}`` (as *word* or a choice) takes no part: the choice closest to a value
+    from the environment, or the closeness of a guess to one, would tell what the value is.
+    """
+    if type(word) is Interpolated:
+        return ""
+    close = difflib.get_close_matches(word, [c for c in choices if type(c) is not Interpolated], n=1, cutoff=0.6)
     return f"; did you mean {close[0]!r}?" if close else ""
 
 
-def _where(path: Sequence[str | int]) -> str:
+def describe_location(path: Sequence[str | int]) -> str:
     """Describe a location in a spec document for messages: ``tool 'x'``, ``'retry' of tool 'x'``."""
     parts = list(path)
     if not parts:
@@ -118,7 +132,7 @@ def _dotted(parts: Sequence[str | int]) -> str:
 
 
 def _short(value: object, limit: int = 40) -> str:
-    text = json.dumps(value, default=str, ensure_ascii=False)
+    text = json.dumps(masked(value), default=str, ensure_ascii=False)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
@@ -152,14 +166,18 @@ def _explaining_spec_validator(kinds_key: str) -> Any:
     return jsonschema.Draft7Validator(spec_schema_with_kinds(kinds_key))
 
 
-def iter_spec_problems(data: object, kinds: Mapping[str, Mapping[str, Any]] | None = None) -> Iterator[SchemaProblem]:
+def iter_spec_problems(
+    data: object, kinds: Mapping[str, Mapping[str, Any]] | None = None, *, exact: object = None
+) -> Iterator[SchemaProblem]:
     """Yield every violation of the spec-file schema by *data*, mapped to TF1xx codes.
 
     *kinds* adds plugin implementation kinds: a tool may then have each key,
-    whose value must match the kind's schema.
+    whose value must match the kind's schema. *exact* is *data* with plain
+    strings for ``${...}`` ones, when the caller has it (``jsonschema_rs`` refuses
+    ``str`` subclasses; the messages still name the references).
     """
     key = _kinds_key(kinds)
-    if _fast_spec_validator(key).is_valid(data):
+    if exact_types(_fast_spec_validator(key).is_valid, data if exact is None else exact):
         return
     errors = _explaining_spec_validator(key).iter_errors(data)
     errors = sorted(errors, key=lambda e: [str(p) for p in e.absolute_path])
@@ -173,19 +191,19 @@ def _map_spec_error(error: Any) -> Iterator[SchemaProblem]:
     validator, instance, schema = error.validator, error.instance, error.schema
     name = path[-1] if path else None
     # "'timeout' in tool 'x'" for a key; "'command[1]' of tool 'x'" for a list item.
-    label = f"{name!r} in {_where(path[:-1])}" if isinstance(name, str) else _where(path)
+    label = f"{name!r} in {describe_location(path[:-1])}" if isinstance(name, str) else describe_location(path)
     if validator == "additionalProperties" and isinstance(instance, dict):
         known = list(schema.get("properties", {}))
         for key in instance:
             if key not in known:
                 hint = did_you_mean(key, known)
-                message = f"unknown key {key!r} in {_where(path)}{hint}"
+                message = f"unknown key {key!r} in {describe_location(path)}{hint}"
                 yield SchemaProblem(code="TF101", message=message, pointer=json_pointer([*path, key]), key=True)
     elif validator == "required" and isinstance(instance, dict):
         for key in error.validator_value:
             if key not in instance:
                 extra = " (the format version; add 'toolflow: 1')" if not path and key == "toolflow" else ""
-                message = f"{_where(path)} is missing required key {key!r}{extra}"
+                message = f"{describe_location(path)} is missing required key {key!r}{extra}"
                 yield SchemaProblem(code="TF102", message=message, pointer=pointer, key=bool(path))
     elif validator == "type":
         expected = error.validator_value
@@ -251,7 +269,7 @@ def iter_schema_problems(schema: Mapping[str, Any]) -> Iterator[tuple[str, list[
     if dialect is not None and not (isinstance(dialect, str) and _KNOWN_DIALECT.match(dialect)):
         yield f"unsupported $schema {dialect!r}; use a JSON Schema draft (2020-12 by default)", ["$schema"]
         return
-    if jsonschema_rs.meta.is_valid(cast("dict[str, Any]", schema)):
+    if exact_types(jsonschema_rs.meta.is_valid, schema):
         return
     import jsonschema  # noqa: PLC0415 - imported only to explain failures
 
@@ -282,8 +300,12 @@ def fast_validator(schema: Mapping[str, Any], *, validate_formats: bool = False)
     formats = True if validate_formats else None
     # offline: a remote "$ref" is an error, never a request from the linter or the engine.
     if "$schema" in document:
-        return jsonschema_rs.validator_for(document, offline=True, validate_formats=formats)
-    return jsonschema_rs.Draft202012Validator(document, offline=True, validate_formats=formats)
+        return exact_types(
+            functools.partial(jsonschema_rs.validator_for, offline=True, validate_formats=formats), document
+        )
+    return exact_types(
+        functools.partial(jsonschema_rs.Draft202012Validator, offline=True, validate_formats=formats), document
+    )
 
 
 def iter_instance_errors(schema: Mapping[str, Any], instance: object) -> Iterator[tuple[str, list[str | int]]]:

@@ -45,6 +45,7 @@ from toolflow._checking import (
     show,
 )
 from toolflow._model import ParameterRule, ToolSpec
+from toolflow._provenance import exact_types
 from toolflow._records import unchecked_init
 from toolflow._results import RESERVED_RESULT_KEYS, ToolResult
 from toolflow._schemas import compile_parameter_rules, did_you_mean, validation_schema
@@ -378,7 +379,7 @@ class ArgumentValidator:
         compiled = self.compiled
         if compiled.fast is not None:
             try:
-                if compiled.fast(cleaned):
+                if exact_types(compiled.fast, cleaned):  # a default from ${...} is a str subclass
                     return []
             except Exception:  # noqa: BLE001, S110 - values jsonschema_rs cannot read: ask jsonschema
                 pass

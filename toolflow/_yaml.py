@@ -9,7 +9,8 @@ into plain Python values by :func:`convert`, which
 - reports duplicate mapping keys (PyYAML silently keeps the last one);
 - shares, rather than copies, aliased nodes, and bounds the size their
   expansion would have, so a "billion laughs" file is a diagnostic;
-- interpolates ``${VAR}`` and ``${VAR:-default}`` in string values.
+- interpolates ``${VAR}`` and ``${VAR:-default}`` in string values, returning each string
+  it changed as a ``toolflow._provenance.Interpolated``, which remembers the text as written.
 
 The node tree is kept as the :class:`NodeLocator` of the document, which turns
 JSON pointers back into 1-based line and column spans.
@@ -32,6 +33,7 @@ from yaml.resolver import BaseResolver
 from yaml.scanner import Scanner
 
 from toolflow._diagnostics import Span
+from toolflow._provenance import Interpolated
 
 __all__ = [
     "MAX_EXPANDED_NODES",
@@ -209,12 +211,18 @@ def convert(  # noqa: PLR0915 - the closures share one conversion state
     *,
     environ: Mapping[str, str] | None = None,
     max_nodes: int = MAX_EXPANDED_NODES,
+    marks: set[int] | None = None,
 ) -> Any:
     """Turn the node tree *root* into plain Python values, reporting problems.
 
     Aliased nodes are converted once and shared. Recoverable problems (a refused
     tag, a duplicate key, an unset variable) go to *report* and conversion goes
     on; the offending value becomes ``None``.
+
+    A string in which ``${...}`` was replaced is an ``Interpolated``. With *marks*,
+    the ``id()`` of each one, and of each list and mapping that holds one at any
+    depth, is added to it: walks for those strings (``toolflow._provenance``) can
+    then skip the rest of the document.
 
     Raises:
         DocumentError: Aliases expand beyond *max_nodes* nodes, refer to
@@ -227,9 +235,14 @@ def convert(  # noqa: PLR0915 - the closures share one conversion state
     expanded = 0
 
     def interpolate(node: ScalarNode) -> str:
+        substitutions: list[tuple[str, str]] = []
+        replaced = False
+
         def sub(match: re.Match[str]) -> str:
+            nonlocal replaced
             if match[0] == "$${":
                 return "${"
+            replaced = True
             name, default = match[1], match[2]
             value = env.get(name)
             if value is None or (value == "" and default is not None):
@@ -237,9 +250,13 @@ def convert(  # noqa: PLR0915 - the closures share one conversion state
                     report("TF007", f"environment variable {name!r} is not set", node)
                     return ""
                 return default
+            substitutions.append((match[0], value))  # only values from the environment are secrets
             return value
 
-        return _ENV.sub(sub, node.value)
+        text = _ENV.sub(sub, node.value)
+        if not replaced:
+            return text
+        return Interpolated(text, reference=node.value, substitutions=tuple(substitutions))
 
     def scalar(node: ScalarNode) -> Any:
         tag, text = node.tag, node.value
@@ -271,26 +288,38 @@ def convert(  # noqa: PLR0915 - the closures share one conversion state
     def overflow(node: Node, message: str) -> DocumentError:
         return DocumentError("TF004", message, node.start_mark.line + 1, node.start_mark.column + 1)
 
+    marked = 0  # Interpolated strings made, or met again through an alias, so far
+
     def walk(node: Node) -> Any:
-        nonlocal expanded
+        nonlocal expanded, marked
         ident = id(node)
         if ident in done:
             expanded += sizes[ident]
             if expanded > max_nodes:
                 raise overflow(node, f"document expands to more than {max_nodes:,} nodes through aliases")
-            return done[ident]
+            value = done[ident]
+            if marks is not None and id(value) in marks:
+                marked += 1
+            return value
         if ident in active:
             raise overflow(node, "an alias refers to a node that contains it (recursive structure)")
         before = expanded
         expanded += 1
         if type(node) is ScalarNode:
             text = node.value
-            if node.tag == STR:
-                value: Any = interpolate(node) if "$" in text else text
-            else:
+            if node.tag != STR:
                 value = scalar(node)
+            elif "$" in text:
+                value = interpolate(node)
+                if type(value) is Interpolated:
+                    marked += 1
+                    if marks is not None:
+                        marks.add(id(value))
+            else:
+                value = text
         else:
             active.add(ident)
+            marked_before = marked
             if node.tag != (SEQ if type(node) is SequenceNode else MAP):
                 report("TF003", f"tag {node.tag!r} is not allowed", node)
                 value = None
@@ -299,6 +328,8 @@ def convert(  # noqa: PLR0915 - the closures share one conversion state
             else:
                 value = mapping(node)  # type: ignore[arg-type]
             active.discard(ident)
+            if marks is not None and marked != marked_before:
+                marks.add(id(value))
         done[ident] = value
         sizes[ident] = expanded - before
         return value

@@ -13,7 +13,8 @@ from toolflow._lint._config import LintConfig, RuleSet
 from toolflow._lint._rule import LintContext, PluginFacts, Rule
 from toolflow._lint._suppress import Suppression, find_suppressions
 from toolflow._lint.rules import builtin_rules
-from toolflow._loader import gc_paused, load_specs
+from toolflow._loader import gc_paused, load_specs, redacted
+from toolflow._provenance import Redactor
 
 __all__ = ["LintReport", "lint_paths"]
 
@@ -63,6 +64,7 @@ def lint_paths(
     rules: Sequence[Rule] | None = None,
     plugins: PluginFacts | None = None,
     kinds: Mapping[str, Mapping[str, Any]] | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> LintReport:
     """Lint the spec files named by *paths* (files or directories).
 
@@ -75,6 +77,7 @@ def lint_paths(
         rules: The rules to choose from (default: the built-in rules).
         plugins: Facts about loaded plugins for the TF4xx rules (default: none loaded).
         kinds: Implementation kinds added by plugins (spec key to schema), passed to the loader.
+        environ: Variables for ``${VAR}`` interpolation (default: ``os.environ``).
 
     Returns:
         The report; its ``exit_code`` is what ``toolflow lint`` exits with.
@@ -82,7 +85,7 @@ def lint_paths(
     config = config or LintConfig()
     ruleset = RuleSet(rules if rules is not None else builtin_rules())
     with gc_paused():  # the rules create many short-lived objects while the node trees stay alive
-        return _lint(paths, config, ruleset, plugins, kinds)
+        return _lint(paths, config, ruleset, plugins, kinds, environ=environ)
 
 
 def _lint(
@@ -91,24 +94,37 @@ def _lint(
     ruleset: RuleSet,
     plugins: PluginFacts | None,
     kinds: Mapping[str, Mapping[str, Any]] | None,
+    *,
+    environ: Mapping[str, str] | None,
 ) -> LintReport:
     enabled = ruleset.enabled(config)
     enabled_codes = {r.code for r in enabled}
-    loaded = load_specs(paths, kinds=kinds)
+    loaded = load_specs(paths, kinds=kinds, environ=environ)
     context = LintContext(files=loaded.files, targets=config.target, plugins=plugins)
 
-    found: list[Diagnostic] = list(loaded.diagnostics)
+    checked: list[Diagnostic] = []
     crashed: list[str] = []
     for rule in enabled:
         if rule.check is None:
             continue
         if rule.plugin is None:
-            found.extend(rule.check(context))
+            checked.extend(rule.check(context))
             continue
         try:
-            found.extend(list(rule.check(context)))
+            checked.extend(list(rule.check(context)))
         except Exception as exc:  # noqa: BLE001 - a crashing plugin rule must not stop the run
             crashed.append(f"lint rule {rule.code} of plugin {rule.plugin!r} crashed: {type(exc).__name__}: {exc}")
+    # Rules name values with !r, which shows a ${...} string's reference; this masks a value that
+    # reached a message another way (a template's syntax error quoting its source, a plugin's text).
+    # The loader has masked its own diagnostics already.
+    found = list(loaded.diagnostics)
+    interpolated = [f for f in loaded.files if f.interpolated]
+    if interpolated:
+        by_file = {f.path: f.interpolated for f in interpolated}
+        checked = [d for path, ds in _by_file(checked).items() for d in redacted(ds, by_file.get(path, ()))]
+        everything = Redactor(s for f in interpolated for _, s in f.interpolated)
+        crashed = [everything(message) for message in crashed]
+    found.extend(checked)
 
     kept: list[Diagnostic] = []
     suppressions = {
@@ -139,6 +155,13 @@ def _lint(
         config=config,
         crashed=tuple(crashed),
     )
+
+
+def _by_file(diagnostics: Iterable[Diagnostic]) -> dict[str, list[Diagnostic]]:
+    grouped: dict[str, list[Diagnostic]] = {}
+    for diagnostic in diagnostics:
+        grouped.setdefault(diagnostic.file, []).append(diagnostic)
+    return grouped
 
 
 def _suppressed(diagnostic: Diagnostic, rule: Rule, comments: Iterable[Suppression], ruleset: RuleSet) -> bool:

@@ -7,6 +7,8 @@ The server (``http.server.ThreadingHTTPServer`` on port 0, in a thread) answers:
 - ``/text``: ``text/plain``; ``/bad-json``: ``application/json`` that is not JSON;
 - ``/bytes/N``: N bytes of ``x``; ``/chunked/N``: the same, chunked (no Content-Length);
 - ``/redirect``: 302 to ``/echo/redirected``;
+- ``/goto/CODE?to=URL``: a redirect with status CODE to URL (absolute, so to another server too);
+- ``/loop``: 302 to itself;
 - ``/hang``: never answers (until the server stops).
 """
 
@@ -97,6 +99,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._chunked(int(url.path.rsplit("/", 1)[1]))
         elif url.path == "/redirect":
             self._send(302, b"", "text/plain", {"Location": "/echo/redirected"})
+        elif url.path == "/loop":
+            self._send(302, b"", "text/plain", {"Location": "/loop"})
+        elif url.path.startswith("/goto/"):
+            self._send(int(url.path.rsplit("/", 1)[1]), b"", "text/plain", {"Location": query["to"][0]})
         elif url.path == "/hang":
             self.server.release.wait(30)
         else:
@@ -130,6 +136,16 @@ class Server:
 @pytest.fixture
 def server() -> Iterator[Server]:
     """A real HTTP server on 127.0.0.1 (port 0), serving from a thread for the test's duration."""
+    yield from _serve()
+
+
+@pytest.fixture
+def other_server() -> Iterator[Server]:
+    """A second server like ``server``, on another port: another origin."""
+    yield from _serve()
+
+
+def _serve() -> Iterator[Server]:
     httpd = _Server()
     thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()

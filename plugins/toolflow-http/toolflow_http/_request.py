@@ -26,6 +26,12 @@ Templating and escaping (also in the README):
   ``headers``. Any other string is rendered as text, and an undefined variable
   in it is an error.
 
+Sending: redirects are followed (``follow_redirects``, at most the client's
+``max_redirects``) hop by hop from httpx's ``Response.next_request``; a hop to another
+origin drops the configuration's headers and the body. Every connection goes through
+``toolflow_http._network.CheckedTransport``, which refuses denied addresses after DNS
+resolution (the failure ``address not allowed: ...``).
+
 The response becomes the result: ``data`` (parsed JSON, text, or ``None`` for an
 empty body), ``status`` and a few ``headers``. A status outside ``ok_status``
 is a failure ``"HTTP 404 Not Found"``; 429 and 503 (``retry_status``) are also
@@ -58,6 +64,7 @@ from markupsafe import Markup
 from toolflow import TemplateError, ToolSpec, parse_duration, run_in_template_worker
 from toolflow import template_environment as environment
 from toolflow_http import __version__
+from toolflow_http._network import AddressNotAllowedError, AddressRules, CheckedTransport
 from toolflow_http._schema import DEFAULT_MAX_BYTES, DEFAULT_RETRY_STATUS
 
 __all__ = ["HttpRequest", "RenderError", "Rendered", "build", "parse_retry_after"]
@@ -235,6 +242,7 @@ class HttpRequest:
     response: str
     follow_redirects: bool
     max_bytes: int
+    addresses: AddressRules
 
     @classmethod
     def from_config(cls, config: Any, *, default_timeout: float = 30.0) -> HttpRequest:
@@ -266,6 +274,9 @@ class HttpRequest:
                 response=settings.get("response", "auto"),
                 follow_redirects=bool(settings.get("follow_redirects", True)),
                 max_bytes=int(settings.get("max_bytes", DEFAULT_MAX_BYTES)),
+                addresses=AddressRules.from_config(
+                    settings.get("deny_addresses") or (), settings.get("allow_addresses") or ()
+                ),
             )
         except jinja2.TemplateSyntaxError as exc:
             msg = f"template syntax error: {exc.message} (line {exc.lineno})"
@@ -370,15 +381,15 @@ class HttpRequest:
         try:
             with trio.fail_after(self.timeout):
                 async with httpx.AsyncClient(
-                    verify=_ssl_context(),
                     timeout=self.timeout,
-                    follow_redirects=self.follow_redirects,
                     headers={"user-agent": USER_AGENT},
+                    transport=CheckedTransport(self.addresses, ssl_context=_ssl_context()),
+                    trust_env=False,
                 ) as client:
                     request = client.build_request(
                         parts.method, parts.url, headers=parts.headers, content=parts.content
                     )
-                    response = await client.send(request, stream=True)
+                    response = await self._send_following_redirects(client, request)
                     try:
                         body, too_big = await _read(response, self.max_bytes)
                     finally:
@@ -387,6 +398,8 @@ class HttpRequest:
             return _transport_failure(
                 "Timeout", f"no complete response within {self.timeout:g}s", target, retryable=True
             )
+        except AddressNotAllowedError as exc:
+            return {"success": False, "error": f"address not allowed: {exc} ({target})", "retryable": False}
         except (httpx.UnsupportedProtocol, httpx.LocalProtocolError, httpx.InvalidURL) as exc:
             return _transport_failure(type(exc).__name__, str(exc), target, retryable=False)
         except (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError, httpx.ProxyError) as exc:
@@ -400,6 +413,41 @@ class HttpRequest:
                 "status": response.status_code,
             }
         return self._result(response, body)
+
+    async def _send_following_redirects(self, client: httpx.AsyncClient, request: httpx.Request) -> httpx.Response:
+        """Send *request*, and follow redirects (when the configuration does) up to the client's ``max_redirects``.
+
+        httpx works out each hop (``Response.next_request``: the method, the URL, its cookies);
+        across origins (scheme, host or port) it keeps every header but ``Authorization`` and the
+        body of a 307 or 308. A hop to another origin here drops every header the configuration
+        declares (they carry keys) and any body, for the rest of the chain. Each new origin is a
+        new connection, whose addresses :class:`CheckedTransport` checks.
+
+        Raises:
+            httpx.TooManyRedirects: More than ``client.max_redirects`` hops.
+        """
+        hops = 0
+        while True:
+            response = await client.send(request, stream=True)
+            following = response.next_request if self.follow_redirects else None
+            if following is None:
+                return response
+            await response.aclose()
+            hops += 1
+            if hops > client.max_redirects:
+                msg = f"more than {client.max_redirects} redirects"
+                raise httpx.TooManyRedirects(msg, request=following)
+            if _origin(following.url) != _origin(request.url):
+                following = self._without_secrets(following)
+            request = following
+
+    def _without_secrets(self, request: httpx.Request) -> httpx.Request:
+        """*request* without the configuration's headers and without a body, for another origin."""
+        dropped = {name.lower().encode("ascii") for name in self.headers} | _BODY_HEADERS
+        headers = [(name, value) for name, value in request.headers.raw if name.lower() not in dropped]
+        if not any(name.lower() == b"user-agent" for name, _ in headers):
+            headers.append((b"user-agent", USER_AGENT.encode("ascii")))
+        return httpx.Request(request.method, request.url, headers=headers, extensions=request.extensions)
 
     def _result(self, response: httpx.Response, body: bytes) -> dict[str, Any]:
         status = response.status_code
@@ -474,6 +522,16 @@ async def _read(response: httpx.Response, limit: int) -> tuple[bytes, bool]:
         if size <= limit:
             chunks.append(chunk)
     return (b"", True) if size > limit else (b"".join(chunks), False)
+
+
+_BODY_HEADERS = frozenset({b"content-length", b"content-type", b"transfer-encoding", b"content-encoding"})
+"""Headers that describe a request's body, dropped with it."""
+
+
+def _origin(url: httpx.URL) -> tuple[str, str, int | None]:
+    """Scheme, host and port (the default port of the scheme when the URL names none)."""
+    default = {"http": 80, "https": 443}.get(url.scheme)
+    return url.scheme, url.host, url.port or default
 
 
 def _kept_headers(headers: httpx.Headers) -> dict[str, str]:

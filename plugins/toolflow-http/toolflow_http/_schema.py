@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["DEFAULT_MAX_BYTES", "DEFAULT_RETRY_STATUS", "METHODS", "SCHEMA"]
+__all__ = ["ADDRESS_GROUPS", "DEFAULT_MAX_BYTES", "DEFAULT_RETRY_STATUS", "METHODS", "SCHEMA"]
 
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
 DEFAULT_RETRY_STATUS = (429, 503)
@@ -19,11 +19,24 @@ _STATUS_LIST: dict[str, Any] = {
 
 _SCALAR: dict[str, Any] = {"type": ["string", "number", "boolean"]}
 
+ADDRESS_GROUPS = ("loopback", "private", "link-local", "metadata")
+"""The named groups of networks ``deny_addresses`` and ``allow_addresses`` accept (``toolflow_http._network``)."""
+
+_ADDRESSES: dict[str, Any] = {
+    "type": "array",
+    "items": {
+        "type": "string",
+        # A group, or something shaped like an IP network; the build checks that it is one.
+        "pattern": f"^({'|'.join(ADDRESS_GROUPS)}|[0-9A-Fa-f.:]+(/[0-9]{{1,3}})?)$",
+    },
+}
+
 SCHEMA: dict[str, Any] = {
     "description": (
         "An HTTP request whose response is the result: a URL (a GET), or a mapping with `url` and optionally "
         "`method`, `headers`, `query`, `json`, `env`, `timeout`, `ok_status`, `retry_status`, `response`, "
-        "`follow_redirects` and `max_bytes`. String values are sandboxed Jinja2 templates over the arguments."
+        "`follow_redirects`, `max_bytes`, `deny_addresses` and `allow_addresses`. String values are sandboxed Jinja2 "
+        "templates over the arguments."
     ),
     "type": ["string", "object"],
     "minLength": 1,
@@ -83,8 +96,29 @@ SCHEMA: dict[str, Any] = {
                 "How to read the body: `auto` (default) parses JSON content types, `json` always, `text` never."
             ),
         },
-        "follow_redirects": {"type": "boolean", "description": "Follow redirects (default true)."},
+        "follow_redirects": {
+            "type": "boolean",
+            "description": (
+                "Follow redirects (default true), at most 20. A hop to another origin (scheme, host or port) drops "
+                "every header of `headers` and the request body."
+            ),
+        },
         "max_bytes": {"type": "integer", "minimum": 1, "description": "Largest response body read (default 10 MiB)."},
+        "deny_addresses": dict(
+            _ADDRESSES,
+            description=(
+                "Also refuse connections to these addresses, checked after DNS resolution on every redirect hop: "
+                "`loopback`, `private`, or IP networks like `10.1.0.0/16`. Link-local and cloud-metadata addresses "
+                "are always refused (unless `allow_addresses` names them)."
+            ),
+        ),
+        "allow_addresses": dict(
+            _ADDRESSES,
+            description=(
+                "Exceptions to the refused addresses, like `169.254.170.2` (the host names of metadata services stay "
+                "refused)."
+            ),
+        ),
     },
 }
 """The ``http:`` key's schema; the loader and ``toolflow lint`` check specs against it."""

@@ -78,6 +78,7 @@ from toolflow._lint._schema_facts import (
     subschemas,
 )
 from toolflow._model import ToolSpec
+from toolflow._provenance import exact_types
 from toolflow._schemas import fast_validator, json_pointer
 
 SCHEMA_FIELDS = ("parameters", "output_schema")
@@ -157,7 +158,7 @@ def _all_valid(root: dict[str, Any], found: list[tuple[Subschema, str, Any]]) ->
     combined["prefixItems"] = [alone if kind == "default" else {"items": alone} for _, kind, alone in found]
     validator = _compiled(combined)
     instance = [sub.schema["default"] if kind == "default" else sub.schema["enum"] for sub, kind, _ in found]
-    return validator is not None and bool(validator.is_valid(instance))
+    return validator is not None and bool(exact_types(validator.is_valid, instance))
 
 
 def check(ctx: LintContext) -> Iterator[Diagnostic]:
@@ -188,7 +189,7 @@ def _explain(
             else [(f"enum/{i}", item) for i, item in enumerate(sub.schema["enum"])]
         )
         for where, value in values:
-            if validator.is_valid(value):
+            if exact_types(validator.is_valid, value):
                 continue
             # The runtime's engines: jsonschema_rs decided, jsonschema (made to agree with it) explains.
             explaining = explaining or CompiledSchema.compile(schema)
