@@ -204,9 +204,38 @@ def _port(text: str) -> int:
     return port
 
 
+EXIT_BROKEN_PIPE = 141
+"""The exit code when the output is closed early (``toolflow run | head -1``): 128 + SIGPIPE, as a shell shows it."""
+
+
 def main(argv: Sequence[str] | None = None) -> None:
-    """Console entry point: run and exit with the command's exit code."""
-    sys.exit(run(sys.argv[1:] if argv is None else argv, stdout=sys.stdout, stderr=sys.stderr))
+    """Console entry point: run and exit with the command's exit code.
+
+    When the reader of standard output goes away (a pipe into ``head``), the command ends quietly
+    with :data:`EXIT_BROKEN_PIPE`, as the Python documentation's recipe for SIGPIPE does: the
+    unwritten output is dropped rather than reported at exit.
+    """
+    code = run(sys.argv[1:] if argv is None else argv, stdout=sys.stdout, stderr=sys.stderr)
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        code = EXIT_BROKEN_PIPE
+    if code == EXIT_BROKEN_PIPE:
+        _drop_output(sys.stdout)
+    sys.exit(code)
+
+
+def _drop_output(stream: TextIO) -> None:
+    """Point *stream*'s file descriptor at the null device, so that nothing more fails to reach a closed pipe."""
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError):  # not a real file: nothing is flushed at exit
+        return
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, fd)
+    finally:
+        os.close(null)
 
 
 def run(argv: Sequence[str], *, stdout: TextIO, stderr: TextIO) -> int:
@@ -228,16 +257,21 @@ def run(argv: Sequence[str], *, stdout: TextIO, stderr: TextIO) -> int:
         print(f"toolflow: error: {exc}", file=stderr)
         return exc.exit_code
     except BrokenPipeError:
-        return 1
+        _drop_output(stdout)
+        return EXIT_BROKEN_PIPE
     except KeyboardInterrupt:
         print("toolflow: interrupted", file=stderr)
         return 130
-    except BaseExceptionGroup as group:  # trio wraps an interrupt that arrives inside a nursery
-        interrupts, others = group.split(KeyboardInterrupt)
-        if interrupts is None or others is not None:
-            raise
-        print("toolflow: interrupted", file=stderr)
-        return 130
+    except BaseExceptionGroup as group:  # trio wraps what a task raises inside a nursery
+        for kind, code in ((BrokenPipeError, EXIT_BROKEN_PIPE), (KeyboardInterrupt, 130)):
+            matched, others = group.split(kind)
+            if matched is not None and others is None:
+                if code == EXIT_BROKEN_PIPE:
+                    _drop_output(stdout)
+                else:
+                    print("toolflow: interrupted", file=stderr)
+                return code
+        raise
     except Exception:  # noqa: BLE001 - a bug must still exit 2, apart from "problems found"
         import traceback  # noqa: PLC0415
 
