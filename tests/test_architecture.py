@@ -36,6 +36,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "toolflow.testing",
             "toolflow.default_plugins",
             "toolflow._serve",
+            "toolflow._shutdown",
         ),
     ),
 )

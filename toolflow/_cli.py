@@ -153,7 +153,29 @@ def _add_call_parser(commands: Any) -> None:
     call.add_argument(
         "--trace", action="store_true", help="print the attempts, the duration and the cache use on standard error"
     )
+    _add_grace_option(call, "the call")
     call.set_defaults(handler=_cmd_call)
+
+
+def _add_grace_option(parser: argparse.ArgumentParser, what: str) -> None:
+    """Add ``--shutdown-grace`` (``toolflow call``, ``run`` and ``serve``)."""
+    parser.add_argument(
+        "--shutdown-grace",
+        metavar="DURATION",
+        help=f"after SIGTERM or Ctrl-C, how long {what} in flight may finish before it is killed"
+        " (default: [tool.toolflow] shutdown-grace, or 10s; a second signal kills at once)",
+    )
+
+
+def shutdown_grace(args: argparse.Namespace) -> float:
+    """``--shutdown-grace``, else ``[tool.toolflow] shutdown-grace``, else 10 seconds."""
+    from toolflow._project import load_project  # noqa: PLC0415
+    from toolflow._shutdown import DEFAULT_GRACE, parse_grace  # noqa: PLC0415
+
+    if args.shutdown_grace is not None:
+        return parse_grace(args.shutdown_grace, where="--shutdown-grace")
+    configured = load_project().shutdown_grace
+    return DEFAULT_GRACE if configured is None else configured
 
 
 def _add_run_parser(commands: Any) -> None:
@@ -189,6 +211,7 @@ def _add_run_parser(commands: Any) -> None:
     run.add_argument("--base-url", metavar="URL", help="openai: the server (default: $OPENAI_BASE_URL)")
     run.add_argument("--api-key-env", metavar="VAR", help="openai: read the API key from this variable")
     run.add_argument("--no-stream", action="store_true", help="openai: ask for whole responses, not streams")
+    _add_grace_option(run, "the calls")
     run.set_defaults(handler=_cmd_run)
 
 
@@ -483,10 +506,12 @@ def _cmd_call(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     import time  # noqa: PLC0415
 
     import attrs  # noqa: PLC0415
+    import trio  # noqa: PLC0415
 
     from toolflow._executor import open_engine  # noqa: PLC0415
     from toolflow._registry import load_registry, without_caches  # noqa: PLC0415
     from toolflow._results import ToolResult  # noqa: PLC0415
+    from toolflow._shutdown import Interrupts, open_signal_watch  # noqa: PLC0415
 
     request = _call_request(args, stdout)
     if request is None:
@@ -498,16 +523,26 @@ def _cmd_call(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         registry = without_caches(registry)
     tool = registry.get(name)  # an unknown tool is a usage error (exit 2), before the engine opens
     cache = project_cache_settings()
+    interrupts = Interrupts(grace=shutdown_grace(args))
     elapsed = 0.0
 
     async def run_call() -> ToolResult:
         nonlocal elapsed
         async with open_engine(registry, plugins=plugins, **cache) as engine:
-            started = time.perf_counter()
-            try:
-                return await engine.call(name, arguments, call_id=call_id)
-            finally:
-                elapsed = time.perf_counter() - started
+            attempt = trio.CancelScope()  # a kill cancels it: the call ends as `cancelled`
+            stopping = (
+                f"stopping after the call in flight (at most {interrupts.grace_text()}; a second signal kills it)"
+            )
+            async with open_signal_watch(
+                interrupts, stop=engine.request_stop, kill=attempt.cancel, stderr=stderr, stopping=stopping
+            ):
+                started = time.perf_counter()
+                try:
+                    with attempt:
+                        result = await engine.call(name, arguments, call_id=call_id)
+                finally:
+                    elapsed = time.perf_counter() - started
+        return interrupts.cancelled() if attempt.cancelled_caught else result
 
     with _attempts_traced(stderr) if args.trace else contextlib.nullcontext():
         result = run_trio(run_call, stderr)
@@ -520,6 +555,8 @@ def _cmd_call(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         print(_trace_line(name, result.success, attempts, elapsed, scope, cached=cached), file=stderr)
     printed = attrs.evolve(result, extra={k: v for k, v in result.extra.items() if k not in _TRACE_KEYS})
     stdout.write(json.dumps(printed.to_dict(), indent=2, ensure_ascii=False, default=str) + "\n")
+    if interrupts.exit_code is not None:
+        return interrupts.exit_code
     return 0 if result.success else 1
 
 

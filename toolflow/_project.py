@@ -5,6 +5,7 @@
     [tool.toolflow]
     specs = ["specs"]              # default spec paths, relative to pyproject.toml
     plugins = ["myproject.tools"]  # local, unpackaged plugin modules, importable from the project root
+    shutdown-grace = "10s"         # call, run, serve: how long calls in flight may finish after SIGTERM
 
     [tool.toolflow.cache]          # the ``persistent`` cache scope
     path = ".toolflow/cache.sqlite3"   # the SQLite file, relative to pyproject.toml (the default)
@@ -24,6 +25,7 @@ from typing import Any
 import attrs
 
 from toolflow._errors import ConfigError
+from toolflow._model import parse_duration
 from toolflow._schemas import did_you_mean
 
 __all__ = ["DEFAULT_SPECS", "ProjectConfig", "find_pyproject", "load_project", "read_pyproject"]
@@ -43,6 +45,7 @@ class ProjectConfig:
         cache_path: The persistent cache's SQLite file (``None``: the default under *root*).
         cache_backend: The persistent cache's backend (``None``: SQLite).
         cache_options: Keyword arguments of a plugin backend's factory.
+        shutdown_grace: ``shutdown-grace`` in seconds (``None``: not set).
     """
 
     root: str = "."
@@ -52,6 +55,7 @@ class ProjectConfig:
     cache_path: str | None = None
     cache_backend: str | None = None
     cache_options: Mapping[str, Any] = attrs.field(factory=dict, converter=MappingProxyType)
+    shutdown_grace: float | None = None
 
 
 def find_pyproject(start: str | os.PathLike[str] = ".") -> Path | None:
@@ -131,4 +135,17 @@ def load_project(start: str | os.PathLike[str] = ".") -> ProjectConfig:
         cache_path=os.fspath(root / cache["path"]) if "path" in cache else None,
         cache_backend=cache.get("backend"),
         cache_options=options,
+        shutdown_grace=_seconds(table.get("shutdown-grace"), "[tool.toolflow] shutdown-grace", where, zero=True),
     )
+
+
+def _seconds(value: object, key: str, where: str, *, zero: bool = False) -> float | None:
+    """A duration setting in seconds (``None`` when not set); 0 only when *zero* allows it."""
+    if value is None:
+        return None
+    if zero and value in (0, "0") and not isinstance(value, bool):
+        return 0.0
+    try:
+        return parse_duration(value)
+    except ValueError as exc:
+        raise ConfigError(f"{key}: {exc}", path=where) from None
