@@ -127,8 +127,45 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--no-cache", action="store_true", help="use no cache at all: neither read nor write the tools' caches"
     )
+    _add_grace_option(serve, "the calls")
+    _add_http_options(serve)
     serve.set_defaults(handler=_cmd_serve)
     return parser
+
+
+def _add_http_options(serve: argparse.ArgumentParser) -> None:
+    """Add the HTTP transport's security and session options of ``toolflow serve``."""
+    http = serve.add_argument_group("HTTP: authentication, allowed hosts, sessions (see docs/serving.md)")
+    http.add_argument(
+        "--auth-tokens",
+        metavar="FILE",
+        help="bearer tokens that may call: one per line, or a TOML file of [principals.ID] with token and claims",
+    )
+    http.add_argument(
+        "--auth-token-env", action="append", metavar="VAR", help="a variable holding a bearer token (repeatable)"
+    )
+    http.add_argument(
+        "--insecure-no-auth",
+        action="store_true",
+        help="serve a non-loopback address without authentication (anyone who can reach it can call the tools)",
+    )
+    http.add_argument(
+        "--allow-host",
+        action="append",
+        metavar="NAME",
+        help="a Host name clients use, besides the bind address's (repeatable; required with --host 0.0.0.0)",
+    )
+    http.add_argument(
+        "--allow-origin", action="append", metavar="ORIGIN", help="a browser Origin allowed besides the hosts' own"
+    )
+    http.add_argument(
+        "--max-sessions", type=int, metavar="N", help="concurrent sessions; the next gets 503 (default: 100)"
+    )
+    http.add_argument(
+        "--session-idle-timeout",
+        metavar="DURATION",
+        help="a session without requests for this long is closed (default: 30m)",
+    )
 
 
 def _add_call_parser(commands: Any) -> None:
@@ -663,7 +700,7 @@ def _cmd_serve(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     try:
         from toolflow import _serve  # noqa: PLC0415
     except ModuleNotFoundError as exc:
-        if (exc.name or "").partition(".")[0] not in {"mcp", "mcp_types", "hypercorn"}:
+        if (exc.name or "").partition(".")[0] not in {"mcp", "mcp_types", "hypercorn", "starlette"}:
             raise
         msg = f"serve needs the MCP SDK ({exc.name!r} is not installed): pip install 'toolflow[mcp]'"
         raise UsageError(msg) from None
@@ -673,18 +710,60 @@ def _cmd_serve(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         except OSError as exc:
             msg = f"serve: cannot use project directory {args.project!r}: {exc.strerror or exc}"
             raise UsageError(msg) from None
+    http = _http_settings(args, stderr) if args.transport == "http" else None
     plugins = _load_plugins(stderr)
     registry = load_registry(_spec_paths(args.specs or []), plugins=plugins)
     registry = _serve.select_tools(registry, toolsets=args.toolset or (), tools=_split(args.tool))
     if args.no_cache:
         registry = without_caches(registry)
-    _serve.serve(
+    return _serve.serve(
         registry,
         plugins=plugins,
         **project_cache_settings(),
         transport=args.transport,
-        host=args.host,
-        port=args.port,
+        http=http,
+        grace=shutdown_grace(args),
         stderr=stderr,
     )
-    return 0
+
+
+def _http_settings(args: argparse.Namespace, stderr: TextIO) -> Any:
+    """``toolflow serve``'s HTTP settings: the options, then ``[tool.toolflow.serve]``, then the defaults."""
+    from toolflow._errors import UsageError  # noqa: PLC0415
+    from toolflow._model import parse_duration  # noqa: PLC0415
+    from toolflow._project import load_project  # noqa: PLC0415
+    from toolflow._serve_http import (  # noqa: PLC0415
+        DEFAULT_MAX_SESSIONS,
+        DEFAULT_SESSION_IDLE_TIMEOUT,
+        BearerTokens,
+        HTTPSettings,
+    )
+
+    config = load_project().serve
+    if args.max_sessions is not None and args.max_sessions < 1:
+        msg = f"serve: --max-sessions must be at least 1, got {args.max_sessions}"
+        raise UsageError(msg)
+    idle = config.session_idle_timeout or DEFAULT_SESSION_IDLE_TIMEOUT
+    if args.session_idle_timeout is not None:
+        try:
+            idle = parse_duration(args.session_idle_timeout)
+        except ValueError as exc:
+            msg = f"serve: --session-idle-timeout: {exc}"
+            raise UsageError(msg) from None
+    tokens = None
+    token_file = args.auth_tokens or config.auth_tokens
+    token_env = args.auth_token_env or config.auth_token_env
+    if token_file or token_env:
+        tokens, warnings = BearerTokens.load(path=token_file, env=token_env)
+        for warning in warnings:
+            print(f"toolflow: warning: {warning}", file=stderr)
+    return HTTPSettings(
+        host=args.host,
+        port=args.port,
+        allowed_hosts=(*config.allowed_hosts, *_split(args.allow_host)),
+        allowed_origins=(*config.allowed_origins, *_split(args.allow_origin)),
+        tokens=tokens,
+        insecure_no_auth=args.insecure_no_auth,
+        max_sessions=args.max_sessions or config.max_sessions or DEFAULT_MAX_SESSIONS,
+        session_idle_timeout=idle,
+    )

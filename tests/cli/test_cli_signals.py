@@ -1,4 +1,4 @@
-"""SIGTERM, Ctrl-C and SIGHUP to `toolflow call` and `run`: stop, grace period, kill, and no process left.
+"""SIGTERM, Ctrl-C and SIGHUP to `toolflow call`, `run` and `serve`: stop, grace period, kill, and no process left.
 
 Real `toolflow` processes run a command tool that starts a process tree (`tests/_process_tree.py`);
 each test sends real signals and checks the exit code, what each call in flight got (its own
@@ -13,15 +13,19 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 import trio
-from _mcp_project import server_environment
+from _mcp_project import HTTPServer, server_environment
+from _mcp_wire import StdioServer, answers, call, open_session
 from _process_tree import assert_gone, wait_for_file, wait_for_tree, write_tree_project
 
 from toolflow import load_plugins, load_registry, open_engine
 
 ENV = {**server_environment(), "TOOLFLOW_LOAD_PLUGINS": "none"}
+CANCELLED = "Error: cancelled - toolflow was stopped (SIGTERM) and the call did not finish within the grace period"
 
 
 @pytest.fixture
@@ -167,3 +171,115 @@ def test_run_kills_the_process_tree_after_the_grace_period(project: Path) -> Non
         "toolflow: the grace period (0.3s) is over: killing the calls in flight",
     ]
     assert_gone(pids)
+
+
+# --- toolflow serve over stdio -----------------------------------------------------------------
+
+
+def _text(answer: dict[str, Any] | None) -> tuple[bool, str]:
+    assert answer is not None
+    result = answer["result"]
+    return result["isError"], result["content"][0]["text"]
+
+
+def test_serve_stdio_refuses_new_calls_and_cancels_the_call_in_flight(project: Path) -> None:
+    """SIGTERM: new calls are refused at once, the call in flight is answered `cancelled`, the tree is gone."""
+    server = StdioServer(project, "--shutdown-grace", "1s", env=ENV)
+    try:
+        server.start()
+        pids_file = project / "pids"
+        server.send(call(1, "tree", {"pids": str(pids_file)}))
+        pids = wait_for_tree(pids_file)
+        server.process.send_signal(signal.SIGTERM)
+        time.sleep(0.2)  # the server has taken the signal (its stderr says so; see below)
+        server.send(call(2, "greet", {"name": "Ada"}))
+        refused = server.receive()
+        assert refused is not None
+        assert refused["id"] == 2
+        assert _text(refused) == (
+            True,
+            "Error: the server is shutting down: the call was not run; call it again once the server is back",
+        )
+        cancelled = server.receive()
+        assert cancelled is not None
+        assert cancelled["id"] == 1
+        assert _text(cancelled) == (True, f"{CANCELLED} (1s)")
+        assert server.receive() is None  # the server closed its output
+        assert server.process.wait(timeout=30) == 143
+        assert_gone(pids)
+    finally:
+        server.kill()
+    log = server.log.read_text()
+    assert "toolflow: SIGTERM: shutting down: new calls are refused, the calls in flight have 1s to finish" in log
+    assert "Traceback" not in log
+
+
+def test_serve_stdio_call_in_flight_finishes_within_the_grace_period(project: Path) -> None:
+    """SIGTERM while a short call runs: it is answered with its own result, then the server exits."""
+    server = StdioServer(project, env=ENV)
+    try:
+        server.start()
+        marker = project / "started"
+        server.send(call(1, "nap", {"marker": str(marker), "seconds": 0.5}))
+        wait_for_file(marker)
+        server.process.send_signal(signal.SIGTERM)
+        answer = server.receive()
+        assert answer is not None
+        assert answer["id"] == 1
+        assert answer["result"]["structuredContent"]["stdout"] == "rested\n"
+        assert server.receive() is None
+        assert server.process.wait(timeout=30) == 143
+    finally:
+        server.kill()
+
+
+def test_serve_stdio_client_leaving_kills_the_call_in_flight(project: Path) -> None:
+    """The client closes its input while a call runs: the server exits 0 and the call's tree is gone."""
+    server = StdioServer(project, env=ENV)
+    try:
+        server.start()
+        pids_file = project / "pids"
+        server.send(call(1, "tree", {"pids": str(pids_file)}))
+        pids = wait_for_tree(pids_file)
+        assert server.stop() == 0
+        assert_gone(pids)
+    finally:
+        server.kill()
+
+
+# --- toolflow serve over HTTP ------------------------------------------------------------------
+
+
+async def test_serve_http_refuses_new_calls_and_cancels_the_call_in_flight(project: Path) -> None:
+    """Over HTTP: SIGTERM refuses new calls, answers the call in flight `cancelled` and leaves no process."""
+    server = await trio.to_thread.run_sync(lambda: HTTPServer(project, "--shutdown-grace", "1s"))
+    pids_file = project / "pids"
+    outcome: dict[str, Any] = {}
+    try:
+        with trio.fail_after(60):
+            async with httpx.AsyncClient(timeout=60) as client, trio.open_nursery() as nursery:
+                session = await open_session(client, server.url)
+
+                async def grow() -> None:
+                    response = await client.post(
+                        server.url, json=call(1, "tree", {"pids": str(pids_file)}), headers=session
+                    )
+                    outcome["tree"] = answers(response)
+
+                nursery.start_soon(grow)
+                pids = await trio.to_thread.run_sync(wait_for_tree, pids_file)
+                server.process.send_signal(signal.SIGTERM)
+                await trio.sleep(0.2)
+                refused = answers(
+                    await client.post(server.url, json=call(2, "greet", {"name": "Ada"}), headers=session)
+                )
+            code = await trio.to_thread.run_sync(lambda: server.process.wait(timeout=30))
+    finally:
+        await trio.to_thread.run_sync(server.close)
+    assert [_text(answer) for answer in refused] == [
+        (True, "Error: the server is shutting down: the call was not run; call it again once the server is back")
+    ]
+    assert [(answer["id"], _text(answer)) for answer in outcome["tree"]] == [(1, (True, f"{CANCELLED} (1s)"))]
+    assert code == 143
+    await trio.to_thread.run_sync(assert_gone, pids)
+    assert "Traceback" not in "".join(server.output)
