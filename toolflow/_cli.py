@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 if TYPE_CHECKING:
     from toolflow._plugins import Plugins
+    from toolflow._serve_http import HTTPSettings
 
 __all__ = ["main", "run"]
 
@@ -727,7 +728,7 @@ def _cmd_serve(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     )
 
 
-def _http_settings(args: argparse.Namespace, stderr: TextIO) -> Any:
+def _http_settings(args: argparse.Namespace, stderr: TextIO) -> HTTPSettings:
     """``toolflow serve``'s HTTP settings: the options, then ``[tool.toolflow.serve]``, then the defaults."""
     from toolflow._errors import UsageError  # noqa: PLC0415
     from toolflow._model import parse_duration  # noqa: PLC0415

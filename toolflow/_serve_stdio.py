@@ -48,6 +48,7 @@ from mcp_types import (
     jsonrpc_message_adapter,
 )
 from pydantic import ValidationError
+from pydantic_core import ErrorDetails
 
 __all__ = ["MAX_LINE_BYTES", "answer_for", "misread_request", "parse_line", "serve_stdio"]
 
@@ -119,8 +120,8 @@ _ID_PROBLEM = "id must be a string or an integer"
 
 def answer_for(line: str, error: ValidationError) -> list[JSONRPCError] | None:
     """The answers to a line the SDK's adapter refused with *error* (None: nothing to answer)."""
-    kind = error.errors(include_url=False, include_input=False)[0]
-    summary = _summary(error)
+    first = error.errors(include_url=False, include_input=False)[0]
+    summary = _summary(first)
     raw = _loads(line)
     if raw is _NOT_JSON:
         return [_error(_scan_id(line), PARSE_ERROR, f"Parse error: {summary}")]
@@ -136,7 +137,7 @@ def answer_for(line: str, error: ValidationError) -> list[JSONRPCError] | None:
         return [_error(_id_of(raw), INVALID_REQUEST, "Invalid Request: a request has a method")]
     if "id" not in raw:
         return None  # a malformed notification: never answered
-    if kind["type"] == "json_invalid":  # valid JSON to a lenient parser: a number too large
+    if first["type"] == "json_invalid":  # valid JSON to a lenient parser: a number too large
         return [_error(raw["id"], PARSE_ERROR, f"Parse error: {summary}")]
     params = raw.get("params")
     if params is not None and not isinstance(params, dict):
@@ -154,9 +155,8 @@ def _loads(line: str) -> Any:
         return _NOT_JSON
 
 
-def _summary(error: ValidationError) -> str:
-    """The first problem of *error*, without the input it quotes (which may be huge)."""
-    first = error.errors(include_url=False, include_input=False)[0]
+def _summary(first: ErrorDetails) -> str:
+    """A validation error's first problem in words, without the input it quotes (which may be huge)."""
     where = ".".join(str(part) for part in first["loc"][1:])  # loc[0] names the union member
     text = f"{where}: {first['msg']}" if where else first["msg"]
     return text if len(text) <= _MESSAGE_CHARS else text[: _MESSAGE_CHARS - 3] + "..."

@@ -104,14 +104,17 @@ async def watch_signals(
     Runs until cancelled: start it in a nursery with ``await nursery.start(...)`` (from then on
     SIGINT no longer raises ``KeyboardInterrupt``) and cancel it when the command's work is done.
     Signals after the kill are received and ignored, so a third Ctrl-C cannot cut the clean-up
-    short. Outside the main thread, where Python cannot receive signals, it only waits.
+    short. A signal the process was started with ignored stays ignored (``nohup`` ignores
+    SIGHUP, a shell ignores SIGINT for a background job). Outside the main thread, where Python
+    cannot receive signals, it only waits.
 
     Each step is one line on *stderr*: ``toolflow: SIGTERM: <stopping>``, then what killed the calls.
     """
     if threading.current_thread() is not threading.main_thread():
         task_status.started()
         await trio.sleep_forever()
-    with trio.open_signal_receiver(*SIGNALS) as signals:
+    watched = [number for number in SIGNALS if signal.getsignal(number) is not signal.SIG_IGN]
+    with trio.open_signal_receiver(*watched) as signals:
         task_status.started()
         received = Signals(await signals.__anext__())
         interrupts.signal = received

@@ -110,6 +110,25 @@ def test_second_signal_kills_at_once(project: Path) -> None:
     assert_gone(pids)
 
 
+def test_a_signal_ignored_at_start_stays_ignored(project: Path) -> None:
+    """Under `nohup` (SIGHUP ignored when toolflow starts), SIGHUP does not stop the call; SIGTERM does."""
+    pids_file = project / "pids"
+    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)  # inherited by the child, as nohup does it
+    try:
+        process = toolflow(project, "call", "tree", json.dumps({"pids": str(pids_file)}), "--shutdown-grace", "0")
+    finally:
+        signal.signal(signal.SIGHUP, previous)
+    pids = wait_for_tree(pids_file)
+    process.send_signal(signal.SIGHUP)
+    time.sleep(0.3)
+    assert process.poll() is None
+    process.send_signal(signal.SIGTERM)
+    returncode, _, err = finish(process)
+    assert returncode == 143
+    assert "SIGHUP" not in err
+    assert_gone(pids)
+
+
 def test_grace_period_from_pyproject(project: Path) -> None:
     """`[tool.toolflow] shutdown-grace` sets the grace period when the option does not."""
     (project / "pyproject.toml").write_text(
