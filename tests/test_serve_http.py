@@ -450,6 +450,7 @@ def test_cancelled_request_gets_no_answer_over_stdio(project: Path) -> None:
         ("max-sessions = 0", "[tool.toolflow.serve] max-sessions must be a positive integer, got 0"),
         ("max-sessions = true", "[tool.toolflow.serve] max-sessions must be a positive integer, got True"),
         ("session-idle-timeout = 'soon'", "[tool.toolflow.serve] session-idle-timeout: expected a duration"),
+        ("session-idle-timeout = inf", "[tool.toolflow.serve] session-idle-timeout: expected a finite duration"),
         ("auth-tokens = 3", "[tool.toolflow.serve] auth-tokens must be a non-empty string (a file)"),
     ],
 )

@@ -23,6 +23,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import tomllib
 from collections.abc import Mapping
@@ -182,16 +183,19 @@ def load_project(start: str | os.PathLike[str] = ".") -> ProjectConfig:
     )
 
 
-def _seconds(value: object, key: str, where: str, *, zero: bool = False) -> float | None:
-    """A duration setting in seconds (``None`` when not set); 0 only when *zero* allows it."""
+def _seconds(value: object, key: str, where: str, *, zero: bool = False, finite: bool = False) -> float | None:
+    """A duration setting in seconds (``None`` when not set); 0 only when *zero* allows it, ``inf`` unless *finite*."""
     if value is None:
         return None
     if zero and value in (0, "0") and not isinstance(value, bool):
         return 0.0
     try:
-        return parse_duration(value)
+        seconds = parse_duration(value)
     except ValueError as exc:
         raise ConfigError(f"{key}: {exc}", path=where) from None
+    if finite and not math.isfinite(seconds):
+        raise ConfigError(f"{key}: expected a finite duration, got {value!r}", path=where)
+    return seconds
 
 
 def _serve_config(table: object, root: Path, where: str) -> ServeConfig:
@@ -224,6 +228,6 @@ def _serve_config(table: object, root: Path, where: str) -> ServeConfig:
         auth_token_env=strings("auth-token-env"),
         max_sessions=sessions,
         session_idle_timeout=_seconds(
-            table.get("session-idle-timeout"), "[tool.toolflow.serve] session-idle-timeout", where
+            table.get("session-idle-timeout"), "[tool.toolflow.serve] session-idle-timeout", where, finite=True
         ),
     )
