@@ -331,6 +331,29 @@ async def test_each_call_records_its_principal(tmp_path: Path, slow_autojump_clo
     assert stolen.status_code == 404  # a session answers only the token that opened it
 
 
+async def test_stateless_requests_record_their_principal(
+    tmp_path: Path, slow_autojump_clock: trio.testing.MockClock
+) -> None:
+    """A 2026-07-28 request, without a session, is authenticated too and gets its principal."""
+    tokens = BearerTokens([(TOKEN, Principal(id="alice"))])
+    request = call(1, "greet", {"name": "Ada"})
+    request["params"]["_meta"] = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "wire", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    headers = {**HTTP_HEADERS, "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "greet"}
+    with trio.fail_after(60):
+        async with serving(tmp_path, HTTPSettings(port=0, tokens=tokens)) as served, httpx.AsyncClient() as client:
+            anonymous = await client.post(served.url, json=request, headers=headers)
+            greeted = await client.post(
+                served.url, json=request, headers={**headers, "Authorization": f"Bearer {TOKEN}"}
+            )
+    assert anonymous.status_code == 401
+    assert answers(greeted)[0]["result"]["content"][0]["text"] == "Hello, Ada!"
+    assert served.principals == [Principal(id="alice")]
+
+
 async def test_sessions_over_the_limit_get_503_with_retry_after(
     tmp_path: Path, slow_autojump_clock: trio.testing.MockClock
 ) -> None:
