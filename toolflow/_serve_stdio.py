@@ -311,44 +311,43 @@ async def serve_stdio(
     client leaves: nothing is cut off mid-write.
     """
     receive_send, receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    reading = trio.CancelScope()
     with _claimed_stdin() as fd:
         async with stdio_server(stdin=_no_input()) as (_, write_stream):  # type: ignore[arg-type]
             writes = _Writes(write_stream, answered)
 
             async def read_input() -> None:
-                async with receive_send:
-                    if fd is None:
-                        return
-                    async for raw, whole in _lines(fd):
-                        line = raw.decode("utf-8", "replace")
-                        if not whole:
-                            text = f"Invalid Request: a message is at most {MAX_LINE_BYTES:,} bytes"
-                            outcome: Any = [_error(_scan_id(line), INVALID_REQUEST, text)]
-                        elif not line.strip():
-                            continue
-                        else:
-                            outcome = parse_line(line)
-                        if isinstance(outcome, SessionMessage):
-                            await receive_send.send(outcome)
-                        elif outcome:
-                            for answer in outcome:
+                with reading:
+                    async with receive_send:  # closed at the end of input: the server then finishes
+                        if fd is None:
+                            return
+                        async for raw, whole in _lines(fd):
+                            outcome = _outcome(raw, whole=whole)
+                            if isinstance(outcome, SessionMessage):
+                                await receive_send.send(outcome)
+                                continue
+                            for answer in outcome or ():
                                 with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
                                     await writes.send(SessionMessage(answer))
 
+            async def end_input_when_closing() -> None:
+                await closing()
+                reading.cancel()
+
             async with trio.open_nursery() as nursery:
-
-                async def until_closing() -> None:
-                    await closing()
-                    reading.cancel()
-
-                reading = trio.CancelScope()
-
-                async def read_until_closing() -> None:
-                    with reading:
-                        await read_input()
-
-                nursery.start_soon(read_until_closing)
-                nursery.start_soon(until_closing)
+                nursery.start_soon(read_input)
+                nursery.start_soon(end_input_when_closing)
                 announce()
                 await server.run(receive, writes, server.create_initialization_options())
                 nursery.cancel_scope.cancel()
+
+
+def _outcome(raw: bytes, *, whole: bool) -> SessionMessage | list[JSONRPCError] | None:
+    """What one line of input comes to: a message for the server, answers to send back, or nothing."""
+    line = raw.decode("utf-8", "replace")
+    if not whole:
+        text = f"Invalid Request: a message is at most {MAX_LINE_BYTES:,} bytes"
+        return [_error(_scan_id(line), INVALID_REQUEST, text)]
+    if not line.strip():
+        return None
+    return parse_line(line)
