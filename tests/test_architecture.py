@@ -39,6 +39,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "toolflow.testing",
             "toolflow.default_plugins",
             "toolflow._serve",
+            "toolflow._serve_http",
+            "toolflow._serve_stdio",
+            "toolflow._shutdown",
         ),
     ),
 )

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 if TYPE_CHECKING:
     from toolflow._plugins import Plugins
+    from toolflow._serve_http import HTTPSettings
 
 __all__ = ["main", "run"]
 
@@ -106,6 +107,12 @@ def _parser() -> argparse.ArgumentParser:
 
     _add_run_parser(commands)
 
+    _add_serve_parser(commands)
+    return parser
+
+
+def _add_serve_parser(commands: Any) -> None:
+    """Add ``toolflow serve`` (its handler imports the MCP SDK only when it runs)."""
     serve = commands.add_parser("serve", help="serve the tools over the Model Context Protocol (needs toolflow[mcp])")
     serve.add_argument(
         "--specs", action="append", metavar="PATH", help="spec file or directory (repeatable; default: specs/)"
@@ -133,8 +140,44 @@ def _parser() -> argparse.ArgumentParser:
         help="answer every approval the policy asks for: approve all, or refuse all (default: the plugins "
         "decide, else the client is asked if it supports elicitation, else the call is refused)",
     )
+    _add_grace_option(serve, "the calls")
+    _add_http_options(serve)
     serve.set_defaults(handler=_cmd_serve)
-    return parser
+
+
+def _add_http_options(serve: argparse.ArgumentParser) -> None:
+    """Add the HTTP transport's security and session options of ``toolflow serve``."""
+    http = serve.add_argument_group("HTTP: authentication, allowed hosts, sessions (see docs/serving.md)")
+    http.add_argument(
+        "--auth-tokens",
+        metavar="FILE",
+        help="bearer tokens that may call: one per line, or a TOML file of [principals.ID] with token and claims",
+    )
+    http.add_argument(
+        "--auth-token-env", action="append", metavar="VAR", help="a variable holding a bearer token (repeatable)"
+    )
+    http.add_argument(
+        "--insecure-no-auth",
+        action="store_true",
+        help="serve a non-loopback address without authentication (anyone who can reach it can call the tools)",
+    )
+    http.add_argument(
+        "--allow-host",
+        action="append",
+        metavar="NAME",
+        help="a Host name clients use, besides the bind address's (repeatable; required with --host 0.0.0.0)",
+    )
+    http.add_argument(
+        "--allow-origin", action="append", metavar="ORIGIN", help="a browser Origin allowed besides the hosts' own"
+    )
+    http.add_argument(
+        "--max-sessions", type=int, metavar="N", help="concurrent sessions; the next gets 503 (default: 100)"
+    )
+    http.add_argument(
+        "--session-idle-timeout",
+        metavar="DURATION",
+        help="a session without requests for this long is closed (default: 30m)",
+    )
 
 
 def _add_call_parser(commands: Any) -> None:
@@ -165,7 +208,29 @@ def _add_call_parser(commands: Any) -> None:
         help="when the tool's category needs approval: ask on the terminal (standard error), approve, or refuse "
         "(default: ask when standard input is a terminal, else the plugins decide; nobody: refused)",
     )
+    _add_grace_option(call, "the call")
     call.set_defaults(handler=_cmd_call)
+
+
+def _add_grace_option(parser: argparse.ArgumentParser, what: str) -> None:
+    """Add ``--shutdown-grace`` (``toolflow call``, ``run`` and ``serve``)."""
+    parser.add_argument(
+        "--shutdown-grace",
+        metavar="DURATION",
+        help=f"after SIGTERM or Ctrl-C, how long {what} in flight may finish before it is killed"
+        " (default: [tool.toolflow] shutdown-grace, or 10s; a second signal kills at once)",
+    )
+
+
+def shutdown_grace(args: argparse.Namespace) -> float:
+    """``--shutdown-grace``, else ``[tool.toolflow] shutdown-grace``, else 10 seconds."""
+    from toolflow._project import load_project  # noqa: PLC0415
+    from toolflow._shutdown import DEFAULT_GRACE, parse_grace  # noqa: PLC0415
+
+    if args.shutdown_grace is not None:
+        return parse_grace(args.shutdown_grace, where="--shutdown-grace")
+    configured = load_project().shutdown_grace
+    return DEFAULT_GRACE if configured is None else configured
 
 
 def _add_run_parser(commands: Any) -> None:
@@ -201,6 +266,7 @@ def _add_run_parser(commands: Any) -> None:
     run.add_argument("--base-url", metavar="URL", help="openai: the server (default: $OPENAI_BASE_URL)")
     run.add_argument("--api-key-env", metavar="VAR", help="openai: read the API key from this variable")
     run.add_argument("--no-stream", action="store_true", help="openai: ask for whole responses, not streams")
+    _add_grace_option(run, "the calls")
     run.set_defaults(handler=_cmd_run)
 
 
@@ -216,9 +282,38 @@ def _port(text: str) -> int:
     return port
 
 
+EXIT_BROKEN_PIPE = 141
+"""The exit code when the output is closed early (``toolflow run | head -1``): 128 + SIGPIPE, as a shell shows it."""
+
+
 def main(argv: Sequence[str] | None = None) -> None:
-    """Console entry point: run and exit with the command's exit code."""
-    sys.exit(run(sys.argv[1:] if argv is None else argv, stdout=sys.stdout, stderr=sys.stderr))
+    """Console entry point: run and exit with the command's exit code.
+
+    When the reader of standard output goes away (a pipe into ``head``), the command ends quietly
+    with :data:`EXIT_BROKEN_PIPE`, as the Python documentation's recipe for SIGPIPE does: the
+    unwritten output is dropped rather than reported at exit.
+    """
+    code = run(sys.argv[1:] if argv is None else argv, stdout=sys.stdout, stderr=sys.stderr)
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        code = EXIT_BROKEN_PIPE
+    if code == EXIT_BROKEN_PIPE:
+        _drop_output(sys.stdout)
+    sys.exit(code)
+
+
+def _drop_output(stream: TextIO) -> None:
+    """Point *stream*'s file descriptor at the null device, so that nothing more fails to reach a closed pipe."""
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError):  # not a real file: nothing is flushed at exit
+        return
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, fd)
+    finally:
+        os.close(null)
 
 
 def run(argv: Sequence[str], *, stdout: TextIO, stderr: TextIO) -> int:
@@ -240,16 +335,21 @@ def run(argv: Sequence[str], *, stdout: TextIO, stderr: TextIO) -> int:
         print(f"toolflow: error: {exc}", file=stderr)
         return exc.exit_code
     except BrokenPipeError:
-        return 1
+        _drop_output(stdout)
+        return EXIT_BROKEN_PIPE
     except KeyboardInterrupt:
         print("toolflow: interrupted", file=stderr)
         return 130
-    except BaseExceptionGroup as group:  # trio wraps an interrupt that arrives inside a nursery
-        interrupts, others = group.split(KeyboardInterrupt)
-        if interrupts is None or others is not None:
-            raise
-        print("toolflow: interrupted", file=stderr)
-        return 130
+    except BaseExceptionGroup as group:  # trio wraps what a task raises inside a nursery
+        for kind, code in ((BrokenPipeError, EXIT_BROKEN_PIPE), (KeyboardInterrupt, 130)):
+            matched, others = group.split(kind)
+            if matched is not None and others is None:
+                if code == EXIT_BROKEN_PIPE:
+                    _drop_output(stdout)
+                else:
+                    print("toolflow: interrupted", file=stderr)
+                return code
+        raise
     except Exception:  # noqa: BLE001 - a bug must still exit 2, apart from "problems found"
         import traceback  # noqa: PLC0415
 
@@ -462,6 +562,7 @@ def _cmd_call(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     import time  # noqa: PLC0415
 
     import attrs  # noqa: PLC0415
+    import trio  # noqa: PLC0415
 
     from toolflow._cli_run import approver  # noqa: PLC0415
     from toolflow._executor import open_engine  # noqa: PLC0415
@@ -469,6 +570,7 @@ def _cmd_call(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     from toolflow._policy import Policy  # noqa: PLC0415
     from toolflow._registry import Registry, without_caches  # noqa: PLC0415
     from toolflow._results import ToolResult  # noqa: PLC0415
+    from toolflow._shutdown import Interrupts, open_signal_watch  # noqa: PLC0415
 
     request = _call_request(args, stdout)
     if request is None:
@@ -483,16 +585,26 @@ def _cmd_call(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         registry = without_caches(registry)
     tool = registry.get(name)  # an unknown tool is a usage error (exit 2), before the engine opens
     cache = project_cache_settings()
+    interrupts = Interrupts(grace=shutdown_grace(args))
     elapsed = 0.0
 
     async def run_call() -> ToolResult:
         nonlocal elapsed
         async with open_engine(registry, plugins=plugins, policy=policy, approve=approve, **cache) as engine:
-            started = time.perf_counter()
-            try:
-                return await engine.call(name, arguments, call_id=call_id)
-            finally:
-                elapsed = time.perf_counter() - started
+            attempt = trio.CancelScope()  # a kill cancels it: the call ends as `cancelled`
+            stopping = (
+                f"stopping after the call in flight (at most {interrupts.grace_text()}; a second signal kills it)"
+            )
+            async with open_signal_watch(
+                interrupts, stop=engine.request_stop, kill=attempt.cancel, stderr=stderr, stopping=stopping
+            ):
+                started = time.perf_counter()
+                try:
+                    with attempt:
+                        result = await engine.call(name, arguments, call_id=call_id)
+                finally:
+                    elapsed = time.perf_counter() - started
+        return interrupts.cancelled() if attempt.cancelled_caught else result
 
     with _attempts_traced(stderr) if args.trace else contextlib.nullcontext():
         result = run_trio(run_call, stderr)
@@ -505,6 +617,8 @@ def _cmd_call(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         print(_trace_line(name, result.success, attempts, elapsed, scope, cached=cached), file=stderr)
     printed = attrs.evolve(result, extra={k: v for k, v in result.extra.items() if k not in _TRACE_KEYS})
     stdout.write(json.dumps(printed.to_dict(), indent=2, ensure_ascii=False, default=str) + "\n")
+    if interrupts.exit_code is not None:
+        return interrupts.exit_code
     return 0 if result.success else 1
 
 
@@ -613,7 +727,7 @@ def _cmd_serve(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     try:
         from toolflow import _serve  # noqa: PLC0415
     except ModuleNotFoundError as exc:
-        if (exc.name or "").partition(".")[0] not in {"mcp", "mcp_types", "hypercorn"}:
+        if (exc.name or "").partition(".")[0] not in {"mcp", "mcp_types", "hypercorn", "starlette"}:
             raise
         msg = f"serve needs the MCP SDK ({exc.name!r} is not installed): pip install 'toolflow[mcp]'"
         raise UsageError(msg) from None
@@ -623,6 +737,7 @@ def _cmd_serve(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         except OSError as exc:
             msg = f"serve: cannot use project directory {args.project!r}: {exc.strerror or exc}"
             raise UsageError(msg) from None
+    http = _http_settings(args, stderr) if args.transport == "http" else None
     plugins = _load_plugins(stderr)
     specs = load_specs(_spec_paths(args.specs or []), kinds=plugins.kind_schemas())
     registry = Registry.build(specs, plugins)
@@ -637,11 +752,52 @@ def _cmd_serve(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         plugins=plugins,
         **project_cache_settings(),
     )
-    _serve.serve(
+    return _serve.serve(
         service,
         transport=args.transport,
-        host=args.host,
-        port=args.port,
+        http=http,
+        grace=shutdown_grace(args),
         stderr=stderr,
     )
-    return 0
+
+
+def _http_settings(args: argparse.Namespace, stderr: TextIO) -> HTTPSettings:
+    """``toolflow serve``'s HTTP settings: the options, then ``[tool.toolflow.serve]``, then the defaults."""
+    from toolflow._errors import UsageError  # noqa: PLC0415
+    from toolflow._model import parse_duration  # noqa: PLC0415
+    from toolflow._project import load_project  # noqa: PLC0415
+    from toolflow._serve_http import (  # noqa: PLC0415
+        DEFAULT_MAX_SESSIONS,
+        DEFAULT_SESSION_IDLE_TIMEOUT,
+        BearerTokens,
+        HTTPSettings,
+    )
+
+    config = load_project().serve
+    if args.max_sessions is not None and args.max_sessions < 1:
+        msg = f"serve: --max-sessions must be at least 1, got {args.max_sessions}"
+        raise UsageError(msg)
+    idle = config.session_idle_timeout or DEFAULT_SESSION_IDLE_TIMEOUT
+    if args.session_idle_timeout is not None:
+        try:
+            idle = parse_duration(args.session_idle_timeout)
+        except ValueError as exc:
+            msg = f"serve: --session-idle-timeout: {exc}"
+            raise UsageError(msg) from None
+    tokens = None
+    token_file = args.auth_tokens or config.auth_tokens
+    token_env = args.auth_token_env or config.auth_token_env
+    if token_file or token_env:
+        tokens, warnings = BearerTokens.load(path=token_file, env=token_env)
+        for warning in warnings:
+            print(f"toolflow: warning: {warning}", file=stderr)
+    return HTTPSettings(
+        host=args.host,
+        port=args.port,
+        allowed_hosts=(*config.allowed_hosts, *_split(args.allow_host)),
+        allowed_origins=(*config.allowed_origins, *_split(args.allow_origin)),
+        tokens=tokens,
+        insecure_no_auth=args.insecure_no_auth,
+        max_sessions=args.max_sessions or config.max_sessions or DEFAULT_MAX_SESSIONS,
+        session_idle_timeout=idle,
+    )

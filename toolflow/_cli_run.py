@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
 import sys
 from collections.abc import Mapping
 from typing import Any, TextIO
@@ -17,7 +16,7 @@ import attrs
 import trio
 
 from toolflow._calls import ToolCall
-from toolflow._cli import project_cache_settings, run_trio
+from toolflow._cli import project_cache_settings, run_trio, shutdown_grace
 from toolflow._errors import UsageError
 from toolflow._executor import Engine, open_engine
 from toolflow._loader import load_specs
@@ -27,6 +26,7 @@ from toolflow._policy import Policy
 from toolflow._providers import ModelProvider, load_provider
 from toolflow._registry import Registry, without_caches
 from toolflow._results import ToolResult
+from toolflow._shutdown import Interrupts, open_signal_watch
 
 __all__ = ["EXIT_CODES", "command", "print_end", "print_turn"]
 
@@ -40,7 +40,7 @@ EXIT_CODES = {
     "stopped": 130,
     "killed": 130,
 }
-"""The exit code of ``toolflow run`` for each way the loop can end."""
+"""The exit code of ``toolflow run`` for each way the loop can end (a stop or kill: 128 + the signal's number)."""
 
 
 def _provider(spec: str, plugins: Plugins, args: argparse.Namespace, environ: Mapping[str, str]) -> ModelProvider:
@@ -158,23 +158,6 @@ def approver(mode: str | None, out: TextIO) -> Any:
     return None
 
 
-async def _watch_interrupts(
-    agent: Agent, stderr: TextIO, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
-) -> None:
-    """First Ctrl-C: stop after the calls in flight; second: kill them."""
-    with trio.open_signal_receiver(signal.SIGINT) as signals:
-        task_status.started()  # from here on, Ctrl-C is ours, not a KeyboardInterrupt
-        count = 0
-        async for _ in signals:
-            count += 1
-            if count == 1:
-                print("toolflow: stopping after the calls in flight (Ctrl-C again to kill them)", file=stderr)
-                agent.request_stop()
-            else:
-                print("toolflow: killing the calls in flight", file=stderr)
-                agent.kill()
-
-
 def command(args: argparse.Namespace, plugins: Plugins, stdout: TextIO, stderr: TextIO) -> int:
     """Run ``toolflow run`` with parsed *args*; return the exit code (see :data:`EXIT_CODES`)."""
     import os  # noqa: PLC0415
@@ -201,6 +184,7 @@ def command(args: argparse.Namespace, plugins: Plugins, stdout: TextIO, stderr: 
     text = args.output == "text"
     cache = project_cache_settings()
     approve = approver(args.approve, stdout)
+    interrupts = Interrupts(grace=shutdown_grace(args))
 
     async def main() -> LoopResult:
         engine: Engine
@@ -217,11 +201,12 @@ def command(args: argparse.Namespace, plugins: Plugins, stdout: TextIO, stderr: 
                     model=args.model.partition(":")[2],
                     on_turn=(lambda turn: print_turn(turn, stdout)) if text else None,
                 )
-                async with trio.open_nursery() as nursery:
-                    await nursery.start(_watch_interrupts, agent, stderr)
-                    result = await agent.run(prompt)
-                    nursery.cancel_scope.cancel()
-                return result
+                grace = interrupts.grace_text()
+                stopping = f"stopping after the calls in flight (at most {grace}; a second signal kills them)"
+                async with open_signal_watch(
+                    interrupts, stop=agent.request_stop, kill=agent.kill, stderr=stderr, stopping=stopping
+                ):
+                    return await agent.run(prompt)
             finally:
                 await provider.aclose()
 
@@ -230,4 +215,6 @@ def command(args: argparse.Namespace, plugins: Plugins, stdout: TextIO, stderr: 
         print_end(result, stdout)
     else:
         stdout.write(json.dumps(result.to_dict(), indent=2, ensure_ascii=False, default=str) + "\n")
+    if result.reason in {"stopped", "killed"} and interrupts.exit_code is not None:
+        return interrupts.exit_code  # 143 after SIGTERM, 130 after Ctrl-C
     return EXIT_CODES.get(result.reason, 1)

@@ -5,15 +5,25 @@
     [tool.toolflow]
     specs = ["specs"]              # default spec paths, relative to pyproject.toml
     plugins = ["myproject.tools"]  # local, unpackaged plugin modules, importable from the project root
+    shutdown-grace = "10s"         # call, run, serve: how long calls in flight may finish after SIGTERM
 
     [tool.toolflow.cache]          # the ``persistent`` cache scope
     path = ".toolflow/cache.sqlite3"   # the SQLite file, relative to pyproject.toml (the default)
     backend = "sqlite"             # or the name of a plugin's cache backend
     options = {url = "redis://127.0.0.1"}  # keyword arguments of a plugin backend's factory
+
+    [tool.toolflow.serve]          # toolflow serve --transport http
+    allowed-hosts = ["mcp.example.com"]    # Host names clients use (added to the bind address's)
+    allowed-origins = ["https://app.example.com"]  # browser origins (added to the allowed hosts')
+    auth-tokens = "secrets/tokens.toml"    # bearer tokens, relative to pyproject.toml
+    auth-token-env = ["TOOLFLOW_TOKEN"]    # variables that hold a bearer token each
+    max-sessions = 100             # concurrent HTTP sessions
+    session-idle-timeout = "30m"   # an HTTP session without requests expires
 """
 
 from __future__ import annotations
 
+import math
 import os
 import tomllib
 from collections.abc import Mapping
@@ -24,11 +34,44 @@ from typing import Any
 import attrs
 
 from toolflow._errors import ConfigError
+from toolflow._model import parse_duration
 from toolflow._schemas import did_you_mean
 
-__all__ = ["DEFAULT_SPECS", "ProjectConfig", "find_pyproject", "load_project", "read_pyproject"]
+__all__ = ["DEFAULT_SPECS", "ProjectConfig", "ServeConfig", "find_pyproject", "load_project", "read_pyproject"]
 
 DEFAULT_SPECS = "specs"
+
+
+@attrs.frozen(kw_only=True)
+class ServeConfig:
+    """``[tool.toolflow.serve]``: the HTTP transport's settings (``None``: not set, the defaults apply).
+
+    Attributes:
+        allowed_hosts: ``Host`` header values accepted besides the bind address's own.
+        allowed_origins: ``Origin`` header values accepted besides the allowed hosts' own.
+        auth_tokens: The bearer-token file, made absolute against the project root.
+        auth_token_env: Names of environment variables that each hold one bearer token.
+        max_sessions: Concurrent HTTP sessions.
+        session_idle_timeout: Seconds an HTTP session may go without a request.
+    """
+
+    allowed_hosts: tuple[str, ...] = ()
+    allowed_origins: tuple[str, ...] = ()
+    auth_tokens: str | None = None
+    auth_token_env: tuple[str, ...] = ()
+    max_sessions: int | None = None
+    session_idle_timeout: float | None = None
+
+
+_SERVE_KEYS = (
+    "allowed-hosts",
+    "allowed-origins",
+    "auth-tokens",
+    "auth-token-env",
+    "max-sessions",
+    "session-idle-timeout",
+)
+"""The keys of ``[tool.toolflow.serve]``."""
 
 
 @attrs.frozen(kw_only=True)
@@ -43,6 +86,8 @@ class ProjectConfig:
         cache_path: The persistent cache's SQLite file (``None``: the default under *root*).
         cache_backend: The persistent cache's backend (``None``: SQLite).
         cache_options: Keyword arguments of a plugin backend's factory.
+        shutdown_grace: ``shutdown-grace`` in seconds (``None``: not set).
+        serve: ``[tool.toolflow.serve]``.
     """
 
     root: str = "."
@@ -52,6 +97,8 @@ class ProjectConfig:
     cache_path: str | None = None
     cache_backend: str | None = None
     cache_options: Mapping[str, Any] = attrs.field(factory=dict, converter=MappingProxyType)
+    shutdown_grace: float | None = None
+    serve: ServeConfig = ServeConfig()
 
 
 def find_pyproject(start: str | os.PathLike[str] = ".") -> Path | None:
@@ -131,4 +178,56 @@ def load_project(start: str | os.PathLike[str] = ".") -> ProjectConfig:
         cache_path=os.fspath(root / cache["path"]) if "path" in cache else None,
         cache_backend=cache.get("backend"),
         cache_options=options,
+        shutdown_grace=_seconds(table.get("shutdown-grace"), "[tool.toolflow] shutdown-grace", where, zero=True),
+        serve=_serve_config(table.get("serve", {}), root, where),
+    )
+
+
+def _seconds(value: object, key: str, where: str, *, zero: bool = False, finite: bool = False) -> float | None:
+    """A duration setting in seconds (``None`` when not set); 0 only when *zero* allows it, ``inf`` unless *finite*."""
+    if value is None:
+        return None
+    if zero and value in (0, "0") and not isinstance(value, bool):
+        return 0.0
+    try:
+        seconds = parse_duration(value)
+    except ValueError as exc:
+        raise ConfigError(f"{key}: {exc}", path=where) from None
+    if finite and not math.isfinite(seconds):
+        raise ConfigError(f"{key}: expected a finite duration, got {value!r}", path=where)
+    return seconds
+
+
+def _serve_config(table: object, root: Path, where: str) -> ServeConfig:
+    """``[tool.toolflow.serve]`` checked: known keys, lists of strings, a positive session count, a duration."""
+    if not isinstance(table, dict):
+        raise ConfigError("[tool.toolflow] serve must be a table", path=where)
+    unknown = sorted(set(table) - set(_SERVE_KEYS))
+    if unknown:
+        msg = f"[tool.toolflow.serve] has unknown key {unknown[0]!r}{did_you_mean(unknown[0], _SERVE_KEYS)}"
+        raise ConfigError(msg, path=where)
+
+    def strings(key: str) -> tuple[str, ...]:
+        value = table.get(key, [])
+        value = [value] if isinstance(value, str) else value
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            raise ConfigError(f"[tool.toolflow.serve] {key} must be a list of non-empty strings", path=where)
+        return tuple(value)
+
+    tokens = table.get("auth-tokens")
+    if tokens is not None and (not isinstance(tokens, str) or not tokens):
+        raise ConfigError("[tool.toolflow.serve] auth-tokens must be a non-empty string (a file)", path=where)
+    sessions = table.get("max-sessions")
+    if sessions is not None and (type(sessions) is not int or sessions < 1):
+        msg = f"[tool.toolflow.serve] max-sessions must be a positive integer, got {sessions!r}"
+        raise ConfigError(msg, path=where)
+    return ServeConfig(
+        allowed_hosts=strings("allowed-hosts"),
+        allowed_origins=strings("allowed-origins"),
+        auth_tokens=os.fspath(root / tokens) if tokens is not None else None,
+        auth_token_env=strings("auth-token-env"),
+        max_sessions=sessions,
+        session_idle_timeout=_seconds(
+            table.get("session-idle-timeout"), "[tool.toolflow.serve] session-idle-timeout", where, finite=True
+        ),
     )

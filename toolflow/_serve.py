@@ -41,17 +41,26 @@ low-level :class:`mcp.server.Server` gets two handlers, and everything else is t
   :meth:`toolflow.CallContext.report_progress` becomes a ``notifications/progress``, in order,
   before the result; reports that do not increase are dropped.
 
-Everything runs on trio: stdio through the SDK's ``stdio_server``, HTTP through Hypercorn's
-trio worker.
+- Shutdown (:class:`Lifecycle`): the first SIGTERM or Ctrl-C refuses new ``tools/call`` requests
+  (a failure result saying the server is shutting down) and lets the calls in flight finish for
+  up to the grace period; then, or at a second signal, they are cancelled and answered with a
+  ``cancelled`` failure. Once every call is answered, the transport closes (stdio: as if the
+  client had closed its input; HTTP: no new connections, open ones get a few seconds).
+
+Everything runs on trio: stdio through :mod:`toolflow._serve_stdio` (the SDK's ``stdio_server``
+writes; toolflow reads, so that every malformed request is answered), HTTP through
+:mod:`toolflow._serve_http` (Hypercorn's trio worker; Host and Origin checks, bearer tokens,
+session limits).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
-import socket
 import sys
 import warnings
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Literal, TextIO, TypeAlias
@@ -62,7 +71,7 @@ from mcp import types
 from mcp.server import Server, ServerRequestContext
 from mcp.server.connection import Connection
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
-from mcp.server.stdio import stdio_server
+from mcp_types import RequestId
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolflow import __version__
@@ -78,27 +87,24 @@ from toolflow._plugins import Plugins
 from toolflow._policy import Policy
 from toolflow._registry import Registry
 from toolflow._results import DEFAULT_MAX_RESULT_CHARS, ToolResult, _to_json, truncate_text
+from toolflow._serve_http import HTTPSettings, Listener, listen, principal_of, serve_http
+from toolflow._serve_stdio import serve_stdio
+from toolflow._shutdown import DEFAULT_GRACE, Interrupts, open_signal_watch
 
 __all__ = [
-    "DEFAULT_HOST",
-    "DEFAULT_PORT",
-    "MCP_PATH",
     "TRANSPORTS",
+    "Lifecycle",
     "ToolService",
     "build_server",
     "call_result",
     "exposed_tools",
+    "principal_of",
     "serve",
 ]
 
 Transport: TypeAlias = Literal["stdio", "http"]
 TRANSPORTS: tuple[Transport, ...] = ("stdio", "http")
 """The transports ``toolflow serve --transport`` accepts."""
-
-DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 8000
-MCP_PATH = "/mcp"
-"""The path of the streamable HTTP endpoint."""
 
 _BOOKKEEPING = frozenset({"attempts", "cached"})
 """Keys the engine adds to a result's ``extra``; they are not part of the tool's output."""
@@ -110,6 +116,15 @@ _SESSION_KEY = "toolflow.engine"
 """Where a connection's :class:`_Session` lives in the SDK's per-connection ``state``."""
 
 OpenEngine: TypeAlias = Callable[[], AbstractAsyncContextManager[Engine]]
+CallTool: TypeAlias = Callable[[ServerRequestContext[Any, Any], types.CallToolRequestParams], Any]
+
+_SHUTTING_DOWN = ToolResult.failure(
+    "Error: the server is shutting down: the call was not run; call it again once the server is back",
+    extra={"status": "shutting_down"},
+)
+
+_ANSWER_WAIT = 5.0
+"""Seconds the transport waits, after a kill, for the answers of the cancelled calls to be written."""
 
 
 APPROVAL_INPUT = "toolflow.approval"
@@ -439,19 +454,104 @@ async def _call_with_progress(
     return result
 
 
-def build_server(service: ToolService) -> Server[Any]:
-    """An MCP server named ``toolflow`` whose tools are *service*'s.
+@attrs.define(kw_only=True)
+class Lifecycle:
+    """The server's stop and kill, and when its transport may close.
+
+    :meth:`guard` wraps the ``tools/call`` handler: after :meth:`stop` a new call gets a failure
+    result saying the server is shutting down (nothing runs); a call in flight runs on until it
+    finishes or :meth:`kill` cancels it, and then it is answered with a ``cancelled`` failure.
+    :meth:`closing` returns once the server stopped and every call has been answered.
+
+    Attributes:
+        interrupts: The signals' record, which words the ``cancelled`` result.
+        answers_reported: The transport reports each answer written (:meth:`answered`); without
+            it, a call counts as answered when its handler returns.
+    """
+
+    interrupts: Interrupts = attrs.field(factory=Interrupts)
+    answers_reported: bool = False
+    stopping: bool = attrs.field(default=False, init=False)
+    _running: set[trio.CancelScope] = attrs.field(factory=set, init=False)
+    _unanswered: Counter[RequestId] = attrs.field(factory=Counter, init=False)
+    _stopped: trio.Event = attrs.field(factory=trio.Event, init=False)
+    _settled: trio.Event = attrs.field(factory=trio.Event, init=False)
+    _answer_wait: trio.CancelScope = attrs.field(factory=trio.CancelScope, init=False)
+
+    def stop(self) -> None:
+        """Refuse new calls from now on; the transport closes once the calls in flight are answered."""
+        self.stopping = True
+        self._stopped.set()
+        self._check_settled()
+
+    def kill(self) -> None:
+        """Cancel every call in flight (each is answered ``cancelled``) and stop."""
+        self._answer_wait.deadline = trio.current_time() + _ANSWER_WAIT
+        for scope in tuple(self._running):
+            scope.cancel()
+        self.stop()
+
+    async def closing(self) -> None:
+        """Return when the transport may close: stopped, and every call answered (or, after a kill, 5 s)."""
+        await self._stopped.wait()
+        with self._answer_wait:
+            await self._settled.wait()
+
+    def answered(self, request_id: RequestId) -> None:
+        """The answer to request *request_id* was written (reported by the transport)."""
+        if self._unanswered[request_id] > 0:
+            self._unanswered[request_id] -= 1
+            if not self._unanswered[request_id]:
+                del self._unanswered[request_id]
+            self._check_settled()
+
+    def _check_settled(self) -> None:
+        if self.stopping and not self._unanswered and not self._running:
+            self._settled.set()
+
+    def guard(self, call_tool: CallTool) -> CallTool:
+        """*call_tool*, refusing calls after :meth:`stop` and answering those :meth:`kill` cancels."""
+
+        @functools.wraps(call_tool)
+        async def guarded(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> Any:
+            if self.stopping:
+                return call_result(_SHUTTING_DOWN)
+            scope = trio.CancelScope()
+            awaited = ctx.request_id if self.answers_reported else None  # the answer the transport will report
+            self._running.add(scope)
+            if awaited is not None:
+                self._unanswered[awaited] += 1
+            try:
+                with scope:
+                    result = await call_tool(ctx, params)
+                if scope.cancelled_caught:
+                    result = call_result(self.interrupts.cancelled())
+            except BaseException:
+                if awaited is not None:  # cancelled by the client or the transport: no answer comes
+                    self.answered(awaited)
+                raise
+            finally:
+                self._running.discard(scope)
+                self._check_settled()
+            return result
+
+        return guarded
+
+
+def build_server(service: ToolService, lifecycle: Lifecycle | None = None) -> Server[Any]:
+    """An MCP server named ``toolflow`` whose tools are *service*'s, under *lifecycle*'s stop and kill.
 
     The SDK's :class:`~mcp.server.request_state.RequestStateBoundary` seals the ``requestState``
     of ``input_required`` results (under a key held by this process only) and verifies the
     client's echo, so an approval answer counts only for the call it was asked about.
     """
+    call_tool: CallTool = service.call_tool if lifecycle is None else lifecycle.guard(service.call_tool)
     server: Server[Any] = Server(
         "toolflow",
         version=__version__,
         get_tool_input_schema=service.input_schema,
         on_list_tools=service.list_tools,
-        on_call_tool=service.call_tool,
+        on_call_tool=call_tool,
     )
     server.middleware.append(RequestStateBoundary(RequestStateSecurity.ephemeral(), default_audience="toolflow"))
     return server
@@ -461,82 +561,87 @@ def serve(
     service: ToolService,
     *,
     transport: Transport = "stdio",
-    host: str = DEFAULT_HOST,
-    port: int = DEFAULT_PORT,
+    http: HTTPSettings | None = None,
+    grace: float = DEFAULT_GRACE,
     stderr: TextIO | None = None,
-) -> None:
-    """Serve *service*'s tools over MCP until the client disconnects (stdio) or the process is interrupted.
+) -> int:
+    """Serve *service*'s tools over MCP until the client disconnects (stdio) or a signal stops the server.
 
     Announces itself on *stderr* (default ``sys.stderr``) with one line, ``toolflow: serving N
     tools over stdio`` or ``toolflow: serving N tools at http://HOST:PORT/mcp``; with port 0 the
     line names the port the system chose. Warnings of call hooks, approvers and caches are
-    printed there as ``toolflow: warning: ...``.
+    printed there as ``toolflow: warning: ...``, and so is the shutdown (see :class:`Lifecycle`): SIGTERM,
+    SIGINT or SIGHUP stop the server, the calls in flight have *grace* seconds to finish, a
+    second signal cancels them at once.
+
+    Returns:
+        The exit code: 0 when the client left, 128 + N when signal N stopped the server.
 
     Raises:
-        UsageError: *transport* is unknown, or the HTTP server cannot listen on *host*:*port*.
+        UsageError: *transport* is unknown, or the HTTP server cannot listen as *http* asks (see
+            :func:`toolflow._serve_http.listen`).
     """
     out = sys.stderr if stderr is None else stderr
     if transport not in TRANSPORTS:
         msg = f"unknown transport {transport!r}: use one of {', '.join(TRANSPORTS)}"
         raise UsageError(msg)
+    # Bound before the run starts, so that a port in use or a missing token is one clear error.
+    listener = listen(http or HTTPSettings()) if transport == "http" else None
+    interrupts = Interrupts(grace=grace)
+    lifecycle = Lifecycle(interrupts=interrupts, answers_reported=transport == "stdio")
 
     def announce(where: str) -> None:
         noun = "tool" if len(service.registry) == 1 else "tools"
         print(f"toolflow: serving {len(service.registry)} {noun} {where}", file=out, flush=True)
+        if listener is not None and not listener.loopback and listener.settings.tokens is None:
+            print(
+                f"toolflow: warning: serving {listener.url} without authentication (--insecure-no-auth):"
+                " anyone who can reach it can call the tools",
+                file=out,
+                flush=True,
+            )
 
     def show(message: Warning | str, category: type[Warning], *_: object, **__: object) -> None:
         print(f"toolflow: warning: {message}", file=out, flush=True)
+
+    server = build_server(service, lifecycle)
+    stopping = (
+        f"shutting down: new calls are refused, the calls in flight have {interrupts.grace_text()} to finish"
+        " (a second signal cancels them)"
+    )
+
+    async def main() -> None:
+        async with open_signal_watch(
+            interrupts, stop=lifecycle.stop, kill=lifecycle.kill, stderr=out, stopping=stopping
+        ):
+            if listener is None:
+                async with service.open_engine() as engine:
+                    service.shared = engine
+                    await serve_stdio(
+                        server,
+                        closing=lifecycle.closing,
+                        answered=lifecycle.answered,
+                        announce=lambda: announce("over stdio"),
+                    )
+            else:
+                await _serve_http(server, listener, lifecycle, announce)
 
     with warnings.catch_warnings():
         warnings.simplefilter("always", CallHookWarning)
         warnings.simplefilter("always", CacheWarning)
         warnings.simplefilter("always", ApprovalWarning)
         warnings.showwarning = show
-        if transport == "stdio":
-            trio.run(_serve_stdio, service, announce)
-        else:
-            trio.run(_serve_http, service, host, port, announce)
+        try:
+            trio.run(main)
+        finally:
+            if listener is not None:
+                listener.close()  # unless Hypercorn took it
+    return interrupts.exit_code or 0
 
 
-async def _serve_stdio(service: ToolService, announce: Callable[[str], None]) -> None:
-    server = build_server(service)
-    async with service.open_engine() as engine:
-        service.shared = engine
-        async with stdio_server() as (read_stream, write_stream):
-            announce("over stdio")
-            await server.run(read_stream, write_stream, server.create_initialization_options())
-
-
-async def _serve_http(service: ToolService, host: str, port: int, announce: Callable[[str], None]) -> None:
-    from hypercorn.config import Config  # noqa: PLC0415 - only the HTTP transport needs it
-    from hypercorn.trio import serve as hypercorn_serve  # noqa: PLC0415
-
-    server = build_server(service)
-    app = server.streamable_http_app(streamable_http_path=MCP_PATH, host=host)
-    config = Config()
-    # Bound here, so that a port in use is one clear error (Hypercorn would leak the socket).
-    config.bind = [f"fd://{_listen(host, port)}"]
-    config.accesslog = None
-    config.loglevel = "WARNING"
+async def _serve_http(
+    server: Server[Any], listener: Listener, lifecycle: Lifecycle, announce: Callable[[str], None]
+) -> None:
     async with trio.open_nursery() as nursery:
-        binds = await nursery.start(hypercorn_serve, app, config)
-        announce(" ".join(f"at {bind}{MCP_PATH}" for bind in binds))
-
-
-def _listen(host: str, port: int) -> int:
-    """Bind a TCP socket to *host*:*port* and hand over its file descriptor (Hypercorn listens on it).
-
-    Raises:
-        UsageError: The address cannot be bound (in use, not an address of this machine, ...).
-    """
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    listener = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        listener.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        listener.bind((host, port))
-    except (OSError, OverflowError) as exc:  # OverflowError: a port outside 0-65535
-        listener.close()
-        msg = f"cannot listen on {host}:{port}: {getattr(exc, 'strerror', None) or exc}"
-        raise UsageError(msg) from None
-    return listener.detach()
+        url = await nursery.start(functools.partial(serve_http, server, listener, closing=lifecycle.closing))
+        announce(f"at {url}")

@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+from _mcp_wire import pids_alive
+
 from toolflow import load_specs
 
 SLEEPER = """\
@@ -23,7 +25,7 @@ tools:
 
 
 def test_interrupted_call_exits_130_without_a_traceback(tmp_path: Path) -> None:
-    """Ctrl-C during `toolflow call` prints one line and exits 130, and the command is gone."""
+    """Ctrl-C twice during `toolflow call`: the call is `cancelled`, exit 130, no traceback, and the command is gone."""
     (tmp_path / "specs").mkdir()
     (tmp_path / "specs" / "nap.yaml").write_text(SLEEPER, encoding="utf-8")
     process = subprocess.Popen(
@@ -38,11 +40,16 @@ def test_interrupted_call_exits_130_without_a_traceback(tmp_path: Path) -> None:
     while not any("sleep" in _cmdline(pid) for pid in _children(process.pid)):
         assert time.monotonic() < deadline, "the command never started"
         time.sleep(0.05)
+    sleeper = next(pid for pid in _children(process.pid) if "sleep" in _cmdline(pid))
     process.send_signal(signal.SIGINT)
-    _, err = process.communicate(timeout=30)
+    time.sleep(0.2)
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=30)
     assert process.returncode == 130
-    assert err.strip().splitlines()[-1] == "toolflow: interrupted"
+    assert json.loads(out)["status"] == "cancelled"
+    assert err.strip().splitlines()[-1] == "toolflow: SIGINT again: killing the calls in flight"
     assert "Traceback" not in err
+    assert pids_alive([sleeper]) == []
 
 
 def _children(pid: int) -> list[int]:
