@@ -324,7 +324,7 @@ def test_sqlite_write_lock_held_elsewhere(tmp_path: Path) -> None:
         assert cache.get("k") == OK
         caught = _caught(lambda: cache.set("k2", OK, None), lambda: cache.set("k3", OK, None))
         assert len(caught) == 1
-        assert "is locked" in caught[0]
+        assert "is locked (database is locked)" in caught[0]
         assert cache.get("k2") is None
     finally:
         locker.execute("ROLLBACK")
@@ -349,7 +349,7 @@ def test_sqlite_database_locked_exclusively_elsewhere(tmp_path: Path) -> None:
     try:
         caught = _caught(lambda: cache.get("k"), lambda: cache.set("k", OK, None))
         assert len(caught) == 1
-        assert "is locked" in caught[0]
+        assert "is locked (database is locked)" in caught[0]
     finally:
         locker.execute("ROLLBACK")
         locker.close()
@@ -364,7 +364,7 @@ def test_sqlite_unwritable_location_warns_and_misses(tmp_path: Path) -> None:
     cache = SQLiteCache(blocker / "cache.sqlite3")
     caught = _caught(lambda: cache.set("k", OK, None), lambda: cache.get("k"))
     assert len(caught) == 1
-    assert "is read-only" in caught[0]
+    assert "is unusable ([Errno 17] File exists" in caught[0]
     cache.close()
 
 

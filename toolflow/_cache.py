@@ -14,8 +14,10 @@ Scopes (:class:`toolflow._model.CacheScope`):
 
 Only successful results are cached: ``set`` of a failure is a no-op in every built-in backend.
 A backend never raises on a broken store: a problem becomes one :class:`CacheWarning` per
-problem kind per backend and the operation degrades to a miss (``get``) or does nothing
-(``set``), so that the call still runs. Cached results are shared; treat them as read-only.
+problem kind (per SQLite file and process, or per plugin backend) and the operation degrades
+to a miss (``get``) or does nothing (``set``), so that the call still runs. A SQLite row is
+served only for the exact key it was stored under and only when its checksum verifies. Cached
+results are shared; treat them as read-only.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ __all__ = [
     "CACHE_BACKENDS_HOOK",
     "DEFAULT_BUSY_TIMEOUT",
     "DEFAULT_CACHE_PATH",
+    "MAX_STORED_BYTES",
     "SQLITE_BACKEND",
     "CacheBackend",
     "CacheWarning",
@@ -69,6 +72,13 @@ DEFAULT_BUSY_TIMEOUT = 0.25
 
 Write transactions here are one short statement, so a healthy competitor releases its lock
 within milliseconds; a longer wait would only stall the caller's event loop behind a stuck one.
+"""
+
+MAX_STORED_BYTES = 16 * 1024 * 1024
+"""The largest result (its JSON, in bytes) that :class:`SQLiteCache` stores or reads back.
+
+A larger result is not stored; a larger row in the file (which toolflow never writes) is a
+miss, so that a damaged or hostile file cannot make every look-up load gigabytes.
 """
 
 SPEC_FIELDS = ("name", "parameters", "output_schema", "implementations", "timeout", "strict")
@@ -159,19 +169,46 @@ class CacheBackend(Protocol):
         ...
 
 
+# The problem kinds a store reports, and what happens to calls meanwhile.
+_CONSEQUENCES = {
+    "corrupt": "its damaged entries are misses; the file may be deleted while no engine uses it",
+    "not a toolflow cache": "calls run without it; delete it or choose another cache path",
+}
+
+
 class _Warner:
-    """Emit one :class:`CacheWarning` per problem kind."""
+    """Emit one :class:`CacheWarning` per problem kind. Thread-safe: stores run in worker threads."""
 
     def __init__(self, where: str) -> None:
         self.where = where
-        self.seen: set[str] = set()
+        self._seen: set[str] = set()
+        self._lock = threading.Lock()
 
     def warn(self, kind: str, detail: str) -> None:
-        if kind in self.seen:
-            return
-        self.seen.add(kind)
-        message = f"cache {self.where} is {kind} ({detail}); calls run without it"
-        warnings.warn(CacheWarning(message), stacklevel=4)
+        with self._lock:
+            if kind in self._seen:
+                return
+            self._seen.add(kind)
+        consequence = _CONSEQUENCES.get(kind, "calls run without it")
+        warnings.warn(CacheWarning(f"cache {self.where} is {kind} ({detail}); {consequence}"), stacklevel=4)
+
+
+_FILE_WARNERS: dict[str, _Warner] = {}
+_FILE_WARNERS_LOCK = threading.Lock()
+
+
+def _file_warner(path: Path) -> _Warner:
+    """The warner of the SQLite file at *path*, shared by every engine of the process.
+
+    A file's problem is then reported once per process, however many engines (one per
+    ``toolflow serve`` session, say) open it.
+    """
+    name = os.path.realpath(path)
+    with _FILE_WARNERS_LOCK:
+        warner = _FILE_WARNERS.get(name)
+        if warner is None:
+            warner = _FILE_WARNERS[name] = _Warner(repr(os.fspath(path)))
+    return warner
 
 
 def _expiry(now: float, ttl: float | None) -> float | None:
@@ -223,50 +260,153 @@ class MemoryCache:
 
 # --------------------------------------------------------------------------- sqlite
 
-_SCHEMA = (
-    "CREATE TABLE IF NOT EXISTS toolflow_cache ("
-    "key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL, expires_at REAL, stored_at REAL NOT NULL"
+_APPLICATION_ID = 0x74666C77
+"""``PRAGMA application_id`` of a toolflow cache file (``tflw``): a file without it is not ours."""
+
+_FORMAT = 1
+"""``PRAGMA user_version`` of the file format written here."""
+
+_TABLE = (
+    "CREATE TABLE toolflow_cache ("
+    "key BLOB PRIMARY KEY NOT NULL, value BLOB NOT NULL, expires_at REAL, stored_at REAL NOT NULL, "
+    "checksum BLOB NOT NULL"
     ") WITHOUT ROWID"
 )
 
+# The key is read back with the row: SQLite finds a key by a binary search that trusts the
+# page's order and, once the search has met an equal key, skips its final comparison, so on a
+# damaged page it can stop at a neighbouring row. A value over the size cap is read as NULL.
+_SELECT = (
+    "SELECT key, CASE WHEN length(value) <= ? THEN value END, expires_at, checksum FROM toolflow_cache WHERE key = ?"
+)
+
+
+def _encode(text: str) -> bytes:
+    # surrogatepass: arguments decoded from JSON may hold lone surrogates, which must still key
+    # (and round-trip) rather than raise.
+    return text.encode("utf-8", "surrogatepass")
+
+
+def _checksum(key: bytes, value: bytes, expires: float | None) -> bytes:
+    """BLAKE2b-128 of a row: its key, its expiry and its value, framed so that no two rows share a text."""
+    digest = hashlib.blake2b(b"%d:%r:" % (len(key), expires), digest_size=16)
+    digest.update(key)
+    digest.update(value)
+    return digest.digest()
+
+
+def _row_problem(row: tuple[Any, ...], key: bytes) -> str | None:
+    """Why *row*, read for *key*, is not exactly what toolflow stored under *key*; ``None`` if it is."""
+    found, value, expires, checksum = row
+    if found != key:
+        return "the look-up of one key returned the row of another"
+    if value is None:
+        return f"a row is larger than {MAX_STORED_BYTES:,} bytes or has no value"
+    if type(value) is not bytes or type(checksum) is not bytes or not (expires is None or type(expires) is float):
+        return "a row holds values of the wrong types"
+    if checksum != _checksum(key, value, expires):
+        return "a row does not match its checksum"
+    return None
+
+
+_PROBLEMS = (sqlite3.Error, OSError, UnicodeError)
+"""What a damaged, locked or unreachable file raises. ``UnicodeError``: on a damaged schema page,
+SQLite's own message can hold bytes that are not UTF-8, which Python fails to decode."""
+
 
 def _kind(error: BaseException) -> str:
+    if isinstance(error, UnicodeError):
+        return "corrupt"
     text = str(error).lower()
     if "locked" in text or "busy" in text:
         return "locked"
-    if "readonly" in text or "read-only" in text or "unable to open" in text or isinstance(error, OSError):
+    if "readonly" in text or "read-only" in text or isinstance(error, PermissionError):
         return "read-only"
     if "not a database" in text or "malformed" in text or "corrupt" in text:
         return "corrupt"
     return "unusable"
 
 
-def _result_from_dict(value: Any) -> ToolResult | None:
-    if not isinstance(value, dict) or value.get("success") is not True:
+def _identity(conn: sqlite3.Connection) -> tuple[int, int]:
+    return conn.execute("PRAGMA application_id").fetchone()[0], conn.execute("PRAGMA user_version").fetchone()[0]
+
+
+def _is_blank(conn: sqlite3.Connection) -> bool:
+    """Whether the database is new: no toolflow identity and nothing in its schema."""
+    return _identity(conn) == (0, 0) and conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchone() is None
+
+
+def _adopt(conn: sqlite3.Connection) -> str | None:
+    """Make a blank database a toolflow cache file; say why the file is not one, or ``None``.
+
+    Only a blank database is written to: a file that holds anything else (another program's
+    tables, another format) is never changed. Raises :class:`sqlite3.Error`.
+    """
+    if _is_blank(conn):
+        conn.execute("PRAGMA journal_mode = WAL")  # outside the transaction, which cannot change it
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            if _is_blank(conn):  # checked again under the write lock: another engine may have been first
+                conn.execute(f"PRAGMA application_id = {_APPLICATION_ID}")
+                conn.execute(f"PRAGMA user_version = {_FORMAT}")
+                conn.execute(_TABLE)
+            conn.execute("COMMIT")
+        finally:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+    application_id, version = _identity(conn)
+    if application_id != _APPLICATION_ID:
+        return f"its application_id is {application_id:#x}, not toolflow's {_APPLICATION_ID:#x}"
+    if version != _FORMAT:
+        return f"it has format {version}; this toolflow reads format {_FORMAT}"
+    table = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'toolflow_cache'")
+    if table.fetchone() != (_TABLE.encode(),):
+        return "its toolflow_cache table is not the one toolflow creates"
+    if conn.execute("PRAGMA journal_mode").fetchone()[0] != b"wal":
+        conn.execute("PRAGMA journal_mode = WAL")
+    return None
+
+
+def _result_from_json(value: bytes) -> ToolResult | None:
+    """The successful result stored as *value*, or ``None`` when it is not one."""
+    try:
+        data = loads(value.decode("utf-8", "surrogatepass"))
+        if not isinstance(data, dict) or data.get("success") is not True:
+            return None
+        warnings_ = data.get("warnings") or ()
+        extra = {k: v for k, v in data.items() if k not in RESERVED_RESULT_KEYS}
+        return ToolResult(success=True, data=data.get("data"), error=data.get("error"), warnings=warnings_, extra=extra)
+    except (ValueError, TypeError, RecursionError):
         return None
-    warnings_ = value.get("warnings") or ()
-    extra = {k: v for k, v in value.items() if k not in RESERVED_RESULT_KEYS}
-    return ToolResult(success=True, data=value.get("data"), error=value.get("error"), warnings=warnings_, extra=extra)
 
 
 class SQLiteCache:
     """The persistent cache: one SQLite file that survives restarts and that several engines share.
 
-    The database runs in WAL mode (readers never wait for a writer) with a busy timeout of
-    *busy_timeout* seconds; each operation is one autocommitted statement. Results are stored as
-    the JSON of :meth:`ToolResult.to_dict` and rebuilt on a hit, so a hit's ``data`` holds lists
-    where the original held tuples. Results that JSON cannot express are not stored. An expired
-    entry is deleted when it is read (:meth:`purge_expired` deletes them all).
+    The file is a toolflow cache file (``PRAGMA application_id`` ``0x74666c77``, format 1): a
+    new or empty file is made one; any other database is left untouched and used by no call.
+    It runs in WAL mode (readers never wait for a writer) with a busy timeout of *busy_timeout*
+    seconds; each operation is one autocommitted statement. Results are stored as the JSON of
+    :meth:`ToolResult.to_dict` and rebuilt on a hit, so a hit's ``data`` holds lists where the
+    original held tuples. Results that JSON cannot express, or whose JSON is larger than
+    :data:`MAX_STORED_BYTES`, are not stored. An expired entry is deleted when it is read
+    (:meth:`purge_expired` deletes them all).
 
-    A file that is not a SQLite database, a database locked for longer than the busy timeout and
-    a location that cannot be written each give one :class:`CacheWarning` per kind; the operation
-    is then a miss or does nothing. A corrupt or unopenable store is not retried; a lock is.
+    Every row carries a checksum (BLAKE2b) of its key, expiry and value. A row is served only
+    when it comes back with the exact key asked for and its checksum verifies, so a damaged
+    file costs misses, never another call's data. Problems give one :class:`CacheWarning` per
+    kind per file and process, and the operation is then a miss or does nothing: ``corrupt``
+    (a row that does not verify, a damaged page, a file that is not a database), ``locked`` (a
+    lock held longer than the busy timeout), ``read-only``, ``not a toolflow cache``,
+    ``unusable``. A file that is not a database or not a toolflow cache is not opened again by
+    this object; a lock is retried at the next operation, and a damaged file keeps serving the
+    rows that verify (and a store replaces a damaged row).
 
     Args:
         path: The database file; its folder is created when missing. Default:
             :func:`default_cache_path` of the current directory.
         clock: Returns the current time in seconds (``time.time``), compared with the stored expiry.
-        busy_timeout: Seconds to wait for another connection's lock.
+        busy_timeout: Seconds a statement waits for another connection's lock.
     """
 
     def __init__(
@@ -283,7 +423,7 @@ class SQLiteCache:
         self._conn: sqlite3.Connection | None = None
         self._broken = False
         self._closed = False
-        self._warner = _Warner(repr(os.fspath(self.path)))
+        self._warner = _file_warner(self.path)
 
     # The connection is opened on first use, so that a broken store costs nothing until a
     # cacheable tool runs, and a store locked during set-up is retried on the next operation.
@@ -296,19 +436,24 @@ class SQLiteCache:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             conn = sqlite3.connect(self.path, timeout=self._busy_timeout, isolation_level=None, check_same_thread=False)
-            conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout * 1000)}")
-            exists = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'toolflow_cache'")
-            if exists.fetchone() is None:
-                conn.execute(_SCHEMA)
-            if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
-                conn.execute("PRAGMA journal_mode = WAL")
+            conn.text_factory = bytes  # a damaged TEXT value is then bytes to compare, not a decoding error
+            # No fsync while a new file is made a cache (an empty cache has nothing to lose, and
+            # the syncs would cost the first call its whole wait); then WAL's usual NORMAL, which
+            # syncs at checkpoints only and keeps the file consistent through a power loss.
+            conn.execute("PRAGMA synchronous = OFF")
+            foreign = _adopt(conn)
             conn.execute("PRAGMA synchronous = NORMAL")
-        except (sqlite3.Error, OSError) as exc:
+        except _PROBLEMS as exc:
             if conn is not None:
                 conn.close()
             self._problem(exc)
             if _kind(exc) != "locked":
                 self._broken = True
+            return None
+        if foreign is not None:
+            conn.close()
+            self._warner.warn("not a toolflow cache", foreign)
+            self._broken = True
             return None
         self._conn = conn
         return conn
@@ -317,46 +462,56 @@ class SQLiteCache:
         self._warner.warn(_kind(error), str(error) or type(error).__name__)
 
     def get(self, key: str) -> ToolResult | None:
-        """Return the live result under *key*, or ``None``; an expired entry is deleted."""
+        """Return the live result stored under exactly *key*, or ``None``; an expired entry is deleted."""
+        stored = _encode(key)
         with self._lock:
             conn = self._connection()
             if conn is None:
                 return None
             try:
-                row = conn.execute("SELECT value, expires_at FROM toolflow_cache WHERE key = ?", (key,)).fetchone()
+                row = conn.execute(_SELECT, (MAX_STORED_BYTES, stored)).fetchone()
                 if row is None:
                     return None
-                value, expires = row
-                if expires is not None and self._clock() >= expires:
-                    conn.execute("DELETE FROM toolflow_cache WHERE key = ? AND expires_at = ?", (key, expires))
+                problem = _row_problem(row, stored)
+                if problem is None and row[2] is not None and self._clock() >= row[2]:
+                    # Only the row just verified: on a damaged page "key = ?" may match another.
+                    conn.execute("DELETE FROM toolflow_cache WHERE key = ? AND checksum = ?", (stored, row[3]))
                     return None
-            except sqlite3.Error as exc:
+            except _PROBLEMS as exc:
                 self._problem(exc)
                 return None
-        try:
-            return _result_from_dict(loads(value))
-        except (ValueError, TypeError, RecursionError):
+        if problem is not None:
+            self._warner.warn("corrupt", problem)
             return None
+        result = _result_from_json(row[1])
+        if result is None:
+            self._warner.warn("corrupt", "a row's value is not a stored result")
+        return result
 
     def set(self, key: str, result: ToolResult, ttl: float | None) -> None:
         """Store the successful *result* for *ttl* seconds; anything else is a no-op."""
         if not result.success or (ttl is not None and ttl <= 0):
             return
         try:
-            value = _stored_json(result.to_dict())
+            value = _encode(_stored_json(result.to_dict()))
         except (TypeError, ValueError, RecursionError):
             return
+        if len(value) > MAX_STORED_BYTES:
+            return
+        stored = _encode(key)
         with self._lock:
             conn = self._connection()
             if conn is None:
                 return
-            now = self._clock()
+            now = float(self._clock())
+            expires = _expiry(now, None if ttl is None else float(ttl))
             try:
                 conn.execute(
-                    "INSERT OR REPLACE INTO toolflow_cache (key, value, expires_at, stored_at) VALUES (?, ?, ?, ?)",
-                    (key, value, _expiry(now, ttl), now),
+                    "INSERT OR REPLACE INTO toolflow_cache (key, value, expires_at, stored_at, checksum) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    (stored, value, expires, now, _checksum(stored, value, expires)),
                 )
-            except sqlite3.Error as exc:
+            except _PROBLEMS as exc:
                 self._problem(exc)
 
     def clear(self) -> None:
@@ -374,7 +529,7 @@ class SQLiteCache:
                 return
             try:
                 conn.execute(sql, params)
-            except sqlite3.Error as exc:
+            except _PROBLEMS as exc:
                 self._problem(exc)
 
     def close(self) -> None:
