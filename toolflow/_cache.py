@@ -1,8 +1,9 @@
 """Result caches for the executor: cache keys, the backend protocol, memory and SQLite backends.
 
-Synchronous and trio-free: every operation is a short, bounded piece of work (a dictionary
-look-up, or one indexed SQLite statement with a short busy timeout), so the executor may call
-it directly from its event loop.
+Synchronous and trio-free. The ``tick`` and ``session`` caches are dictionaries, cheap enough
+for the event loop. The ``persistent`` store (a SQLite file or a plugin's backend) may block
+(disk, locks, network): the executor calls it from worker threads, one operation at a time, and
+waits for each at most its cache timeout (see :mod:`toolflow._executor`).
 
 Scopes (:class:`toolflow._model.CacheScope`):
 
@@ -10,7 +11,7 @@ Scopes (:class:`toolflow._model.CacheScope`):
   tick cache at every new tick and drops the session cache with the engine;
 - ``persistent``: a :class:`SQLiteCache` (the embedded default, a file that survives restarts
   and that several engines may share) or a backend registered by a plugin through
-  ``toolflow_register_cache_backends``; see :func:`open_cache`.
+  ``toolflow_register_cache_backends``; see :func:`persistent_store`.
 
 Only successful results are cached: ``set`` of a failure is a no-op in every built-in backend.
 A backend never raises on a broken store: a problem becomes one :class:`CacheWarning` per
@@ -36,26 +37,26 @@ from typing import Any, Protocol, runtime_checkable
 
 from toolflow._errors import ConfigError
 from toolflow._json import encoder, loads
-from toolflow._model import CacheScope, ToolSpec
+from toolflow._model import ToolSpec
 from toolflow._plugins import Plugins
 from toolflow._results import RESERVED_RESULT_KEYS, ToolResult
 from toolflow._schemas import did_you_mean
 
 __all__ = [
     "CACHE_BACKENDS_HOOK",
-    "DEFAULT_BUSY_TIMEOUT",
     "DEFAULT_CACHE_PATH",
+    "DEFAULT_CACHE_TIMEOUT",
     "MAX_STORED_BYTES",
     "SQLITE_BACKEND",
     "CacheBackend",
     "CacheWarning",
     "MemoryCache",
-    "NullCache",
+    "PersistentStore",
     "SQLiteCache",
     "cache_backend_factory",
     "cache_key",
     "default_cache_path",
-    "open_cache",
+    "persistent_store",
     "spec_digest",
 ]
 
@@ -67,11 +68,18 @@ SQLITE_BACKEND = "sqlite"
 DEFAULT_CACHE_PATH = Path(".toolflow") / "cache.sqlite3"
 """Where the persistent cache lives, relative to the project root (see :func:`default_cache_path`)."""
 
-DEFAULT_BUSY_TIMEOUT = 0.25
-"""Seconds a SQLite statement waits for another engine's write lock before giving up (a miss).
+DEFAULT_CACHE_TIMEOUT = 0.05
+"""Seconds a call waits for the persistent store (a look-up, or a store) before it goes on without it.
 
-Write transactions here are one short statement, so a healthy competitor releases its lock
-within milliseconds; a longer wait would only stall the caller's event loop behind a stuck one.
+A lock held by another process, a slow disk or a hung plugin backend costs a call at most this
+much: the look-up is then a miss (the tool runs) and the store is skipped.
+"""
+
+_BUSY_SHARE = 0.8
+"""SQLite's own wait for a lock, as a share of the cache timeout (:func:`persistent_store`).
+
+Shorter than the call's wait, so that SQLite gives up first: the problem is then reported as a
+lock, and the connection is free again, by the time the call stops waiting.
 """
 
 MAX_STORED_BYTES = 16 * 1024 * 1024
@@ -169,8 +177,17 @@ class CacheBackend(Protocol):
         ...
 
 
+class PersistentStore(CacheBackend, Protocol):
+    """The ``persistent`` scope's store as the engine holds it (:func:`persistent_store`)."""
+
+    def report(self, kind: str, detail: str) -> None:
+        """Warn, once per *kind*, that the store has a problem (the engine's ``busy`` when it stopped waiting)."""
+        ...
+
+
 # The problem kinds a store reports, and what happens to calls meanwhile.
 _CONSEQUENCES = {
+    "busy": "calls that cannot wait run without it",
     "corrupt": "its damaged entries are misses; the file may be deleted while no engine uses it",
     "not a toolflow cache": "calls run without it; delete it or choose another cache path",
 }
@@ -319,7 +336,7 @@ def _kind(error: BaseException) -> str:
         return "corrupt"
     text = str(error).lower()
     if "locked" in text or "busy" in text:
-        return "locked"
+        return "busy"
     if "readonly" in text or "read-only" in text or isinstance(error, PermissionError):
         return "read-only"
     if "not a database" in text or "malformed" in text or "corrupt" in text:
@@ -396,11 +413,14 @@ class SQLiteCache:
     when it comes back with the exact key asked for and its checksum verifies, so a damaged
     file costs misses, never another call's data. Problems give one :class:`CacheWarning` per
     kind per file and process, and the operation is then a miss or does nothing: ``corrupt``
-    (a row that does not verify, a damaged page, a file that is not a database), ``locked`` (a
+    (a row that does not verify, a damaged page, a file that is not a database), ``busy`` (a
     lock held longer than the busy timeout), ``read-only``, ``not a toolflow cache``,
     ``unusable``. A file that is not a database or not a toolflow cache is not opened again by
     this object; a lock is retried at the next operation, and a damaged file keeps serving the
     rows that verify (and a store replaces a damaged row).
+
+    One connection, used by one thread at a time (a lock orders the operations of several
+    threads); the engine calls it from worker threads.
 
     Args:
         path: The database file; its folder is created when missing. Default:
@@ -414,7 +434,7 @@ class SQLiteCache:
         path: str | os.PathLike[str] | None = None,
         *,
         clock: Callable[[], float] = time.time,
-        busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
+        busy_timeout: float = _BUSY_SHARE * DEFAULT_CACHE_TIMEOUT,
     ) -> None:
         self.path = Path(path) if path is not None else default_cache_path()
         self._clock = clock
@@ -447,7 +467,7 @@ class SQLiteCache:
             if conn is not None:
                 conn.close()
             self._problem(exc)
-            if _kind(exc) != "locked":
+            if _kind(exc) != "busy":
                 self._broken = True
             return None
         if foreign is not None:
@@ -460,6 +480,10 @@ class SQLiteCache:
 
     def _problem(self, error: BaseException) -> None:
         self._warner.warn(_kind(error), str(error) or type(error).__name__)
+
+    def report(self, kind: str, detail: str) -> None:
+        """Warn, once per *kind* for this file in this process, that it has a problem."""
+        self._warner.warn(kind, detail)
 
     def get(self, key: str) -> ToolResult | None:
         """Return the live result stored under exactly *key*, or ``None``; an expired entry is deleted."""
@@ -552,8 +576,7 @@ def default_cache_path(project_root: str | os.PathLike[str] | None = None) -> Pa
     return Path(project_root if project_root is not None else os.getcwd()) / DEFAULT_CACHE_PATH
 
 
-def open_cache(
-    scope: CacheScope | str,
+def persistent_store(
     *,
     backend: str | None = None,
     plugins: Plugins | None = None,
@@ -561,41 +584,27 @@ def open_cache(
     project_root: str | os.PathLike[str] | None = None,
     options: Mapping[str, Any] | None = None,
     clock: Callable[[], float] = time.time,
-) -> CacheBackend:
-    """Open the cache of *scope*.
+    timeout: float = DEFAULT_CACHE_TIMEOUT,
+) -> PersistentStore:
+    """The ``persistent`` scope's store, not yet opened: no file, connection or plugin code is touched here.
 
-    ``tick`` and ``session`` get a :class:`MemoryCache`. ``persistent`` gets the backend named
-    *backend*: ``None`` or ``"sqlite"`` is a :class:`SQLiteCache` at *path* (default
-    :func:`default_cache_path` of *project_root*); any other name is looked up among the
-    factories that *plugins* registered with ``toolflow_register_cache_backends`` (see
-    :func:`cache_backend_factory`) and called as ``factory(**options)``. A plugin's backend is
-    returned behind a guard: an exception from its ``get``, ``set``, ``clear`` or ``close``
-    becomes one :class:`CacheWarning` naming the plugin (per kind of exception), and the
-    operation a miss or nothing, like a broken SQLite file.
+    *backend* ``None`` or ``"sqlite"`` is a :class:`SQLiteCache` at *path* (default
+    :func:`default_cache_path` of *project_root*) whose busy timeout is four fifths of
+    *timeout*, the longest a call waits for the store; any other name is the factory a plugin
+    registered (:func:`cache_backend_factory`), called as ``factory(**options)`` at the first
+    operation and guarded: a factory that raises or returns something other than a
+    :class:`CacheBackend` is one :class:`CacheWarning` and a store that keeps nothing, and an
+    exception from ``get``, ``set``, ``clear`` or ``close`` is one warning naming the plugin (per
+    kind of exception) and a miss or nothing, like a broken SQLite file.
 
     Raises:
-        ConfigError: *scope* is not a cache scope, or the backend is unknown, registered by more
-            than one plugin, fails to open, or does not provide the :class:`CacheBackend` methods.
+        ConfigError: No plugin registered *backend*, or several did.
     """
-    try:
-        scope = CacheScope(scope)
-    except ValueError:
-        msg = f"unknown cache scope {scope!r}{did_you_mean(str(scope), [s.value for s in CacheScope])}"
-        raise ConfigError(msg) from None
-    if scope is not CacheScope.PERSISTENT:
-        return MemoryCache(clock=clock)
     if backend is None or backend == SQLITE_BACKEND:
-        return SQLiteCache(path if path is not None else default_cache_path(project_root), clock=clock)
+        where = path if path is not None else default_cache_path(project_root)
+        return SQLiteCache(where, clock=clock, busy_timeout=_BUSY_SHARE * timeout)
     plugin, factory = cache_backend_factory(backend, plugins)
-    try:
-        store = factory(**dict(options or {}))
-    except Exception as exc:
-        msg = f"cache backend {backend!r} of plugin {plugin!r} failed to open: {exc}"
-        raise ConfigError(msg) from exc
-    if not isinstance(store, CacheBackend):
-        msg = f"cache backend {backend!r} of plugin {plugin!r} returned {store!r}, which is not a cache backend"
-        raise ConfigError(msg)
-    return _GuardedCache(store, f"backend {backend!r} of plugin {plugin!r}")
+    return _GuardedCache(factory, options or {}, f"backend {backend!r} of plugin {plugin!r}")
 
 
 def cache_backend_factory(backend: str, plugins: Plugins | None) -> tuple[str, Callable[..., Any]]:
@@ -619,16 +628,53 @@ def cache_backend_factory(backend: str, plugins: Plugins | None) -> tuple[str, C
 
 
 class _GuardedCache:
-    """A plugin's backend whose failures become warnings: a crashing plugin never fails a call."""
+    """A plugin's backend, opened at its first use, whose failures become warnings: a crash never fails a call.
 
-    def __init__(self, store: CacheBackend, where: str) -> None:
-        self._store = store
+    Not for concurrent use: the engine calls it one operation at a time.
+    """
+
+    def __init__(self, factory: Callable[..., Any], options: Mapping[str, Any], where: str) -> None:
+        self._factory = factory
+        self._options = dict(options)
+        self._store: CacheBackend | None = None
+        self._unopenable = False
+        self._where = where
         self._warner = _Warner(where)
 
+    def open(self) -> CacheBackend:
+        """The plugin's backend, made by its factory at the first operation.
+
+        Raises:
+            ConfigError: The factory raised, or returned something that is not a :class:`CacheBackend`.
+        """
+        if self._store is None:
+            try:
+                store = self._factory(**self._options)
+            except Exception as exc:
+                msg = f"cache {self._where} failed to open: {exc}"
+                raise ConfigError(msg) from exc
+            if not isinstance(store, CacheBackend):
+                msg = f"cache {self._where} returned {store!r}, which is not a cache backend"
+                raise ConfigError(msg)
+            self._store = store
+        return self._store
+
+    def report(self, kind: str, detail: str) -> None:
+        """Warn, once per *kind* for this backend, that it has a problem."""
+        self._warner.warn(kind, detail)
+
     def _guarded(self, operation: str, *args: Any) -> Any:
-        """``store.operation(*args)``, or ``None`` (and a warning) when it raises."""
+        """``store.operation(*args)``, or ``None`` (and a warning) when it raises or the store cannot open."""
+        if self._unopenable:
+            return None
         try:
-            return getattr(self._store, operation)(*args)
+            store = self.open()
+        except ConfigError as exc:
+            self._unopenable = True
+            warnings.warn(CacheWarning(f"{exc}; calls run without the persistent cache"), stacklevel=3)
+            return None
+        try:
+            return getattr(store, operation)(*args)
         except Exception as exc:  # noqa: BLE001 - a plugin's failure is a warning and a miss; the call goes on
             self._warner.warn("failing", f"{operation} raised {type(exc).__name__}: {exc}")
             return None
@@ -645,21 +691,5 @@ class _GuardedCache:
         self._guarded("clear")
 
     def close(self) -> None:
-        self._guarded("close")
-
-
-class NullCache:
-    """A cache that keeps nothing: what the engine uses when a configured backend cannot open."""
-
-    def get(self, key: str) -> ToolResult | None:  # noqa: ARG002 - the protocol's signature
-        """Always a miss."""
-        return None
-
-    def set(self, key: str, result: ToolResult, ttl: float | None) -> None:
-        """Keep nothing."""
-
-    def clear(self) -> None:
-        """Nothing to forget."""
-
-    def close(self) -> None:
-        """Nothing to close."""
+        if self._store is not None:  # a backend never opened is not opened to be closed
+            self._guarded("close")
