@@ -357,6 +357,29 @@ def test_sqlite_database_locked_exclusively_elsewhere(tmp_path: Path) -> None:
     cache.close()
 
 
+def test_sqlite_busy_says_whether_the_last_operation_met_a_lock(tmp_path: Path) -> None:
+    """busy is true after an operation that gave up on another connection's lock, false after one that did not."""
+    path = tmp_path / "c.sqlite3"
+    cache = SQLiteCache(path, busy_timeout=0.01)
+    cache.set("k", OK, None)
+    assert cache.busy is False
+    locker = sqlite3.connect(path, isolation_level=None)
+    locker.execute("BEGIN EXCLUSIVE")
+    try:
+        assert cache.get("k") == OK  # WAL: a reader does not wait for a writer
+        assert cache.busy is False
+        assert _caught(lambda: cache.set("k2", OK, None)) == [
+            f"cache {str(path)!r} is busy (database is locked); calls that cannot wait run without it"
+        ]
+        assert cache.busy is True
+    finally:
+        locker.execute("ROLLBACK")
+        locker.close()
+    assert cache.get("k") == OK
+    assert cache.busy is False
+    cache.close()
+
+
 def test_sqlite_unwritable_location_warns_and_misses(tmp_path: Path) -> None:
     """A path whose folder cannot be created gives one warning; the cache is then a no-op."""
     blocker = tmp_path / "file"

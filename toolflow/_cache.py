@@ -180,6 +180,9 @@ class CacheBackend(Protocol):
 class PersistentStore(CacheBackend, Protocol):
     """The ``persistent`` scope's store as the engine holds it (:func:`persistent_store`)."""
 
+    busy: bool
+    """Whether the last operation gave up because someone else held the store (a lock)."""
+
     def report(self, kind: str, detail: str) -> None:
         """Warn, once per *kind*, that the store has a problem (the engine's ``busy`` when it stopped waiting)."""
         ...
@@ -444,6 +447,8 @@ class SQLiteCache:
         self._broken = False
         self._closed = False
         self._warner = _file_warner(self.path)
+        self.busy = False
+        """Whether the last operation gave up on another connection's lock."""
 
     # The connection is opened on first use, so that a broken store costs nothing until a
     # cacheable tool runs, and a store locked during set-up is retried on the next operation.
@@ -479,7 +484,9 @@ class SQLiteCache:
         return conn
 
     def _problem(self, error: BaseException) -> None:
-        self._warner.warn(_kind(error), str(error) or type(error).__name__)
+        kind = _kind(error)
+        self.busy = kind == "busy"
+        self._warner.warn(kind, str(error) or type(error).__name__)
 
     def report(self, kind: str, detail: str) -> None:
         """Warn, once per *kind* for this file in this process, that it has a problem."""
@@ -489,6 +496,7 @@ class SQLiteCache:
         """Return the live result stored under exactly *key*, or ``None``; an expired entry is deleted."""
         stored = _encode(key)
         with self._lock:
+            self.busy = False
             conn = self._connection()
             if conn is None:
                 return None
@@ -524,6 +532,7 @@ class SQLiteCache:
             return
         stored = _encode(key)
         with self._lock:
+            self.busy = False
             conn = self._connection()
             if conn is None:
                 return
@@ -548,6 +557,7 @@ class SQLiteCache:
 
     def _write(self, sql: str, params: tuple[Any, ...]) -> None:
         with self._lock:
+            self.busy = False
             conn = self._connection()
             if conn is None:
                 return
@@ -632,6 +642,8 @@ class _GuardedCache:
 
     Not for concurrent use: the engine calls it one operation at a time.
     """
+
+    busy = False  # a plugin's backend does not say; the engine's wait is its bound
 
     def __init__(self, factory: Callable[..., Any], options: Mapping[str, Any], where: str) -> None:
         self._factory = factory

@@ -691,6 +691,8 @@ class Engine:
             return self._finish(plan, _KILLED, call_id, cleaned, None)
         if not answered:  # the call runs without the cache: say so, once per store
             store.report("busy", f"no answer within {_seconds(self._cache_timeout)}")
+        if not answered or store.busy:  # a store would wait for the same lock or backend: skip it
+            persistent.allowance = 0
         elif hit is not None:
             return self._served(plan, hit, call_id, cleaned, warnings)
         return self._ready(plan, cleaned, warnings, persistent, persistent.key, call_id)
