@@ -33,13 +33,14 @@ import warnings
 import weakref
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Protocol, runtime_checkable
 
 from toolflow._errors import ConfigError
 from toolflow._json import encoder, loads
 from toolflow._model import ToolSpec
 from toolflow._plugins import Plugins
-from toolflow._results import RESERVED_RESULT_KEYS, ToolResult
+from toolflow._results import RESERVED_RESULT_KEYS, ToolResult, _unchecked_result
 from toolflow._schemas import did_you_mean
 
 __all__ = [
@@ -388,16 +389,24 @@ def _adopt(conn: sqlite3.Connection) -> str | None:
 
 
 def _result_from_json(value: bytes) -> ToolResult | None:
-    """The successful result stored as *value*, or ``None`` when it is not one."""
+    """The successful result stored as *value* (the JSON of :meth:`ToolResult.to_dict`), or ``None``."""
     try:
         data = loads(value.decode("utf-8", "surrogatepass"))
-        if not isinstance(data, dict) or data.get("success") is not True:
-            return None
-        warnings_ = data.get("warnings") or ()
-        extra = {k: v for k, v in data.items() if k not in RESERVED_RESULT_KEYS}
-        return ToolResult(success=True, data=data.get("data"), error=data.get("error"), warnings=warnings_, extra=extra)
-    except (ValueError, TypeError, RecursionError):
+    except (ValueError, RecursionError):
         return None
+    if type(data) is not dict or data.get("success") is not True:
+        return None
+    warnings_ = data.get("warnings", [])
+    error = data.get("error")
+    if type(warnings_) is not list or not all(type(w) is str for w in warnings_):
+        return None
+    if error is not None and type(error) is not str:
+        return None
+    extra = {k: v for k, v in data.items() if k not in RESERVED_RESULT_KEYS}
+    # Checked above what the attrs __init__ would check; a hit is on the hot path of a call.
+    return _unchecked_result(
+        success=True, data=data.get("data"), error=error, warnings=tuple(warnings_), extra=MappingProxyType(extra)
+    )
 
 
 class SQLiteCache:

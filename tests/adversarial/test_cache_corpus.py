@@ -314,24 +314,32 @@ async def test_payloads_edited_in_place_in_the_file(tmp_path: Path) -> None:
     record("cache files", inputs)
 
 
-async def test_a_row_deeply_nested_with_a_valid_checksum(tmp_path: Path) -> None:
-    """A writer that knows the format stores JSON nested too deeply to decode: a miss with a warning, not a crash."""
+_FORGED = {
+    "nested-too-deeply": b'{"success":true,"data":' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+    "not-json": b'{"success":true,"data":',
+    "a-list": b'[{"success":true,"data":1}]',
+    "no-success": b'{"data":{"n":33}}',
+    "success-a-string": b'{"success":"yes","data":{"n":33}}',
+    "warnings-a-string": b'{"success":true,"data":{"n":33},"warnings":"careful"}',
+    "warnings-of-numbers": b'{"success":true,"data":{"n":33},"warnings":[1,2]}',
+    "error-a-number": b'{"success":true,"data":{"n":33},"error":5}',
+    "not-utf8": b'{"success":true,"data":"\xff"}',
+}
+
+
+async def test_rows_a_writer_that_knows_the_format_forged(tmp_path: Path) -> None:
+    """Rows whose checksum verifies but whose value is not a stored result: a miss with a warning, never a crash."""
     registry, plugins, content = await _intact(tmp_path)
-    path = _place(tmp_path, "nested.sqlite3", content)
     key = key_of(registry, 33)
-    value = b'{"success":true,"data":' + b"[" * 100_000 + b"]" * 100_000 + b"}"
-    digest = hashlib.blake2b(b"%d:None:" % len(key), digest_size=16)
-    digest.update(key)
-    digest.update(value)
-    _sql(
-        path,
-        (
-            "UPDATE toolflow_cache SET value = ?, checksum = ?, expires_at = NULL WHERE key = ?",
-            (value, digest.digest(), key),
-        ),
-    )
-    assert await _check(registry, plugins, path) == ["corrupt"]
-    record("cache files", 1)
+    for name, value in _FORGED.items():
+        path = _place(tmp_path, f"forged-{name}.sqlite3", content)
+        digest = hashlib.blake2b(b"%d:None:" % len(key), digest_size=16)
+        digest.update(key)
+        digest.update(value)
+        forge = "UPDATE toolflow_cache SET value = ?, checksum = ?, expires_at = NULL WHERE key = ?"
+        _sql(path, (forge, (value, digest.digest(), key)))
+        assert await _check(registry, plugins, path) == ["corrupt"], name
+    record("cache files", len(_FORGED))
 
 
 # --------------------------------------------------------------------------- the file system
