@@ -630,41 +630,58 @@ class Engine:
                 cache.set(key, result, plan.ttl)
         return self._finish(plan, result, call_id, cleaned, call, warnings=warnings)
 
-    def _prepare(self, plan: _Plan, arguments: object, call_id: str) -> _Prepared | _Persistent | ToolResult:
+    def _prepare(
+        self, plan: _Plan, arguments: object, call_id: str, missed: _Persistent | None = None
+    ) -> _Prepared | _Persistent | ToolResult:
         """Validate, look the cache up, resolve the implementation, run before_call hooks.
 
         Returns what the attempts need, or the call's final result when nothing is to run, or,
-        for a tool with a persistent cache, the look-up that :meth:`_look_up` does next.
+        for a tool with a persistent cache, the look-up that :meth:`_look_up` does next; after
+        a miss, it calls this again with the look-up as *missed*, to go on from there.
         """
         cleaned: Mapping[str, Any]
         warnings: tuple[str, ...]
-        if plan.is_clean(arguments):  # validate()'s happy path, without its result object
-            cleaned, warnings = cast("dict[str, Any]", arguments), ()
-        else:
-            validation = plan.validate(arguments)
-            if not validation.valid:
-                result = ToolResult.failure(validation.format_for_llm(plan.name), warnings=validation.warnings)
-                raw = dict(arguments) if isinstance(arguments, dict) else {}
-                return self._finish(plan, result, call_id, raw, None)
-            cleaned, warnings = validation.cleaned, validation.warnings
-        cache: MemoryCache | None = None
+        cache: MemoryCache | _Persistent | None = None
         key = None
-        if plan.cache_scope is not None:
-            key = cache_key(plan.spec, cleaned)
-            if plan.cache_scope is CacheScope.PERSISTENT:
-                if key is not None:  # arguments without a key are neither looked up nor stored
-                    return _Persistent(cleaned, warnings, key, self._cache_timeout)
+        if missed is not None:
+            cleaned, warnings, cache, key = missed.cleaned, missed.warnings, missed, missed.key
+        else:
+            if plan.is_clean(arguments):  # validate()'s happy path, without its result object
+                cleaned, warnings = cast("dict[str, Any]", arguments), ()
             else:
-                cache = self._caches.get(plan.cache_scope)
-                if cache is None:
-                    cache = self._caches[plan.cache_scope] = MemoryCache(clock=self._clock)
-                hit = None if key is None else cache.get(key)
-                if hit is not None:
-                    return self._served(plan, hit, call_id, cleaned, warnings)
-        return self._ready(plan, cleaned, warnings, cache, key, call_id)
+                validation = plan.validate(arguments)
+                if not validation.valid:
+                    result = ToolResult.failure(validation.format_for_llm(plan.name), warnings=validation.warnings)
+                    raw = dict(arguments) if isinstance(arguments, dict) else {}
+                    return self._finish(plan, result, call_id, raw, None)
+                cleaned, warnings = validation.cleaned, validation.warnings
+            if plan.cache_scope is not None:
+                key = cache_key(plan.spec, cleaned)
+                if plan.cache_scope is CacheScope.PERSISTENT:
+                    if key is not None:  # arguments without a key are neither looked up nor stored
+                        return _Persistent(cleaned, warnings, key, self._cache_timeout)
+                else:
+                    memory = self._caches.get(plan.cache_scope)
+                    if memory is None:
+                        memory = self._caches[plan.cache_scope] = MemoryCache(clock=self._clock)
+                    cache = memory
+                    hit = None if key is None else memory.get(key)
+                    if hit is not None:
+                        return self._served(plan, hit, call_id, cleaned, warnings)
+        function = plan.function
+        if function is None:
+            try:
+                function = self._resolve(plan)
+            except PluginError as exc:
+                result = ToolResult.failure(str(exc), extra=None if self._bare else _ATTEMPT_EXTRAS[0])
+                return self._finish(plan, result, call_id, cleaned, None, warnings=warnings)
+        call = self._record(call_id, plan.name, cleaned) if self._records else None
+        if self._observes_before:
+            _observe(self.plugins, "toolflow_before_call", call=call)
+        return function, cleaned, warnings, call, cache, key
 
     async def _look_up(self, plan: _Plan, persistent: _Persistent, call_id: str) -> _Prepared | ToolResult:
-        """Step 4 for the persistent scope: the look-up in a worker thread, then the rest of :meth:`_prepare`.
+        """Step 4 for the persistent scope: the look-up in a worker thread; on a miss, the rest of :meth:`_prepare`.
 
         A kill while the look-up runs ends the call (``killed``); a store that does not answer
         within ``cache_timeout`` is a miss.
@@ -695,7 +712,7 @@ class Engine:
             persistent.allowance = 0
         elif hit is not None:
             return self._served(plan, hit, call_id, cleaned, warnings)
-        return self._ready(plan, cleaned, warnings, persistent, persistent.key, call_id)
+        return cast("_Prepared | ToolResult", self._prepare(plan, cleaned, call_id, missed=persistent))
 
     def _served(
         self, plan: _Plan, hit: ToolResult, call_id: str, cleaned: Mapping[str, Any], warnings: tuple[str, ...]
@@ -707,28 +724,6 @@ class Engine:
             success=hit.success, data=hit.data, error=hit.error, warnings=hit.warnings, extra=extra
         )
         return self._finish(plan, result, call_id, cleaned, None, warnings=warnings)
-
-    def _ready(  # noqa: PLR0917 - positional, like the rest of a call's hot path
-        self,
-        plan: _Plan,
-        cleaned: Mapping[str, Any],
-        warnings: tuple[str, ...],
-        cache: MemoryCache | _Persistent | None,
-        key: str | None,
-        call_id: str,
-    ) -> _Prepared | ToolResult:
-        """Resolve the implementation and run the before_call hooks: the call is about to run."""
-        function = plan.function
-        if function is None:
-            try:
-                function = self._resolve(plan)
-            except PluginError as exc:
-                result = ToolResult.failure(str(exc), extra=None if self._bare else _ATTEMPT_EXTRAS[0])
-                return self._finish(plan, result, call_id, cleaned, None, warnings=warnings)
-        call = self._record(call_id, plan.name, cleaned) if self._records else None
-        if self._observes_before:
-            _observe(self.plugins, "toolflow_before_call", call=call)
-        return function, cleaned, warnings, call, cache, key
 
     def _finish(
         self,
