@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import sqlite3
+import struct
 import threading
 import time
 import warnings
@@ -308,9 +310,16 @@ def _encode(text: str) -> bytes:
     return text.encode("utf-8", "surrogatepass")
 
 
+_FRAME = struct.Struct("<Qd")
+
+
 def _checksum(key: bytes, value: bytes, expires: float | None) -> bytes:
-    """BLAKE2b-128 of a row: its key, its expiry and its value, framed so that no two rows share a text."""
-    digest = hashlib.blake2b(b"%d:%r:" % (len(key), expires), digest_size=16)
+    """BLAKE2b-128 of a row: its key, its expiry and its value, framed so that no two rows share a text.
+
+    The frame is the key's length and the expiry as a double; NaN stands for no expiry, which
+    a stored expiry never is (SQLite stores NaN as NULL).
+    """
+    digest = hashlib.blake2b(_FRAME.pack(len(key), math.nan if expires is None else expires), digest_size=16)
     digest.update(key)
     digest.update(value)
     return digest.digest()
@@ -396,10 +405,10 @@ def _result_from_json(value: bytes) -> ToolResult | None:
         return None
     if type(data) is not dict or data.get("success") is not True:
         return None
-    warnings_ = data.get("warnings", [])
-    error = data.get("error")
-    if type(warnings_) is not list or not all(type(w) is str for w in warnings_):
+    warnings_ = data.get("warnings", ())
+    if warnings_ and (type(warnings_) is not list or not all(type(w) is str for w in warnings_)):
         return None
+    error = data.get("error")
     if error is not None and type(error) is not str:
         return None
     extra = {k: v for k, v in data.items() if k not in RESERVED_RESULT_KEYS}

@@ -11,7 +11,6 @@ warning per problem kind. ``record("cache files", n)`` counts the inputs.
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import os
 import random
@@ -28,6 +27,7 @@ from _cache_support import answer, call_all, checkpoint, key_of, setup
 from _corpus import record
 
 import toolflow
+from toolflow._cache import _checksum
 
 STORED = range(60)  # the results in the intact file
 ASKED = (*STORED, 60, 61)  # what each input is asked: every stored result and two that never were
@@ -333,11 +333,8 @@ async def test_rows_a_writer_that_knows_the_format_forged(tmp_path: Path) -> Non
     key = key_of(registry, 33)
     for name, value in _FORGED.items():
         path = _place(tmp_path, f"forged-{name}.sqlite3", content)
-        digest = hashlib.blake2b(b"%d:None:" % len(key), digest_size=16)
-        digest.update(key)
-        digest.update(value)
         forge = "UPDATE toolflow_cache SET value = ?, checksum = ?, expires_at = NULL WHERE key = ?"
-        _sql(path, (forge, (value, digest.digest(), key)))
+        _sql(path, (forge, (value, _checksum(key, value, None), key)))
         assert await _check(registry, plugins, path) == ["corrupt"], name
     record("cache files", len(_FORGED))
 
