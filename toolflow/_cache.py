@@ -161,7 +161,10 @@ def cache_key(spec: ToolSpec, arguments: Mapping[str, Any]) -> str | None:
 
 @runtime_checkable
 class CacheBackend(Protocol):
-    """What the executor needs from a cache store. Implementations must not raise on a broken store."""
+    """What the executor needs from a cache store. Implementations must not raise on a broken store.
+
+    The engine calls a ``persistent`` store from worker threads, one operation at a time.
+    """
 
     def get(self, key: str) -> ToolResult | None:
         """Return the live result stored under *key*, or ``None`` (missing, expired, store unusable)."""
