@@ -87,6 +87,24 @@ class Vault:
         register("vault", self._open)
 
 
+class Observer:
+    """A plugin that records the arguments of the calls its before_call and after_call hooks see."""
+
+    def __init__(self) -> None:
+        self.before: list[dict[str, Any]] = []
+        self.after: list[dict[str, Any]] = []
+
+    @toolflow.hookimpl
+    def toolflow_before_call(self, call: toolflow.ToolCall) -> None:
+        """Record a call that starts."""
+        self.before.append(dict(call.arguments))
+
+    @toolflow.hookimpl
+    def toolflow_after_call(self, call: toolflow.ToolCall) -> None:
+        """Record a call that ended."""
+        self.after.append(dict(call.arguments))
+
+
 @pytest.fixture
 def recorded() -> Iterator[list[warnings.WarningMessage]]:
     """The warnings given while the test runs (all of them cache warnings)."""
@@ -115,10 +133,12 @@ async def test_the_store_runs_in_worker_threads_one_operation_at_a_time(tmp_path
 
 
 @contextlib.asynccontextmanager
-async def _hanging_get(tmp_path: Path, seconds: float) -> AsyncIterator[tuple[toolflow.Engine, Backend, Looker]]:
-    """An engine (cache timeout *seconds*) on the backend ``vault``, whose gets hang until the backend is released."""
+async def _hanging_get(
+    tmp_path: Path, seconds: float, *others: object
+) -> AsyncIterator[tuple[toolflow.Engine, Backend, Looker]]:
+    """An engine (cache timeout *seconds*) on the backend ``vault`` and *others*, whose gets hang until released."""
     vault = Vault()
-    registry, plugins, looker = setup(tmp_path, vault)
+    registry, plugins, looker = setup(tmp_path, vault, *others)
     with trio.fail_after(30):
         async with toolflow.open_engine(
             registry, plugins=plugins, cache_backend="vault", cache_timeout=seconds
@@ -231,14 +251,16 @@ async def test_a_hung_backend_costs_a_call_its_cache_timeout(
 
 
 async def test_a_kill_ends_a_call_waiting_for_its_look_up(tmp_path: Path) -> None:
-    """Engine.kill() while the call's look-up hangs: the call ends at once as killed, and the tool never runs."""
+    """Engine.kill() while the call's look-up hangs: the call ends at once as killed; neither the tool nor a hook saw it."""
     results: list[toolflow.ToolResult] = []
-    async with _hanging_get(tmp_path, 60) as (engine, backend, looker), trio.open_nursery() as nursery:
+    observer = Observer()
+    async with _hanging_get(tmp_path, 60, observer) as (engine, backend, looker), trio.open_nursery() as nursery:
         nursery.start_soon(_call, engine, 1, results)
         await trio.to_thread.run_sync(backend.entered.wait)
         engine.kill()
     assert results[0].extra == {"status": "aborted", "reason": "killed"}
     assert 1 not in looker.runs
+    assert observer.before == observer.after == [{"n": 7}]  # the call that opened the backend
 
 
 async def test_cancelling_a_call_during_its_look_up_cancels_it(tmp_path: Path) -> None:

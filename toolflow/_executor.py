@@ -705,7 +705,7 @@ class Engine:
         persistent.allowance -= self._now() - started
         cleaned, warnings = persistent.cleaned, persistent.warnings
         if self._kills != kills:
-            return self._finish(plan, _KILLED, call_id, cleaned, None)
+            return _KILLED  # the call never started: no hook saw it begin, none sees it end
         if not answered:  # the call runs without the cache: say so, once per store
             store.report("busy", f"no answer within {_seconds(self._cache_timeout)}")
         if not answered or store.busy:  # a store would wait for the same lock or backend: skip it
