@@ -347,6 +347,11 @@ class _Plan:
 class Engine:
     """Runs tool calls of one registry; made by :func:`open_engine`, valid inside its ``async with``."""
 
+    _store_limiter: trio.CapacityLimiter
+    """One operation of the persistent store at a time: a backend never sees two at once, and an
+    abandoned operation keeps the place until it returns, so a hung backend holds one worker
+    thread rather than one per call."""
+
     def __init__(
         self,
         registry: Registry,
@@ -372,9 +377,6 @@ class Engine:
         if max_malformed < 0:
             msg = f"max_malformed must not be negative, got {max_malformed!r}"
             raise ValueError(msg)
-        if not 0 < cache_timeout < math.inf:
-            msg = f"cache_timeout must be a positive number of seconds, got {cache_timeout!r}"
-            raise ValueError(msg)
         self.registry = registry
         self.plugins = plugins
         self.allowlist = None if allowlist is None else frozenset(allowlist)
@@ -391,12 +393,8 @@ class Engine:
         self._cache_path = cache_path
         self._cache_backend = cache_backend
         self._cache_options = cache_options
-        self._cache_timeout = cache_timeout
-        self._store: PersistentStore | None = None  # made at the first call of a persistent-cached tool
-        # One operation of the persistent store at a time: a backend never sees two at once, and
-        # an abandoned operation keeps the place until it returns, so a hung backend holds one
-        # worker thread rather than one per call.
-        self._store_limiter = trio.CapacityLimiter(1)
+        self._cache_timeout = _positive_seconds("cache_timeout", cache_timeout)
+        self._store: PersistentStore | None = None  # made, with _store_limiter, at the first persistent call
         # bare: the call steps alone, for toolflow.invoke (no timeout, one attempt, no caches,
         # no per-tool limits, no "attempts" key in results); gates are applied by call() only.
         self._bare = bare
@@ -688,6 +686,7 @@ class Engine:
         """
         store = self._store
         if store is None:  # nothing is opened or read here: the store opens at its first operation
+            self._store_limiter = trio.CapacityLimiter(1)
             store = self._store = persistent_store(
                 backend=self._cache_backend,
                 plugins=self.plugins,
@@ -1085,6 +1084,14 @@ class Engine:
             return self._plan(name).dangerous
         except UnknownToolError:
             return False
+
+
+def _positive_seconds(name: str, value: float) -> float:
+    """*value* when it is a positive, finite number of seconds; else ValueError naming *name*."""
+    if not 0 < value < math.inf:
+        msg = f"{name} must be a positive number of seconds, got {value!r}"
+        raise ValueError(msg)
+    return value
 
 
 def _log_decisions(calls: Iterable[ParsedCall]) -> None:
