@@ -408,8 +408,8 @@ def _result_from_json(value: bytes) -> ToolResult | None:
         return None
     if type(data) is not dict or data.get("success") is not True:
         return None
-    warnings_ = data.get("warnings", ())
-    if warnings_ and (type(warnings_) is not list or not all(type(w) is str for w in warnings_)):
+    warnings_ = data.get("warnings", [])
+    if type(warnings_) is not list or (warnings_ and not all(type(w) is str for w in warnings_)):
         return None
     error = data.get("error")
     if error is not None and type(error) is not str:

@@ -322,6 +322,9 @@ _FORGED = {
     "success-a-string": b'{"success":"yes","data":{"n":33}}',
     "warnings-a-string": b'{"success":true,"data":{"n":33},"warnings":"careful"}',
     "warnings-of-numbers": b'{"success":true,"data":{"n":33},"warnings":[1,2]}',
+    "warnings-zero": b'{"success":true,"data":{"n":33},"warnings":0}',
+    "warnings-null": b'{"success":true,"data":{"n":33},"warnings":null}',
+    "warnings-empty-text": b'{"success":true,"data":{"n":33},"warnings":""}',
     "error-a-number": b'{"success":true,"data":{"n":33},"error":5}',
     "not-utf8": b'{"success":true,"data":"\xff"}',
 }
