@@ -21,10 +21,10 @@ from toolflow._cache import (
     SQLiteCache,
     cache_key,
     default_cache_path,
-    open_cache,
+    persistent_store,
 )
 from toolflow._errors import ConfigError
-from toolflow._model import CacheScope, Implementation, ToolSpec
+from toolflow._model import Implementation, ToolSpec
 from toolflow._plugins import Plugins, make_manager
 from toolflow._results import ToolResult
 from toolflow.hookspecs import hookimpl
@@ -324,7 +324,7 @@ def test_sqlite_write_lock_held_elsewhere(tmp_path: Path) -> None:
         assert cache.get("k") == OK
         caught = _caught(lambda: cache.set("k2", OK, None), lambda: cache.set("k3", OK, None))
         assert len(caught) == 1
-        assert "is locked" in caught[0]
+        assert "is busy (database is locked)" in caught[0]
         assert cache.get("k2") is None
     finally:
         locker.execute("ROLLBACK")
@@ -349,11 +349,34 @@ def test_sqlite_database_locked_exclusively_elsewhere(tmp_path: Path) -> None:
     try:
         caught = _caught(lambda: cache.get("k"), lambda: cache.set("k", OK, None))
         assert len(caught) == 1
-        assert "is locked" in caught[0]
+        assert "is busy (database is locked)" in caught[0]
     finally:
         locker.execute("ROLLBACK")
         locker.close()
     assert cache.get("k") == OK
+    cache.close()
+
+
+def test_sqlite_busy_says_whether_the_last_operation_met_a_lock(tmp_path: Path) -> None:
+    """busy is true after an operation that gave up on another connection's lock, false after one that did not."""
+    path = tmp_path / "c.sqlite3"
+    cache = SQLiteCache(path, busy_timeout=0.01)
+    cache.set("k", OK, None)
+    assert cache.busy is False
+    locker = sqlite3.connect(path, isolation_level=None)
+    locker.execute("BEGIN EXCLUSIVE")
+    try:
+        assert cache.get("k") == OK  # WAL: a reader does not wait for a writer
+        assert cache.busy is False
+        assert _caught(lambda: cache.set("k2", OK, None)) == [
+            f"cache {str(path)!r} is busy (database is locked); calls that cannot wait run without it"
+        ]
+        assert cache.busy is True
+    finally:
+        locker.execute("ROLLBACK")
+        locker.close()
+    assert cache.get("k") == OK
+    assert cache.busy is False
     cache.close()
 
 
@@ -364,7 +387,7 @@ def test_sqlite_unwritable_location_warns_and_misses(tmp_path: Path) -> None:
     cache = SQLiteCache(blocker / "cache.sqlite3")
     caught = _caught(lambda: cache.set("k", OK, None), lambda: cache.get("k"))
     assert len(caught) == 1
-    assert "is read-only" in caught[0]
+    assert "is unusable ([Errno 17] File exists" in caught[0]
     cache.close()
 
 
@@ -393,22 +416,18 @@ def _plugins_with(factory: Callable[..., Any], *owners: str) -> Plugins:
     return plugins
 
 
-@pytest.mark.parametrize("scope", ["tick", CacheScope.SESSION])
-def test_open_cache_memory_scopes(scope: str) -> None:
-    """tick and session scopes get a memory cache."""
-    assert isinstance(open_cache(scope), MemoryCache)
-
-
-def test_open_cache_persistent_default_path(tmp_path: Path) -> None:
-    """The persistent scope defaults to SQLite at .toolflow/cache.sqlite3 under the project root."""
-    cache = open_cache("persistent", project_root=tmp_path)
+def test_persistent_store_default_path(tmp_path: Path) -> None:
+    """The persistent scope defaults to SQLite at .toolflow/cache.sqlite3 under the project root, busy timeout 40ms."""
+    cache = persistent_store(project_root=tmp_path)
     assert isinstance(cache, SQLiteCache)
     assert cache.path == tmp_path / ".toolflow" / "cache.sqlite3"
+    assert cache._busy_timeout == pytest.approx(0.04)  # four fifths of the 50ms a call waits
     cache.close()
+    assert not cache.path.exists()  # made, never used: nothing was opened
 
 
-def test_open_cache_plugin_backend() -> None:
-    """A backend name picks the plugin's factory, called with the options."""
+def test_persistent_store_plugin_backend() -> None:
+    """A backend name picks the plugin's factory, called with the options at the first operation."""
     seen: list[dict[str, Any]] = []
     stores: list[MemoryCache] = []
 
@@ -417,35 +436,34 @@ def test_open_cache_plugin_backend() -> None:
         stores.append(MemoryCache())
         return stores[-1]
 
-    cache = open_cache("persistent", backend="shelf", plugins=_plugins_with(factory, "acme"), options={"url": "x"})
-    assert seen == [{"url": "x"}]
+    cache = persistent_store(backend="shelf", plugins=_plugins_with(factory, "acme"), options={"url": "x"})
+    assert seen == []
     cache.set("k", OK, None)
+    assert seen == [{"url": "x"}]
     assert stores[0].get("k") == OK  # the plugin's store holds what is cached
     assert cache.get("k") == OK
 
 
-def test_open_cache_unknown_backend() -> None:
-    """An unknown backend name is a configuration error with a suggestion."""
+def test_persistent_store_unknown_or_conflicting_backend() -> None:
+    """An unknown backend name, or one two plugins register, is a configuration error."""
     plugins = _plugins_with(MemoryCache, "acme")
     with pytest.raises(ConfigError, match=r"unknown cache backend 'shelve'; did you mean 'shelf'\?"):
-        open_cache("persistent", backend="shelve", plugins=plugins)
-
-
-def test_open_cache_conflicting_or_broken_backends() -> None:
-    """Two plugins with one name, a factory that raises, or a non-backend are configuration errors."""
+        persistent_store(backend="shelve", plugins=plugins)
     with pytest.raises(ConfigError, match="several plugins"):
-        open_cache("persistent", backend="shelf", plugins=_plugins_with(MemoryCache, "a", "b"))
-
-    def broken() -> MemoryCache:
-        raise RuntimeError("no server")
-
-    with pytest.raises(ConfigError, match="failed to open: no server"):
-        open_cache("persistent", backend="shelf", plugins=_plugins_with(broken, "acme"))
-    with pytest.raises(ConfigError, match="not a cache backend"):
-        open_cache("persistent", backend="shelf", plugins=_plugins_with(dict, "acme"))
+        persistent_store(backend="shelf", plugins=_plugins_with(MemoryCache, "a", "b"))
 
 
-def test_open_cache_unknown_scope() -> None:
-    """A misspelt scope is a configuration error with a suggestion."""
-    with pytest.raises(ConfigError, match="did you mean 'session'"):
-        open_cache("sesion")
+def _broken() -> MemoryCache:
+    msg = "no server"
+    raise RuntimeError(msg)
+
+
+@pytest.mark.parametrize(
+    ("factory", "problem"),
+    [(_broken, "failed to open: no server"), (dict, "returned {}, which is not a cache backend")],
+)
+def test_persistent_store_backend_that_cannot_open(factory: Callable[..., Any], problem: str) -> None:
+    """A factory that raises or returns a non-backend: one warning at the first operation, then a store that keeps nothing."""
+    cache = persistent_store(backend="shelf", plugins=_plugins_with(factory, "acme"))
+    caught = _caught(lambda: cache.get("k"), lambda: cache.set("k", OK, None), lambda: cache.get("k"), cache.close)
+    assert caught == [f"cache backend 'shelf' of plugin 'acme' {problem}; calls run without the persistent cache"]

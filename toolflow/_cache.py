@@ -1,8 +1,9 @@
 """Result caches for the executor: cache keys, the backend protocol, memory and SQLite backends.
 
-Synchronous and trio-free: every operation is a short, bounded piece of work (a dictionary
-look-up, or one indexed SQLite statement with a short busy timeout), so the executor may call
-it directly from its event loop.
+Synchronous and trio-free. The ``tick`` and ``session`` caches are dictionaries, cheap enough
+for the event loop. The ``persistent`` store (a SQLite file or a plugin's backend) may block
+(disk, locks, network): the executor calls it from worker threads, one operation at a time, and
+waits for each at most its cache timeout (see :mod:`toolflow._executor`).
 
 Scopes (:class:`toolflow._model.CacheScope`):
 
@@ -10,49 +11,55 @@ Scopes (:class:`toolflow._model.CacheScope`):
   tick cache at every new tick and drops the session cache with the engine;
 - ``persistent``: a :class:`SQLiteCache` (the embedded default, a file that survives restarts
   and that several engines may share) or a backend registered by a plugin through
-  ``toolflow_register_cache_backends``; see :func:`open_cache`.
+  ``toolflow_register_cache_backends``; see :func:`persistent_store`.
 
 Only successful results are cached: ``set`` of a failure is a no-op in every built-in backend.
 A backend never raises on a broken store: a problem becomes one :class:`CacheWarning` per
-problem kind per backend and the operation degrades to a miss (``get``) or does nothing
-(``set``), so that the call still runs. Cached results are shared; treat them as read-only.
+problem kind (per SQLite file and process, or per plugin backend) and the operation degrades
+to a miss (``get``) or does nothing (``set``), so that the call still runs. A SQLite row is
+served only for the exact key it was stored under and only when its checksum verifies. Cached
+results are shared; treat them as read-only.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import sqlite3
+import struct
 import threading
 import time
 import warnings
 import weakref
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Protocol, runtime_checkable
 
 from toolflow._errors import ConfigError
 from toolflow._json import encoder, loads
-from toolflow._model import CacheScope, ToolSpec
+from toolflow._model import ToolSpec
 from toolflow._plugins import Plugins
-from toolflow._results import RESERVED_RESULT_KEYS, ToolResult
+from toolflow._results import RESERVED_RESULT_KEYS, ToolResult, _unchecked_result
 from toolflow._schemas import did_you_mean
 
 __all__ = [
     "CACHE_BACKENDS_HOOK",
-    "DEFAULT_BUSY_TIMEOUT",
     "DEFAULT_CACHE_PATH",
+    "DEFAULT_CACHE_TIMEOUT",
+    "MAX_STORED_BYTES",
     "SQLITE_BACKEND",
     "CacheBackend",
     "CacheWarning",
     "MemoryCache",
-    "NullCache",
+    "PersistentStore",
     "SQLiteCache",
     "cache_backend_factory",
     "cache_key",
     "default_cache_path",
-    "open_cache",
+    "persistent_store",
     "spec_digest",
 ]
 
@@ -64,11 +71,25 @@ SQLITE_BACKEND = "sqlite"
 DEFAULT_CACHE_PATH = Path(".toolflow") / "cache.sqlite3"
 """Where the persistent cache lives, relative to the project root (see :func:`default_cache_path`)."""
 
-DEFAULT_BUSY_TIMEOUT = 0.25
-"""Seconds a SQLite statement waits for another engine's write lock before giving up (a miss).
+DEFAULT_CACHE_TIMEOUT = 0.05
+"""Seconds a call waits for the persistent store (a look-up, or a store) before it goes on without it.
 
-Write transactions here are one short statement, so a healthy competitor releases its lock
-within milliseconds; a longer wait would only stall the caller's event loop behind a stuck one.
+A lock held by another process, a slow disk or a hung plugin backend costs a call at most this
+much: the look-up is then a miss (the tool runs) and the store is skipped.
+"""
+
+_BUSY_SHARE = 0.8
+"""SQLite's own wait for a lock, as a share of the cache timeout (:func:`persistent_store`).
+
+Shorter than the call's wait, so that SQLite gives up first: the problem is then reported as a
+lock, and the connection is free again, by the time the call stops waiting.
+"""
+
+MAX_STORED_BYTES = 16 * 1024 * 1024
+"""The largest result (its JSON, in bytes) that :class:`SQLiteCache` stores or reads back.
+
+A larger result is not stored; a larger row in the file (which toolflow never writes) is a
+miss, so that a damaged or hostile file cannot make every look-up load gigabytes.
 """
 
 SPEC_FIELDS = ("name", "parameters", "output_schema", "implementations", "timeout", "strict")
@@ -140,7 +161,10 @@ def cache_key(spec: ToolSpec, arguments: Mapping[str, Any]) -> str | None:
 
 @runtime_checkable
 class CacheBackend(Protocol):
-    """What the executor needs from a cache store. Implementations must not raise on a broken store."""
+    """What the executor needs from a cache store. Implementations must not raise on a broken store.
+
+    The engine calls a ``persistent`` store from worker threads, one operation at a time.
+    """
 
     def get(self, key: str) -> ToolResult | None:
         """Return the live result stored under *key*, or ``None`` (missing, expired, store unusable)."""
@@ -159,19 +183,58 @@ class CacheBackend(Protocol):
         ...
 
 
+class PersistentStore(CacheBackend, Protocol):
+    """The ``persistent`` scope's store as the engine holds it (:func:`persistent_store`)."""
+
+    busy: bool
+    """Whether the last operation gave up because someone else held the store (a lock)."""
+
+    def report(self, kind: str, detail: str) -> None:
+        """Warn, once per *kind*, that the store has a problem (the engine's ``busy`` when it stopped waiting)."""
+        ...
+
+
+# The problem kinds a store reports, and what happens to calls meanwhile.
+_CONSEQUENCES = {
+    "busy": "calls that cannot wait run without it",
+    "corrupt": "its damaged entries are misses; the file may be deleted while no engine uses it",
+    "not a toolflow cache": "calls run without it; delete it or choose another cache path",
+}
+
+
 class _Warner:
-    """Emit one :class:`CacheWarning` per problem kind."""
+    """Emit one :class:`CacheWarning` per problem kind. Thread-safe: stores run in worker threads."""
 
     def __init__(self, where: str) -> None:
         self.where = where
-        self.seen: set[str] = set()
+        self._seen: set[str] = set()
+        self._lock = threading.Lock()
 
     def warn(self, kind: str, detail: str) -> None:
-        if kind in self.seen:
-            return
-        self.seen.add(kind)
-        message = f"cache {self.where} is {kind} ({detail}); calls run without it"
-        warnings.warn(CacheWarning(message), stacklevel=4)
+        with self._lock:
+            if kind in self._seen:
+                return
+            self._seen.add(kind)
+        consequence = _CONSEQUENCES.get(kind, "calls run without it")
+        warnings.warn(CacheWarning(f"cache {self.where} is {kind} ({detail}); {consequence}"), stacklevel=4)
+
+
+_FILE_WARNERS: dict[str, _Warner] = {}
+_FILE_WARNERS_LOCK = threading.Lock()
+
+
+def _file_warner(path: Path) -> _Warner:
+    """The warner of the SQLite file at *path*, shared by every engine of the process.
+
+    A file's problem is then reported once per process, however many engines (one per
+    ``toolflow serve`` session, say) open it.
+    """
+    name = os.path.realpath(path)
+    with _FILE_WARNERS_LOCK:
+        warner = _FILE_WARNERS.get(name)
+        if warner is None:
+            warner = _FILE_WARNERS[name] = _Warner(repr(os.fspath(path)))
+    return warner
 
 
 def _expiry(now: float, ttl: float | None) -> float | None:
@@ -223,50 +286,171 @@ class MemoryCache:
 
 # --------------------------------------------------------------------------- sqlite
 
-_SCHEMA = (
-    "CREATE TABLE IF NOT EXISTS toolflow_cache ("
-    "key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL, expires_at REAL, stored_at REAL NOT NULL"
+_APPLICATION_ID = 0x74666C77
+"""``PRAGMA application_id`` of a toolflow cache file (``tflw``): a file without it is not ours."""
+
+_FORMAT = 1
+"""``PRAGMA user_version`` of the file format written here."""
+
+_TABLE = (
+    "CREATE TABLE toolflow_cache ("
+    "key BLOB PRIMARY KEY NOT NULL, value BLOB NOT NULL, expires_at REAL, stored_at REAL NOT NULL, "
+    "checksum BLOB NOT NULL"
     ") WITHOUT ROWID"
 )
 
+# The key is read back with the row: SQLite finds a key by a binary search that trusts the
+# page's order and, once the search has met an equal key, skips its final comparison, so on a
+# damaged page it can stop at a neighbouring row. A value over the size cap is read as NULL.
+_SELECT = (
+    "SELECT key, CASE WHEN length(value) <= ? THEN value END, expires_at, checksum FROM toolflow_cache WHERE key = ?"
+)
+
+
+def _encode(text: str) -> bytes:
+    # surrogatepass: arguments decoded from JSON may hold lone surrogates, which must still key
+    # (and round-trip) rather than raise.
+    return text.encode("utf-8", "surrogatepass")
+
+
+_FRAME = struct.Struct("<Qd")
+
+
+def _checksum(key: bytes, value: bytes, expires: float | None) -> bytes:
+    """BLAKE2b-128 of a row: its key, its expiry and its value, framed so that no two rows share a text.
+
+    The frame is the key's length and the expiry as a double; NaN stands for no expiry, which
+    a stored expiry never is (SQLite stores NaN as NULL).
+    """
+    digest = hashlib.blake2b(_FRAME.pack(len(key), math.nan if expires is None else expires), digest_size=16)
+    digest.update(key)
+    digest.update(value)
+    return digest.digest()
+
+
+def _row_problem(row: tuple[Any, ...], key: bytes) -> str | None:
+    """Why *row*, read for *key*, is not exactly what toolflow stored under *key*; ``None`` if it is."""
+    found, value, expires, checksum = row
+    if found != key:
+        return "the look-up of one key returned the row of another"
+    if value is None:
+        return f"a row is larger than {MAX_STORED_BYTES:,} bytes or has no value"
+    if type(value) is not bytes or type(checksum) is not bytes or not (expires is None or type(expires) is float):
+        return "a row holds values of the wrong types"
+    if checksum != _checksum(key, value, expires):
+        return "a row does not match its checksum"
+    return None
+
+
+_PROBLEMS = (sqlite3.Error, OSError, UnicodeError)
+"""What a damaged, locked or unreachable file raises. ``UnicodeError``: on a damaged schema page,
+SQLite's own message can hold bytes that are not UTF-8, which Python fails to decode."""
+
 
 def _kind(error: BaseException) -> str:
+    if isinstance(error, UnicodeError):
+        return "corrupt"
     text = str(error).lower()
     if "locked" in text or "busy" in text:
-        return "locked"
-    if "readonly" in text or "read-only" in text or "unable to open" in text or isinstance(error, OSError):
+        return "busy"
+    if "readonly" in text or "read-only" in text or isinstance(error, PermissionError):
         return "read-only"
     if "not a database" in text or "malformed" in text or "corrupt" in text:
         return "corrupt"
     return "unusable"
 
 
-def _result_from_dict(value: Any) -> ToolResult | None:
-    if not isinstance(value, dict) or value.get("success") is not True:
+def _identity(conn: sqlite3.Connection) -> tuple[int, int]:
+    return conn.execute("PRAGMA application_id").fetchone()[0], conn.execute("PRAGMA user_version").fetchone()[0]
+
+
+def _is_blank(conn: sqlite3.Connection) -> bool:
+    """Whether the database is new: no toolflow identity and nothing in its schema."""
+    return _identity(conn) == (0, 0) and conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchone() is None
+
+
+def _adopt(conn: sqlite3.Connection) -> str | None:
+    """Make a blank database a toolflow cache file; say why the file is not one, or ``None``.
+
+    Only a blank database is written to: a file that holds anything else (another program's
+    tables, another format) is never changed. Raises :class:`sqlite3.Error`.
+    """
+    if _is_blank(conn):
+        conn.execute("PRAGMA journal_mode = WAL")  # outside the transaction, which cannot change it
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            if _is_blank(conn):  # checked again under the write lock: another engine may have been first
+                conn.execute(f"PRAGMA application_id = {_APPLICATION_ID}")
+                conn.execute(f"PRAGMA user_version = {_FORMAT}")
+                conn.execute(_TABLE)
+            conn.execute("COMMIT")
+        finally:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+    application_id, version = _identity(conn)
+    if application_id != _APPLICATION_ID:
+        return f"its application_id is {application_id:#x}, not toolflow's {_APPLICATION_ID:#x}"
+    if version != _FORMAT:
+        return f"it has format {version}; this toolflow reads format {_FORMAT}"
+    table = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'toolflow_cache'")
+    if table.fetchone() != (_TABLE.encode(),):
+        return "its toolflow_cache table is not the one toolflow creates"
+    if conn.execute("PRAGMA journal_mode").fetchone()[0] != b"wal":
+        conn.execute("PRAGMA journal_mode = WAL")
+    return None
+
+
+def _result_from_json(value: bytes) -> ToolResult | None:
+    """The successful result stored as *value* (the JSON of :meth:`ToolResult.to_dict`), or ``None``."""
+    try:
+        data = loads(value.decode("utf-8", "surrogatepass"))
+    except (ValueError, RecursionError):
         return None
-    warnings_ = value.get("warnings") or ()
-    extra = {k: v for k, v in value.items() if k not in RESERVED_RESULT_KEYS}
-    return ToolResult(success=True, data=value.get("data"), error=value.get("error"), warnings=warnings_, extra=extra)
+    if type(data) is not dict or data.get("success") is not True:
+        return None
+    warnings_ = data.get("warnings", [])
+    if type(warnings_) is not list or (warnings_ and not all(type(w) is str for w in warnings_)):
+        return None
+    error = data.get("error")
+    if error is not None and type(error) is not str:
+        return None
+    extra = {k: v for k, v in data.items() if k not in RESERVED_RESULT_KEYS}
+    # Checked above what the attrs __init__ would check; a hit is on the hot path of a call.
+    return _unchecked_result(
+        success=True, data=data.get("data"), error=error, warnings=tuple(warnings_), extra=MappingProxyType(extra)
+    )
 
 
 class SQLiteCache:
     """The persistent cache: one SQLite file that survives restarts and that several engines share.
 
-    The database runs in WAL mode (readers never wait for a writer) with a busy timeout of
-    *busy_timeout* seconds; each operation is one autocommitted statement. Results are stored as
-    the JSON of :meth:`ToolResult.to_dict` and rebuilt on a hit, so a hit's ``data`` holds lists
-    where the original held tuples. Results that JSON cannot express are not stored. An expired
-    entry is deleted when it is read (:meth:`purge_expired` deletes them all).
+    The file is a toolflow cache file (``PRAGMA application_id`` ``0x74666c77``, format 1): a
+    new or empty file is made one; any other database is left untouched and used by no call.
+    It runs in WAL mode (readers never wait for a writer) with a busy timeout of *busy_timeout*
+    seconds; each operation is one autocommitted statement. Results are stored as the JSON of
+    :meth:`ToolResult.to_dict` and rebuilt on a hit, so a hit's ``data`` holds lists where the
+    original held tuples. Results that JSON cannot express, or whose JSON is larger than
+    :data:`MAX_STORED_BYTES`, are not stored. An expired entry is deleted when it is read
+    (:meth:`purge_expired` deletes them all).
 
-    A file that is not a SQLite database, a database locked for longer than the busy timeout and
-    a location that cannot be written each give one :class:`CacheWarning` per kind; the operation
-    is then a miss or does nothing. A corrupt or unopenable store is not retried; a lock is.
+    Every row carries a checksum (BLAKE2b) of its key, expiry and value. A row is served only
+    when it comes back with the exact key asked for and its checksum verifies, so a damaged
+    file costs misses, never another call's data. Problems give one :class:`CacheWarning` per
+    kind per file and process, and the operation is then a miss or does nothing: ``corrupt``
+    (a row that does not verify, a damaged page, a file that is not a database), ``busy`` (a
+    lock held longer than the busy timeout), ``read-only``, ``not a toolflow cache``,
+    ``unusable``. A file that is not a database or not a toolflow cache is not opened again by
+    this object; a lock is retried at the next operation, and a damaged file keeps serving the
+    rows that verify (and a store replaces a damaged row).
+
+    One connection, used by one thread at a time (a lock orders the operations of several
+    threads); the engine calls it from worker threads.
 
     Args:
         path: The database file; its folder is created when missing. Default:
             :func:`default_cache_path` of the current directory.
         clock: Returns the current time in seconds (``time.time``), compared with the stored expiry.
-        busy_timeout: Seconds to wait for another connection's lock.
+        busy_timeout: Seconds a statement waits for another connection's lock.
     """
 
     def __init__(
@@ -274,7 +458,7 @@ class SQLiteCache:
         path: str | os.PathLike[str] | None = None,
         *,
         clock: Callable[[], float] = time.time,
-        busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
+        busy_timeout: float = _BUSY_SHARE * DEFAULT_CACHE_TIMEOUT,
     ) -> None:
         self.path = Path(path) if path is not None else default_cache_path()
         self._clock = clock
@@ -283,7 +467,9 @@ class SQLiteCache:
         self._conn: sqlite3.Connection | None = None
         self._broken = False
         self._closed = False
-        self._warner = _Warner(repr(os.fspath(self.path)))
+        self._warner = _file_warner(self.path)
+        self.busy = False
+        """Whether the last operation gave up on another connection's lock."""
 
     # The connection is opened on first use, so that a broken store costs nothing until a
     # cacheable tool runs, and a store locked during set-up is retried on the next operation.
@@ -296,67 +482,90 @@ class SQLiteCache:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             conn = sqlite3.connect(self.path, timeout=self._busy_timeout, isolation_level=None, check_same_thread=False)
-            conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout * 1000)}")
-            exists = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'toolflow_cache'")
-            if exists.fetchone() is None:
-                conn.execute(_SCHEMA)
-            if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
-                conn.execute("PRAGMA journal_mode = WAL")
+            conn.text_factory = bytes  # a damaged TEXT value is then bytes to compare, not a decoding error
+            # No fsync while a new file is made a cache (an empty cache has nothing to lose, and
+            # the syncs would cost the first call its whole wait); then WAL's usual NORMAL, which
+            # syncs at checkpoints only and keeps the file consistent through a power loss.
+            conn.execute("PRAGMA synchronous = OFF")
+            foreign = _adopt(conn)
             conn.execute("PRAGMA synchronous = NORMAL")
-        except (sqlite3.Error, OSError) as exc:
+        except _PROBLEMS as exc:
             if conn is not None:
                 conn.close()
             self._problem(exc)
-            if _kind(exc) != "locked":
+            if _kind(exc) != "busy":
                 self._broken = True
+            return None
+        if foreign is not None:
+            conn.close()
+            self._warner.warn("not a toolflow cache", foreign)
+            self._broken = True
             return None
         self._conn = conn
         return conn
 
     def _problem(self, error: BaseException) -> None:
-        self._warner.warn(_kind(error), str(error) or type(error).__name__)
+        kind = _kind(error)
+        self.busy = kind == "busy"
+        self._warner.warn(kind, str(error) or type(error).__name__)
+
+    def report(self, kind: str, detail: str) -> None:
+        """Warn, once per *kind* for this file in this process, that it has a problem."""
+        self._warner.warn(kind, detail)
 
     def get(self, key: str) -> ToolResult | None:
-        """Return the live result under *key*, or ``None``; an expired entry is deleted."""
+        """Return the live result stored under exactly *key*, or ``None``; an expired entry is deleted."""
+        stored = _encode(key)
         with self._lock:
+            self.busy = False
             conn = self._connection()
             if conn is None:
                 return None
             try:
-                row = conn.execute("SELECT value, expires_at FROM toolflow_cache WHERE key = ?", (key,)).fetchone()
+                row = conn.execute(_SELECT, (MAX_STORED_BYTES, stored)).fetchone()
                 if row is None:
                     return None
-                value, expires = row
-                if expires is not None and self._clock() >= expires:
-                    conn.execute("DELETE FROM toolflow_cache WHERE key = ? AND expires_at = ?", (key, expires))
+                problem = _row_problem(row, stored)
+                if problem is None and row[2] is not None and self._clock() >= row[2]:
+                    # Only the row just verified: on a damaged page "key = ?" may match another.
+                    conn.execute("DELETE FROM toolflow_cache WHERE key = ? AND checksum = ?", (stored, row[3]))
                     return None
-            except sqlite3.Error as exc:
+            except _PROBLEMS as exc:
                 self._problem(exc)
                 return None
-        try:
-            return _result_from_dict(loads(value))
-        except (ValueError, TypeError, RecursionError):
+        if problem is not None:
+            self._warner.warn("corrupt", problem)
             return None
+        result = _result_from_json(row[1])
+        if result is None:
+            self._warner.warn("corrupt", "a row's value is not a stored result")
+        return result
 
     def set(self, key: str, result: ToolResult, ttl: float | None) -> None:
         """Store the successful *result* for *ttl* seconds; anything else is a no-op."""
         if not result.success or (ttl is not None and ttl <= 0):
             return
         try:
-            value = _stored_json(result.to_dict())
+            value = _encode(_stored_json(result.to_dict()))
         except (TypeError, ValueError, RecursionError):
             return
+        if len(value) > MAX_STORED_BYTES:
+            return
+        stored = _encode(key)
         with self._lock:
+            self.busy = False
             conn = self._connection()
             if conn is None:
                 return
-            now = self._clock()
+            now = float(self._clock())
+            expires = _expiry(now, None if ttl is None else float(ttl))
             try:
                 conn.execute(
-                    "INSERT OR REPLACE INTO toolflow_cache (key, value, expires_at, stored_at) VALUES (?, ?, ?, ?)",
-                    (key, value, _expiry(now, ttl), now),
+                    "INSERT OR REPLACE INTO toolflow_cache (key, value, expires_at, stored_at, checksum) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    (stored, value, expires, now, _checksum(stored, value, expires)),
                 )
-            except sqlite3.Error as exc:
+            except _PROBLEMS as exc:
                 self._problem(exc)
 
     def clear(self) -> None:
@@ -369,12 +578,13 @@ class SQLiteCache:
 
     def _write(self, sql: str, params: tuple[Any, ...]) -> None:
         with self._lock:
+            self.busy = False
             conn = self._connection()
             if conn is None:
                 return
             try:
                 conn.execute(sql, params)
-            except sqlite3.Error as exc:
+            except _PROBLEMS as exc:
                 self._problem(exc)
 
     def close(self) -> None:
@@ -397,8 +607,7 @@ def default_cache_path(project_root: str | os.PathLike[str] | None = None) -> Pa
     return Path(project_root if project_root is not None else os.getcwd()) / DEFAULT_CACHE_PATH
 
 
-def open_cache(
-    scope: CacheScope | str,
+def persistent_store(
     *,
     backend: str | None = None,
     plugins: Plugins | None = None,
@@ -406,41 +615,27 @@ def open_cache(
     project_root: str | os.PathLike[str] | None = None,
     options: Mapping[str, Any] | None = None,
     clock: Callable[[], float] = time.time,
-) -> CacheBackend:
-    """Open the cache of *scope*.
+    timeout: float = DEFAULT_CACHE_TIMEOUT,
+) -> PersistentStore:
+    """The ``persistent`` scope's store, not yet opened: no file, connection or plugin code is touched here.
 
-    ``tick`` and ``session`` get a :class:`MemoryCache`. ``persistent`` gets the backend named
-    *backend*: ``None`` or ``"sqlite"`` is a :class:`SQLiteCache` at *path* (default
-    :func:`default_cache_path` of *project_root*); any other name is looked up among the
-    factories that *plugins* registered with ``toolflow_register_cache_backends`` (see
-    :func:`cache_backend_factory`) and called as ``factory(**options)``. A plugin's backend is
-    returned behind a guard: an exception from its ``get``, ``set``, ``clear`` or ``close``
-    becomes one :class:`CacheWarning` naming the plugin (per kind of exception), and the
-    operation a miss or nothing, like a broken SQLite file.
+    *backend* ``None`` or ``"sqlite"`` is a :class:`SQLiteCache` at *path* (default
+    :func:`default_cache_path` of *project_root*) whose busy timeout is four fifths of
+    *timeout*, the longest a call waits for the store; any other name is the factory a plugin
+    registered (:func:`cache_backend_factory`), called as ``factory(**options)`` at the first
+    operation and guarded: a factory that raises or returns something other than a
+    :class:`CacheBackend` is one :class:`CacheWarning` and a store that keeps nothing, and an
+    exception from ``get``, ``set``, ``clear`` or ``close`` is one warning naming the plugin (per
+    kind of exception) and a miss or nothing, like a broken SQLite file.
 
     Raises:
-        ConfigError: *scope* is not a cache scope, or the backend is unknown, registered by more
-            than one plugin, fails to open, or does not provide the :class:`CacheBackend` methods.
+        ConfigError: No plugin registered *backend*, or several did.
     """
-    try:
-        scope = CacheScope(scope)
-    except ValueError:
-        msg = f"unknown cache scope {scope!r}{did_you_mean(str(scope), [s.value for s in CacheScope])}"
-        raise ConfigError(msg) from None
-    if scope is not CacheScope.PERSISTENT:
-        return MemoryCache(clock=clock)
     if backend is None or backend == SQLITE_BACKEND:
-        return SQLiteCache(path if path is not None else default_cache_path(project_root), clock=clock)
+        where = path if path is not None else default_cache_path(project_root)
+        return SQLiteCache(where, clock=clock, busy_timeout=_BUSY_SHARE * timeout)
     plugin, factory = cache_backend_factory(backend, plugins)
-    try:
-        store = factory(**dict(options or {}))
-    except Exception as exc:
-        msg = f"cache backend {backend!r} of plugin {plugin!r} failed to open: {exc}"
-        raise ConfigError(msg) from exc
-    if not isinstance(store, CacheBackend):
-        msg = f"cache backend {backend!r} of plugin {plugin!r} returned {store!r}, which is not a cache backend"
-        raise ConfigError(msg)
-    return _GuardedCache(store, f"backend {backend!r} of plugin {plugin!r}")
+    return _GuardedCache(factory, options or {}, f"backend {backend!r} of plugin {plugin!r}")
 
 
 def cache_backend_factory(backend: str, plugins: Plugins | None) -> tuple[str, Callable[..., Any]]:
@@ -464,16 +659,55 @@ def cache_backend_factory(backend: str, plugins: Plugins | None) -> tuple[str, C
 
 
 class _GuardedCache:
-    """A plugin's backend whose failures become warnings: a crashing plugin never fails a call."""
+    """A plugin's backend, opened at its first use, whose failures become warnings: a crash never fails a call.
 
-    def __init__(self, store: CacheBackend, where: str) -> None:
-        self._store = store
+    Not for concurrent use: the engine calls it one operation at a time.
+    """
+
+    busy = False  # a plugin's backend does not say; the engine's wait is its bound
+
+    def __init__(self, factory: Callable[..., Any], options: Mapping[str, Any], where: str) -> None:
+        self._factory = factory
+        self._options = dict(options)
+        self._store: CacheBackend | None = None
+        self._unopenable = False
+        self._where = where
         self._warner = _Warner(where)
 
+    def open(self) -> CacheBackend:
+        """The plugin's backend, made by its factory at the first operation.
+
+        Raises:
+            ConfigError: The factory raised, or returned something that is not a :class:`CacheBackend`.
+        """
+        if self._store is None:
+            try:
+                store = self._factory(**self._options)
+            except Exception as exc:
+                msg = f"cache {self._where} failed to open: {exc}"
+                raise ConfigError(msg) from exc
+            if not isinstance(store, CacheBackend):
+                msg = f"cache {self._where} returned {store!r}, which is not a cache backend"
+                raise ConfigError(msg)
+            self._store = store
+        return self._store
+
+    def report(self, kind: str, detail: str) -> None:
+        """Warn, once per *kind* for this backend, that it has a problem."""
+        self._warner.warn(kind, detail)
+
     def _guarded(self, operation: str, *args: Any) -> Any:
-        """``store.operation(*args)``, or ``None`` (and a warning) when it raises."""
+        """``store.operation(*args)``, or ``None`` (and a warning) when it raises or the store cannot open."""
+        if self._unopenable:
+            return None
         try:
-            return getattr(self._store, operation)(*args)
+            store = self.open()
+        except ConfigError as exc:
+            self._unopenable = True
+            warnings.warn(CacheWarning(f"{exc}; calls run without the persistent cache"), stacklevel=3)
+            return None
+        try:
+            return getattr(store, operation)(*args)
         except Exception as exc:  # noqa: BLE001 - a plugin's failure is a warning and a miss; the call goes on
             self._warner.warn("failing", f"{operation} raised {type(exc).__name__}: {exc}")
             return None
@@ -490,21 +724,5 @@ class _GuardedCache:
         self._guarded("clear")
 
     def close(self) -> None:
-        self._guarded("close")
-
-
-class NullCache:
-    """A cache that keeps nothing: what the engine uses when a configured backend cannot open."""
-
-    def get(self, key: str) -> ToolResult | None:  # noqa: ARG002 - the protocol's signature
-        """Always a miss."""
-        return None
-
-    def set(self, key: str, result: ToolResult, ttl: float | None) -> None:
-        """Keep nothing."""
-
-    def clear(self) -> None:
-        """Nothing to forget."""
-
-    def close(self) -> None:
-        """Nothing to close."""
+        if self._store is not None:  # a backend never opened is not opened to be closed
+            self._guarded("close")

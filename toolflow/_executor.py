@@ -10,7 +10,10 @@ issue 4's flow (seed 000, steps 3-8):
    run first;
 3. validate the arguments with the tool's validator;
 4. look the result up in the cache of the tool's ``cache`` scope (``tick``, ``session`` or
-   ``persistent``), keyed by :func:`toolflow._cache.cache_key`;
+   ``persistent``), keyed by :func:`toolflow._cache.cache_key`. The ``persistent`` store (a
+   SQLite file or a plugin's backend, which may block) is called from a worker thread, one
+   operation at a time, and a call waits for it at most ``cache_timeout`` (50ms): then the
+   look-up is a miss and the store is skipped;
 4a. when the engine's :attr:`~Engine.policy` says the tool's category needs approval, ask for
    it (:mod:`toolflow._approval`: the engine's approver, the plugins, the request's asker):
    only now, so nobody approves a call that the gates, the validator or the cache would have
@@ -73,25 +76,23 @@ import time
 import warnings
 from collections.abc import AsyncIterator, Callable, Collection, Iterable, Iterator, Mapping
 from types import MappingProxyType
-from typing import Any, Literal, TypeAlias, cast
+from typing import Any, Literal, TypeAlias, TypeVar, cast
 
 import attrs
 import trio
 
 from toolflow._approval import Approver, answer_of, current_asker, denied, no_approver
 from toolflow._cache import (
+    DEFAULT_CACHE_TIMEOUT,
     SQLITE_BACKEND,
-    CacheBackend,
-    CacheWarning,
     MemoryCache,
-    NullCache,
+    PersistentStore,
     cache_backend_factory,
     cache_key,
-    open_cache,
+    persistent_store,
 )
 from toolflow._calls import MalformedCall, ParsedCall, ToolCall, parse_tool_calls
 from toolflow._context import CallContext, wants_context
-from toolflow._errors import ConfigError
 from toolflow._model import CacheScope, Category
 from toolflow._model import format_duration as _seconds
 from toolflow._plugins import PluginError, Plugins
@@ -268,11 +269,37 @@ class _ThreadSlot:
             self.release_on_behalf_of(self._borrower)
 
 
+class _Persistent:
+    """One call's use of the persistent store: what to look up, and how long the call may still wait for it.
+
+    The look-up and the store share one allowance of ``cache_timeout`` seconds, so that a call
+    waits at most that long for the store in all: after a look-up that used it up (a lock, a
+    hung backend), the store is skipped.
+    """
+
+    __slots__ = ("allowance", "cleaned", "key", "store", "warnings")
+
+    def __init__(self, cleaned: Mapping[str, Any], warnings: tuple[str, ...], key: str, allowance: float) -> None:
+        self.cleaned = cleaned
+        self.warnings = warnings
+        self.key = key
+        self.allowance = allowance
+        self.store: PersistentStore | None = None
+
+
 _Prepared: TypeAlias = tuple[
-    Callable[..., Any], Mapping[str, Any], tuple[str, ...], ToolCall | None, CacheBackend | None, str | None
+    Callable[..., Any],
+    Mapping[str, Any],
+    tuple[str, ...],
+    ToolCall | None,
+    MemoryCache | _Persistent | None,
+    str | None,
 ]
 """What :meth:`Engine._prepare` hands to the attempts: function, cleaned arguments, their warnings,
-the call record (when hooks need one), the cache and the key."""
+the call record (when hooks need one), the cache (a memory cache, or the call's use of the
+persistent store) and the key."""
+
+_T = TypeVar("_T")
 
 
 class _Plan:
@@ -331,6 +358,11 @@ class _Plan:
 class Engine:
     """Runs tool calls of one registry; made by :func:`open_engine`, valid inside its ``async with``."""
 
+    _store_limiter: trio.CapacityLimiter
+    """One operation of the persistent store at a time: a backend never sees two at once, and an
+    abandoned operation keeps the place until it returns, so a hung backend holds one worker
+    thread rather than one per call."""
+
     def __init__(
         self,
         registry: Registry,
@@ -344,6 +376,7 @@ class Engine:
         max_malformed: int = 3,
         cache_backend: str | None = None,
         cache_options: Mapping[str, Any] | None = None,
+        cache_timeout: float = DEFAULT_CACHE_TIMEOUT,
         bare: bool = False,
         policy: Policy | None = None,
         approve: Approver | None = None,
@@ -377,13 +410,15 @@ class Engine:
         self._cache_path = cache_path
         self._cache_backend = cache_backend
         self._cache_options = cache_options
+        self._cache_timeout = _positive_seconds("cache_timeout", cache_timeout)
+        self._store: PersistentStore | None = None  # made, with _store_limiter, at the first persistent call
         # bare: the call steps alone, for toolflow.invoke (no timeout, one attempt, no caches,
         # no per-tool limits, no "attempts" key in results); gates are applied by call() only.
         self._bare = bare
         self._slots = _Slots(max_concurrency)
         self._threads = trio.CapacityLimiter(max_concurrency if max_threads is None else max_threads)
         self._plans: dict[str, _Plan] = {}
-        self._caches: dict[CacheScope, CacheBackend] = {}
+        self._caches: dict[CacheScope, MemoryCache] = {}  # tick and session
         self._stop_requested = False
         self._kills = 0  # kill() counts up; a call that sees it change was killed
         self._scopes: set[trio.CancelScope] = set()  # every scope a kill cancels
@@ -463,11 +498,18 @@ class Engine:
         for scope in tuple(self._scopes):
             scope.cancel()
 
-    def close(self) -> None:
-        """Close every cache (done by :func:`open_engine` on exit)."""
+    async def aclose(self) -> None:
+        """Close every cache (done by :func:`open_engine` on exit).
+
+        The persistent store is closed in a worker thread, waited for at most ``cache_timeout``;
+        a store still busy with an abandoned operation then closes nothing.
+        """
         for cache in self._caches.values():
             cache.close()
         self._caches.clear()
+        store, self._store = self._store, None
+        if store is not None:
+            await self._off_loop(store.close, self._cache_timeout, killable=False)
 
     # --- one call --------------------------------------------------------------------------
 
@@ -542,8 +584,12 @@ class Engine:
         objects away from the garbage collector (``docs/performance.md``).
         """
         prepared = self._prepare(plan, arguments, call_id)
-        if isinstance(prepared, ToolResult):
-            return prepared
+        if not isinstance(prepared, tuple):
+            if isinstance(prepared, ToolResult):
+                return prepared
+            prepared = await self._look_up(plan, prepared, call_id)
+            if isinstance(prepared, ToolResult):
+                return prepared
         function, cleaned, warnings, call, cache, key = prepared
         del prepared  # not kept alive while the tool runs
         kills = self._kills
@@ -616,35 +662,54 @@ class Engine:
             elapsed_ms = (self._now() - started) * 1000
             logger.info("Function call completed: %s (%dms)", plan.name, round(elapsed_ms))
         if cache is not None and key is not None and result.success:
-            cache.set(key, result, plan.ttl)
+            if isinstance(cache, _Persistent):
+                # Not killable: the tool has finished, and the wait is bounded. A store the call
+                # stops waiting for still completes in its thread, unless the store hangs.
+                if cache.allowance > 0:
+                    store = cast("PersistentStore", cache.store)
+                    await self._off_loop(functools.partial(store.set, key, result, plan.ttl), cache.allowance)
+            else:
+                cache.set(key, result, plan.ttl)
         return self._finish(plan, result, call_id, cleaned, call, warnings=warnings)
 
-    def _prepare(self, plan: _Plan, arguments: object, call_id: str) -> _Prepared | ToolResult:
+    def _prepare(
+        self, plan: _Plan, arguments: object, call_id: str, missed: _Persistent | None = None
+    ) -> _Prepared | _Persistent | ToolResult:
         """Validate, look the cache up, resolve the implementation.
 
-        Returns what the attempts need, or the call's final result when nothing is to run.
+        Returns what the attempts need, or the call's final result when nothing is to run, or,
+        for a tool with a persistent cache, the look-up that :meth:`_look_up` does next; after
+        a miss, it calls this again with the look-up as *missed*, to go on from there.
         """
         cleaned: Mapping[str, Any]
         warnings: tuple[str, ...]
-        if plan.is_clean(arguments):  # validate()'s happy path, without its result object
-            cleaned, warnings = cast("dict[str, Any]", arguments), ()
+        cache: MemoryCache | _Persistent | None = None
+        key = None
+        if missed is not None:
+            cleaned, warnings, cache, key = missed.cleaned, missed.warnings, missed, missed.key
         else:
-            validation = plan.validate(arguments)
-            if not validation.valid:
-                result = ToolResult.failure(validation.format_for_llm(plan.name), warnings=validation.warnings)
-                raw = dict(arguments) if isinstance(arguments, dict) else {}
-                return self._finish(plan, result, call_id, raw, None)
-            cleaned, warnings = validation.cleaned, validation.warnings
-        cache = key = None
-        if plan.cache_scope is not None:
-            cache = self._caches.get(plan.cache_scope)
-            if cache is None:
-                cache = self._open_cache(plan.cache_scope)
-            key = cache_key(plan.spec, cleaned)
-            hit = None if key is None else cache.get(key)
-            if hit is not None:
-                result = attrs.evolve(hit, extra={**hit.extra, "attempts": 0, "cached": True})
-                return self._finish(plan, result, call_id, cleaned, None, warnings=warnings)
+            if plan.is_clean(arguments):  # validate()'s happy path, without its result object
+                cleaned, warnings = cast("dict[str, Any]", arguments), ()
+            else:
+                validation = plan.validate(arguments)
+                if not validation.valid:
+                    result = ToolResult.failure(validation.format_for_llm(plan.name), warnings=validation.warnings)
+                    raw = dict(arguments) if isinstance(arguments, dict) else {}
+                    return self._finish(plan, result, call_id, raw, None)
+                cleaned, warnings = validation.cleaned, validation.warnings
+            if plan.cache_scope is not None:
+                key = cache_key(plan.spec, cleaned)
+                if plan.cache_scope is CacheScope.PERSISTENT:
+                    if key is not None:  # arguments without a key are neither looked up nor stored
+                        return _Persistent(cleaned, warnings, key, self._cache_timeout)
+                else:
+                    memory = self._caches.get(plan.cache_scope)
+                    if memory is None:
+                        memory = self._caches[plan.cache_scope] = MemoryCache(clock=self._clock)
+                    cache = memory
+                    hit = None if key is None else memory.get(key)
+                    if hit is not None:
+                        return self._served(plan, hit, call_id, cleaned, warnings)
         function = plan.function
         if function is None:
             try:
@@ -688,6 +753,52 @@ class Engine:
         if verdict is None:
             return no_approver(plan.name, category)
         return None if verdict else denied(plan.name)
+
+    async def _look_up(self, plan: _Plan, persistent: _Persistent, call_id: str) -> _Prepared | ToolResult:
+        """Step 4 for the persistent scope: the look-up in a worker thread; on a miss, the rest of :meth:`_prepare`.
+
+        A kill while the look-up runs ends the call (``killed``); a store that does not answer
+        within ``cache_timeout`` is a miss.
+        """
+        store = self._store
+        if store is None:  # nothing is opened or read here: the store opens at its first operation
+            self._store_limiter = trio.CapacityLimiter(1)
+            store = self._store = persistent_store(
+                backend=self._cache_backend,
+                plugins=self.plugins,
+                path=self._cache_path,
+                options=self._cache_options,
+                clock=self._clock,
+                timeout=self._cache_timeout,
+            )
+        persistent.store = store
+        kills = self._kills
+        started = self._now()
+        answered, hit = await self._off_loop(
+            functools.partial(store.get, persistent.key), persistent.allowance, killable=True
+        )
+        persistent.allowance -= self._now() - started
+        cleaned, warnings = persistent.cleaned, persistent.warnings
+        if self._kills != kills:
+            return _KILLED  # the call never started: no hook saw it begin, none sees it end
+        if not answered:  # the call runs without the cache: say so, once per store
+            store.report("busy", f"no answer within {_seconds(self._cache_timeout)}")
+        if not answered or store.busy:  # a store would wait for the same lock or backend: skip it
+            persistent.allowance = 0
+        elif hit is not None:
+            return self._served(plan, hit, call_id, cleaned, warnings)
+        return cast("_Prepared | ToolResult", self._prepare(plan, cleaned, call_id, missed=persistent))
+
+    def _served(
+        self, plan: _Plan, hit: ToolResult, call_id: str, cleaned: Mapping[str, Any], warnings: tuple[str, ...]
+    ) -> ToolResult:
+        """The result of a cache hit: the stored result with ``attempts`` 0 and ``cached``."""
+        # The stored result is a checked ToolResult already; only the two bookkeeping keys are new.
+        extra = MappingProxyType({**hit.extra, "attempts": 0, "cached": True})
+        result = _unchecked_result(
+            success=hit.success, data=hit.data, error=hit.error, warnings=hit.warnings, extra=extra
+        )
+        return self._finish(plan, result, call_id, cleaned, None, warnings=warnings)
 
     def _finish(
         self,
@@ -733,25 +844,27 @@ class Engine:
         plan.function = function
         return function
 
-    def _open_cache(self, scope: CacheScope) -> CacheBackend:
-        cache: CacheBackend
-        if scope is CacheScope.PERSISTENT:
+    async def _off_loop(
+        self, operation: Callable[[], _T], allowance: float, *, killable: bool = False
+    ) -> tuple[bool, _T | None]:
+        """Run *operation* of the persistent store in a worker thread; wait for it at most *allowance* seconds.
+
+        Returns whether it answered in time, and its value. An operation the wait gave up on
+        (the time ran out, or, if *killable*, a kill came) is abandoned: it runs on in its
+        thread and holds the store's one place until it returns, and an operation still
+        waiting for that place is not started. Cancellation from outside propagates (the
+        operation is abandoned the same way).
+        """
+        scope = trio.CancelScope(deadline=self._now() + allowance)
+        if killable:
+            self._scopes.add(scope)
+        with scope:
             try:
-                cache = open_cache(
-                    scope,
-                    backend=self._cache_backend,
-                    options=self._cache_options,
-                    path=self._cache_path,
-                    plugins=self.plugins,
-                    clock=self._clock,
-                )
-            except ConfigError as exc:  # a plugin's backend that fails to open: the calls still run
-                warnings.warn(CacheWarning(f"{exc}; calls run without the persistent cache"), stacklevel=4)
-                cache = NullCache()
-        else:
-            cache = MemoryCache(clock=self._clock)
-        self._caches[scope] = cache
-        return cache
+                value = await trio.to_thread.run_sync(operation, abandon_on_cancel=True, limiter=self._store_limiter)
+            finally:
+                self._scopes.discard(scope)
+            return True, value
+        return False, None
 
     @staticmethod
     def _with_context(
@@ -1071,6 +1184,14 @@ def _redacted(result: ToolResult, redact: Redactor) -> ToolResult:
     )
 
 
+def _positive_seconds(name: str, value: float) -> float:
+    """*value* when it is a positive, finite number of seconds; else ValueError naming *name*."""
+    if not 0 < value < math.inf:
+        msg = f"{name} must be a positive number of seconds, got {value!r}"
+        raise ValueError(msg)
+    return value
+
+
 def _log_decisions(calls: Iterable[ParsedCall]) -> None:
     """Seed 000's step 2, at INFO: each call the model decided on, with its reasoning."""
     for call in calls:
@@ -1175,6 +1296,7 @@ async def open_engine(
     cache_options: Mapping[str, Any] | None = None,
     policy: Policy | None = None,
     approve: Approver | None = None,
+    cache_timeout: float = DEFAULT_CACHE_TIMEOUT,
 ) -> AsyncIterator[Engine]:
     """Open an :class:`Engine` over *registry*; its caches are closed on exit.
 
@@ -1198,9 +1320,14 @@ async def open_engine(
             (``approval: true``); default: the defaults, under which none is.
         approve: The caller's approver of those calls, asked before the plugins'
             ``toolflow_approve_call`` and the request's asker (see :class:`Engine`).
+        cache_timeout: Seconds a call waits for the persistent cache, for its look-up and for its
+            store (default 0.05). Its operations run in a worker thread, one at a time; one that
+            takes longer (a lock held elsewhere, a slow disk, a hung plugin backend) makes the
+            look-up a miss and skips the store, with one ``busy`` :class:`~toolflow.CacheWarning`.
 
     Raises:
-        ValueError: *max_concurrency* or *max_threads* is less than 1, or *max_malformed* is negative.
+        ValueError: *max_concurrency* or *max_threads* is less than 1, *max_malformed* is
+            negative, or *cache_timeout* is not a positive number.
         ConfigError: No plugin registered *cache_backend*, or several did.
     """
     engine = Engine(
@@ -1216,8 +1343,10 @@ async def open_engine(
         cache_options=cache_options,
         policy=policy,
         approve=approve,
+        cache_timeout=cache_timeout,
     )
     try:
         yield engine
     finally:
-        engine.close()
+        with trio.CancelScope(shield=True):  # bounded: aclose waits at most the cache timeout
+            await engine.aclose()

@@ -95,6 +95,8 @@ def toolflow_register_cache_backends(register: Callable[[str, Any], None]) -> No
     open the backend named by its ``cache_backend`` (the project's
     ``[tool.toolflow.cache] backend``). The backend has the methods of
     :class:`toolflow.CacheBackend`; its failures become warnings naming the plugin.
+    The factory and the methods are called from worker threads, one at a time, and
+    a call waits for each at most the engine's ``cache_timeout``.
     """
 
 
