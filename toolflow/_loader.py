@@ -180,16 +180,16 @@ def load_file(
     diagnostics: list[Diagnostic] = []
 
     def report(code: str, message: str, node: Node, *, at_key: bool = False) -> None:
-        mark, end = node.start_mark, node.end_mark
+        span = locator.span(node)
         diagnostics.append(
             Diagnostic(
                 code=code,
                 message=message.replace("tag:yaml.org,2002:", "!!"),
                 file=path,
-                line=mark.line + 1,
-                column=mark.column + 1,
-                end_line=end.line + 1,
-                end_column=end.column + 1,
+                line=span.line,
+                column=span.column,
+                end_line=span.end_line,
+                end_column=span.end_column,
                 severity=Severity.WARNING if code in _WARNING_CODES else Severity.ERROR,
             )
         )
@@ -203,10 +203,9 @@ def load_file(
 
 
 def _position(raw: bytes, offset: int) -> tuple[int, int]:
-    """1-based line and column (in characters, like YAML marks) of byte *offset*."""
-    start = raw.rfind(b"\n", 0, offset) + 1
-    prefix = raw[start:offset].decode("utf-8", errors="replace").lstrip("\ufeff")
-    return raw.count(b"\n", 0, offset) + 1, len(prefix) + 1
+    """1-based line and column (in characters, with YAML's line breaks, like its marks) of byte *offset*."""
+    prefix = raw[:offset].decode("utf-8", errors="replace").removeprefix("\ufeff")
+    return _yaml.position_of(prefix, len(prefix))
 
 
 def _read_text(path: str) -> str | Diagnostic:
