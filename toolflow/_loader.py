@@ -21,7 +21,7 @@ from yaml.nodes import Node
 
 from toolflow import _yaml
 from toolflow._diagnostics import Diagnostic, Severity
-from toolflow._errors import SpecError
+from toolflow._errors import SpecError, expect, expect_names
 from toolflow._model import (
     NO_RETRY,
     CachePolicy,
@@ -98,7 +98,14 @@ def load_specs(
 
     Returns:
         The files, their tools, and every diagnostic of the load, sorted by position.
+
+    Raises:
+        TypeError: *paths* is a single path rather than a list of them (whose characters would
+            be read as paths), or *environ* or *kinds* is not a mapping.
     """
+    expect_names(paths, "paths", what="spec files and directories")
+    expect(environ, (Mapping, type(None)), "environ", "a mapping of variable names to values, or None")
+    expect(kinds, (Mapping, type(None)), "kinds", "a mapping of spec keys to JSON Schemas, or None")
     files: list[SpecFile] = []
     diagnostics: list[Diagnostic] = []
     with gc_paused():

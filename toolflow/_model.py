@@ -8,6 +8,7 @@ treat them as read-only.
 from __future__ import annotations
 
 import enum
+import math
 import re
 from collections.abc import Mapping
 from typing import Any, Literal
@@ -15,6 +16,7 @@ from typing import Any, Literal
 import attrs
 
 from toolflow._diagnostics import Diagnostic, Locator
+from toolflow._errors import expect, expect_count, expect_names, expect_number
 
 __all__ = [
     "BUILTIN_CATEGORIES",
@@ -94,6 +96,14 @@ class RetryPolicy:
     multiplier: float = 2.0
     jitter: bool = True
     on: tuple[str, ...] = DEFAULT_RETRY_ON
+
+    def __attrs_post_init__(self) -> None:
+        expect_count(self.attempts, "RetryPolicy: attempts", minimum=1)
+        for name in ("initial", "max"):
+            expect_number(getattr(self, name), f"RetryPolicy: {name}", "seconds from 0", lambda x: 0 <= x < math.inf)
+        expect_number(self.multiplier, "RetryPolicy: multiplier", "a number from 1", lambda x: 1 <= x < math.inf)
+        expect(self.jitter, bool, "RetryPolicy: jitter", "True or False")
+        expect_names(self.on, "RetryPolicy: on", what="error classes")
 
 
 NO_RETRY = RetryPolicy(attempts=1)
