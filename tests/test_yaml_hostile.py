@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import gc
 import io
 import subprocess
 import sys
+import weakref
 from pathlib import Path
 
 import pytest
 
 from toolflow._cli import run
 from toolflow._loader import load_file
-from toolflow._yaml import MAX_DEPTH, _CComposer, _composer_for, _DeepComposer
+from toolflow._yaml import MAX_DEPTH, NodeLocator, _CComposer, _composer_for, _DeepComposer
 
 
 @pytest.mark.parametrize(
@@ -131,3 +133,25 @@ def test_a_long_run_of_brackets_is_refused_at_the_limit(tmp_path: Path) -> None:
     assert [(d.code, d.message) for d in diagnostics] == [
         ("TF001", f"the document nests more than {MAX_DEPTH} collections deep")
     ]
+
+
+def test_a_loaded_document_is_freed_without_the_cyclic_collector(tmp_path: Path) -> None:
+    """Reporting a problem keeps no reference to the node tree from convert()'s closures.
+
+    Their cycle waits for the collector, which `toolflow lint` pauses while it runs; a node tree
+    held by it would be walked by the collector's next pass (half a second for 100 files).
+    """
+    spec = tmp_path / "dup.yaml"
+    spec.write_text("toolflow: 1\ntools: {}\ntools: {}\nx: !!binary aGk=\n", encoding="utf-8")
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        spec_file, diagnostics = load_file(str(spec))
+        assert {d.code for d in diagnostics} >= {"TF002", "TF003"}
+        assert isinstance(spec_file.locator, NodeLocator)
+        root = weakref.ref(spec_file.locator._root)
+        del spec_file, diagnostics
+        assert root() is None
+    finally:
+        if enabled:
+            gc.enable()

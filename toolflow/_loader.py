@@ -185,9 +185,15 @@ def load_file(
             _file_diag(path, "TF006", "the file is empty; a spec file starts with 'toolflow: 1'")
         ]
     diagnostics: list[Diagnostic] = []
+    end: tuple[int, int] | None = None
 
+    # Not through the locator: convert()'s closures keep this function until the collector
+    # frees them, and it must not keep the node tree alive meanwhile.
     def report(code: str, message: str, node: Node, *, at_key: bool = False) -> None:
-        span = locator.span(node)
+        nonlocal end
+        if end is None:
+            end = _yaml.position_of(text, len(text))
+        span = _yaml.span_within(node, end)
         diagnostics.append(
             Diagnostic(
                 code=code,

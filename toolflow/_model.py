@@ -98,12 +98,29 @@ class RetryPolicy:
     on: tuple[str, ...] = DEFAULT_RETRY_ON
 
     def __attrs_post_init__(self) -> None:
+        # The loader makes several per tool, all well-formed: one cheap test lets them through.
+        if (
+            type(self.attempts) is int
+            and self.attempts >= 1
+            and type(self.initial) in _REAL
+            and type(self.max) in _REAL
+            and type(self.multiplier) in _REAL
+            and 0 <= self.initial < math.inf
+            and 0 <= self.max < math.inf
+            and 1 <= self.multiplier < math.inf
+            and type(self.jitter) is bool
+            and type(self.on) is tuple
+        ):
+            return
         expect_count(self.attempts, "RetryPolicy: attempts", minimum=1)
         for name in ("initial", "max"):
             expect_number(getattr(self, name), f"RetryPolicy: {name}", "seconds from 0", lambda x: 0 <= x < math.inf)
         expect_number(self.multiplier, "RetryPolicy: multiplier", "a number from 1", lambda x: 1 <= x < math.inf)
         expect(self.jitter, bool, "RetryPolicy: jitter", "True or False")
         expect_names(self.on, "RetryPolicy: on", what="error classes")
+
+
+_REAL = (int, float)
 
 
 NO_RETRY = RetryPolicy(attempts=1)

@@ -45,6 +45,7 @@ __all__ = [
     "compose",
     "convert",
     "position_of",
+    "span_within",
 ]
 
 MAX_EXPANDED_NODES = 1_000_000
@@ -290,6 +291,21 @@ def _reader_error(text: str, exc: ReaderError) -> DocumentError:
     return DocumentError("TF001", message, line, column)
 
 
+def span_within(node: Node, end: tuple[int, int] | None) -> Span:
+    """The 1-based span of *node*, ending at *end* (the position after the text's last character) at the latest.
+
+    libyaml ends the stream on a line of its own, one past the last line of a text that does
+    not end with a line break, and a block collection that runs to the end of the text ends
+    there.
+    """
+    start, stop = node.start_mark, node.end_mark
+    line, column, end_line, end_column = start.line + 1, start.column + 1, stop.line + 1, stop.column + 1
+    if end is not None and (end_line, end_column) > end:
+        end_line, end_column = end
+        line, column = min((line, column), end)
+    return Span(line=line, column=column, end_line=end_line, end_column=end_column)
+
+
 def position_of(text: str, index: int) -> tuple[int, int]:
     """The 1-based line and column of character *index* of *text*, counting lines as YAML does.
 
@@ -514,24 +530,12 @@ class NodeLocator:
         return self.span(target)
 
     def span(self, node: Node) -> Span:
-        """The span of *node*; one that ends past the end of the text ends where the text does.
-
-        libyaml ends the stream on a line of its own, one past the last line of a text that
-        does not end with a line break, and a block collection that runs to the end of the
-        text ends there.
-        """
-        start, end = node.start_mark, node.end_mark
-        line, column, end_line, end_column = start.line + 1, start.column + 1, end.line + 1, end.column + 1
-        if self._text and end_line >= (last := self._end())[0]:
-            end_line, end_column = min((end_line, end_column), last)
-            line, column = min((line, column), last)
-        return Span(line=line, column=column, end_line=end_line, end_column=end_column)
-
-    def _end(self) -> tuple[int, int]:
-        """The position just after the last character of the text."""
+        """The span of *node*, within the text (see :func:`span_within`)."""
+        if not self._text:
+            return span_within(node, None)
         if self._end_of_text is None:
             self._end_of_text = position_of(self._text, len(self._text))
-        return self._end_of_text
+        return span_within(node, self._end_of_text)
 
     def scalar_line(self, pointer: str, line_in_value: int) -> tuple[int, int]:
         """Map a 1-based line inside a string value to a line and column of the file.

@@ -72,27 +72,33 @@ SAFE_FORMATS = frozenset({"date", "date-time", "time", "ipv4", "ipv6", "uuid", "
 
 _OPENERS = ("{{", "{%", "{#")
 _DASHES_THEN_TEMPLATE = re.compile(r"-+(?:\{\{|\{%)")
+_CAN_LEAD = re.compile(r"-*\{[{%#]")
+"""An item whose rendering a value can begin: it starts with a template, maybe after dashes."""
 # Filters that keep the first character of the value they are given (or give their argument).
 _KEEPING_FILTERS = frozenset({"default", "d", "string", "e", "escape", "forceescape", "trim", "lower", "upper"})
 
 
 def check(ctx: LintContext) -> Iterator[Diagnostic]:
     # Imported here: Jinja2 is loaded only when some tool has a template.
-    from toolflow._lint._template_facts import template_facts  # noqa: PLC0415
+    from toolflow._lint._template_facts import TemplateFacts, template_facts  # noqa: PLC0415
 
     for tool in ctx.tools:
         argv = next((_argv(impl.config) for impl in tool.implementations if impl.kind == "command"), None)
         if argv is None:
             continue
-        properties = tool.parameters.get("properties") if isinstance(tool.parameters, Mapping) else None
-        schemas = properties if isinstance(properties, Mapping) else {}
-        facts = {f.label: f for f in template_facts(tool)}
+        facts: dict[str, TemplateFacts] | None = None
         for index, item in enumerate(argv):
             if item == "--":
                 break  # what follows is never read as an option (by programs that honour it)
+            if index == 0 or not isinstance(item, str) or not _CAN_LEAD.match(item):
+                continue  # most items are literal, or glue a value to an option (--name={{ x }})
+            if facts is None:
+                facts = {f.label: f for f in template_facts(tool)}
             found = facts.get(f"argv[{index}]")
-            if index == 0 or not isinstance(item, str) or found is None or found.problems:
+            if found is None or found.problems:
                 continue
+            properties = tool.parameters.get("properties") if isinstance(tool.parameters, Mapping) else None
+            schemas = properties if isinstance(properties, Mapping) else {}
             message = _problem(tool.name, index, item, found.variables, schemas)
             if message is not None:
                 yield RULE.diag(tool, found.pointer, message)
