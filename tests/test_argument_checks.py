@@ -239,7 +239,7 @@ def test_loading_functions_check_their_other_arguments(project: Path) -> None:
             RetryPolicy,
             {"attempts": "3"},
             TypeError,
-            "RetryPolicy: attempts must be an integer of at least 1, got 'str'",
+            "RetryPolicy: attempts must be an integer of at least 0, got 'str'",
         ),
         (RetryPolicy, {"initial": -1}, ValueError, "RetryPolicy: initial must be seconds from 0, got -1"),
         (

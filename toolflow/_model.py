@@ -101,7 +101,7 @@ class RetryPolicy:
         # The loader makes several per tool, all well-formed: one cheap test lets them through.
         if (
             type(self.attempts) is int
-            and self.attempts >= 1
+            and self.attempts >= 0
             and type(self.initial) in _REAL
             and type(self.max) in _REAL
             and type(self.multiplier) in _REAL
@@ -112,7 +112,7 @@ class RetryPolicy:
             and type(self.on) is tuple
         ):
             return
-        expect_count(self.attempts, "RetryPolicy: attempts", minimum=1)
+        expect_count(self.attempts, "RetryPolicy: attempts", minimum=0)  # 0 runs once, as 1 does
         for name in ("initial", "max"):
             expect_number(getattr(self, name), f"RetryPolicy: {name}", "seconds from 0", lambda x: 0 <= x < math.inf)
         expect_number(self.multiplier, "RetryPolicy: multiplier", "a number from 1", lambda x: 1 <= x < math.inf)
