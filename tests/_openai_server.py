@@ -30,6 +30,9 @@ Replies:
 - ``disconnect=True``: close the connection without answering at all;
 - ``stall=True``: never answer (until the server stops), or for a stream, send its chunks and
   then neither end it nor close it: for timeout tests under ``autojump_clock``;
+- ``keepalive=SECONDS``: for a stream, send its chunks and then an SSE comment
+  (``: keep-alive``) every SECONDS of real time, never ending it, until the server stops or
+  the client leaves: a server that keeps a connection busy without ever answering;
 - a callable ``(RecordedRequest) -> Reply``: a reply that depends on the request (ids, tools).
 """
 
@@ -99,6 +102,7 @@ class Reply:
     drop_after: int | None = None
     disconnect: bool = False
     stall: bool = False
+    keepalive: float | None = None
 
 
 Script = Reply | Callable[[RecordedRequest], Reply]
@@ -277,6 +281,15 @@ class _Handler(BaseHTTPRequestHandler):
         self.server.release.wait(60)
         self._drop()
 
+    def _keep_alive(self, interval: float) -> None:
+        comment = b": keep-alive\n\n"
+        while not self.server.release.wait(interval):
+            try:
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(comment), comment))
+            except OSError:  # the client gave up
+                return
+        self._drop()
+
     def _drop(self) -> None:
         self.close_connection = True
         with contextlib.suppress(OSError):  # the client may have left first
@@ -323,7 +336,9 @@ class _Handler(BaseHTTPRequestHandler):
             data = item.encode() if isinstance(item, str) else item
             if data:  # an empty chunk would end the chunked body
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
-        if reply.stall:
+        if reply.keepalive is not None:
+            self._keep_alive(reply.keepalive)
+        elif reply.stall:
             self._stall()
         elif reply.drop_after is not None:
             self._drop()

@@ -68,7 +68,7 @@ def fast_clock() -> trio.testing.MockClock:
 
 @asynccontextmanager
 async def open_provider(server: FakeOpenAI, **options: Any) -> AsyncIterator[OpenAIProvider]:
-    provider = create_provider("test-model", base_url=server.base_url, **options)
+    provider = create_provider("test-model", **{"base_url": server.base_url, **options})
     try:
         yield provider
     finally:
@@ -150,6 +150,15 @@ def test_the_provider_meets_the_protocol() -> None:
         ("  ", {}, UsageError, "needs a model name"),
         ("gpt-4o", {"base_url": "ftp://example.com"}, UsageError, "'ftp://example.com'"),
         ("gpt-4o", {"timeout": 0}, UsageError, "timeout must be a positive number"),
+        ("gpt-4o", {"response_timeout": 0}, UsageError, "response_timeout must be a positive number"),
+        ("gpt-4o", {"response_timeout": float("inf")}, UsageError, "response_timeout must be a positive number"),
+        (
+            "gpt-4o",
+            {"response_timeout": "60"},
+            UsageError,
+            "response_timeout must be a positive number of seconds, got '60'",
+        ),
+        ("gpt-4o", {"response_timeout": True}, UsageError, "response_timeout must be a positive number"),
         ("gpt-4o", {"max_tokens": 0}, UsageError, "max_tokens must be a positive integer"),
         ("gpt-4o", {"temperature": -1}, UsageError, "temperature must be a number from 0"),
         ("gpt-4o", {"extra_body": ["seed"]}, UsageError, "extra_body must be a mapping"),
@@ -532,6 +541,74 @@ async def test_a_stream_that_stalls_mid_answer_times_out(fast_clock: trio.testin
         error = await _fails(server, timeout=3)
     assert error.retryable
     assert "within 3s" in str(error)
+
+
+async def test_keep_alive_comments_do_not_extend_the_response_timeout(fast_clock: trio.testing.MockClock) -> None:
+    """A stream that sends keep-alive comments forever ends at `response_timeout`, as a retryable error.
+
+    Each comment arrives well within `timeout`, so only the whole-answer deadline can end it;
+    the provider used to wait for [DONE] for ever.
+    """
+    reply = stream_reply(chunk(content="Thinking"), done=False, keepalive=0.02)  # 2 s of trio time apart
+    with trio.fail_after(120), serve(reply) as server:
+        start = trio.current_time()
+        error = await _fails(server, timeout=5, response_timeout=30)
+        waited = trio.current_time() - start
+    assert error.retryable
+    assert (
+        str(error)
+        == f"openai: {server.base_url}/chat/completions did not finish its answer within 30s (response_timeout)"
+    )
+    assert 30 <= waited < 60
+
+
+@pytest.mark.parametrize("stream", [True, False])
+async def test_the_response_timeout_bounds_a_silent_server_too(
+    stream: bool, fast_clock: trio.testing.MockClock
+) -> None:
+    """With a long `timeout`, a server that never answers is cut off at the shorter `response_timeout`."""
+    with trio.fail_after(120), serve(Reply(stall=True)) as server:
+        error = await _fails(server, timeout=100, response_timeout=10, stream=stream)
+    assert error.retryable
+    assert "within 10s (response_timeout)" in str(error)
+
+
+def test_the_response_timeout_defaults_to_ten_minutes() -> None:
+    """`response_timeout` is 600 s unless given."""
+    assert create_provider("m").response_timeout == openai.DEFAULT_RESPONSE_TIMEOUT == 600
+    assert create_provider("m", response_timeout=42).response_timeout == 42
+
+
+@pytest.mark.parametrize("stream", [True, False])
+@pytest.mark.parametrize("content_type", ["text/html; charset=utf-8", "application/xhtml+xml"])
+async def test_an_html_page_is_named_as_such(stream: bool, content_type: str) -> None:
+    """A 200 that is a web page (a captive portal, a wrong base URL) says so and names the URL, without credentials."""
+    page = "<!doctype html><html><head><title>Sign in to Wi-Fi</title></head><body>...</body></html>"
+    with trio.fail_after(GUARD), serve(Reply(body=page, content_type=content_type)) as server:
+        base_url = server.base_url.replace("http://", "http://someone:hunter2@")
+        error = await _fails(server, stream=stream, base_url=base_url)
+    assert not error.retryable
+    assert error.status == 200
+    message = str(error)
+    assert message.startswith(f"openai: POST {server.base_url}/chat/completions answered HTTP 200 with an HTML page")
+    assert "captive portal" in message
+    assert "hunter2" not in message
+    assert "someone" not in message
+
+
+async def test_messages_never_show_the_credentials_of_the_url(fast_clock: trio.testing.MockClock) -> None:
+    """A user name and password in the base URL stay out of every error message and the repr."""
+    with trio.fail_after(120), serve(Reply(stall=True), Reply(status=503, json=error_body("busy"))) as server:
+        base_url = server.base_url.replace("http://", "http://someone:hunter2@")
+        async with open_provider(server, base_url=base_url, timeout=5, stream=False) as provider:
+            messages = [repr(provider)]
+            for _ in range(2):
+                with pytest.raises(ProviderError) as caught:
+                    await provider.complete(_request())
+                messages.append(str(caught.value))
+        assert server.requests[0].headers["authorization"].startswith("Basic ")  # they were used, not dropped
+    assert len(messages) == 3
+    assert all(server.base_url in m and "hunter2" not in m and "someone" not in m for m in messages), messages
 
 
 @pytest.mark.parametrize(

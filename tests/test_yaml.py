@@ -103,13 +103,14 @@ def test_deep_nesting_is_a_document_error(opening: str) -> None:
         compose_and_convert(text)
 
 
-def test_moderate_nesting_loads() -> None:
-    """Nesting a few hundred levels deep, far beyond any spec, still loads."""
-    value = load("a: " + "[" * 300 + "]" * 300 + "\n")
-    depth, node = 0, value["a"]
+def test_nesting_up_to_the_limit_loads() -> None:
+    """Collections nested MAX_DEPTH deep (the top mapping counts) load, far beyond any spec."""
+    depth = _yaml.MAX_DEPTH - 1
+    value = load("a: " + "[" * depth + "]" * depth + "\n")
+    levels, node = 0, value["a"]
     while node:
-        depth, node = depth + 1, node[0]
-    assert depth == 299
+        levels, node = levels + 1, node[0]
+    assert levels == depth - 1
 
 
 # --- YAML 1.2 core scalars ----------------------------------------------------------

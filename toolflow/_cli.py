@@ -267,6 +267,12 @@ def _add_run_parser(commands: Any) -> None:
     run.add_argument("--api-key-env", metavar="VAR", help="openai: read the API key from this variable")
     run.add_argument("--no-stream", action="store_true", help="openai: ask for whole responses, not streams")
     _add_grace_option(run, "the calls")
+    run.add_argument(
+        "--response-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="openai: seconds allowed for a whole answer, keep-alives or not (default: 600)",
+    )
     run.set_defaults(handler=_cmd_run)
 
 

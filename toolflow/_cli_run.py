@@ -55,6 +55,8 @@ def _provider(spec: str, plugins: Plugins, args: argparse.Namespace, environ: Ma
         options["api_key"] = key
     if args.no_stream:
         options["stream"] = False
+    if args.response_timeout is not None:
+        options["response_timeout"] = args.response_timeout
     return load_provider(spec, plugins=plugins, **options)
 
 

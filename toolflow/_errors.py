@@ -8,17 +8,34 @@
     └── SpecError                 spec files with error diagnostics     (exit 1)
 
 Each error carries the object it is about, and an ``exit_code`` used by the CLI.
+
+Public constructors and factories check their arguments with :func:`expect`,
+:func:`expect_count` and :func:`expect_names`, which raise the standard ``TypeError``
+or ``ValueError`` (as attrs validators do) naming the argument, what it must be and
+the type given, rather than let a wrong argument fail later, deep inside, with an
+``AttributeError``. Calls and turns are not checked again (they are the hot paths).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+import os
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from toolflow._diagnostics import Diagnostic
 
-__all__ = ["ConfigError", "SpecError", "ToolflowError", "UsageError"]
+__all__ = [
+    "ConfigError",
+    "SpecError",
+    "ToolflowError",
+    "UsageError",
+    "expect",
+    "expect_count",
+    "expect_names",
+    "expect_number",
+]
 
 
 class ToolflowError(Exception):
@@ -62,3 +79,62 @@ class SpecError(ToolflowError):
         lines = "\n".join(d.render() for d in errors[:20])
         more = f"\n... and {len(errors) - 20} more" if len(errors) > 20 else ""
         super().__init__(f"{len(errors)} error(s) in spec files:\n{lines}{more}")
+
+
+def _given(value: object) -> str:
+    return "None" if value is None else repr(type(value).__name__)
+
+
+def expect(value: object, kinds: type | tuple[type, ...], name: str, expected: str) -> None:
+    """Raise ``TypeError`` unless *value* is an instance of *kinds*.
+
+    The message reads ``{name} must be {expected}, got {type}``: *name* says where
+    (``"Agent: engine"``) and *expected* what in words (``"a toolflow.Engine"``).
+    """
+    if not isinstance(value, kinds):
+        msg = f"{name} must be {expected}, got {_given(value)}"
+        raise TypeError(msg)
+
+
+def expect_count(value: object, name: str, *, minimum: int, optional: bool = False) -> None:
+    """Raise ``TypeError`` unless *value* is an ``int`` (a ``bool`` is not; ``None`` is when *optional*).
+
+    Raises ``ValueError`` when it is below *minimum*.
+    """
+    if value is None and optional:
+        return
+    if isinstance(value, bool) or not isinstance(value, int):
+        expected = f"an integer of at least {minimum}" + (" or None" if optional else "")
+        msg = f"{name} must be {expected}, got {_given(value)}"
+        raise TypeError(msg)
+    if value < minimum:
+        msg = f"{name} must be at least {minimum}, got {value!r}"
+        raise ValueError(msg)
+
+
+def expect_number(value: object, name: str, expected: str, within: Callable[[float], bool]) -> None:
+    """Raise ``TypeError`` unless *value* is a real number (not a ``bool``, not NaN), ``ValueError`` unless *within* it.
+
+    *expected* says the range in words (``"a number from 0 to 1"``).
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+        msg = f"{name} must be {expected}, got {_given(value)}"
+        raise TypeError(msg)
+    if not within(value):
+        msg = f"{name} must be {expected}, got {value!r}"
+        raise ValueError(msg)
+
+
+def expect_names(value: object, name: str, *, what: str = "names", optional: bool = False) -> None:
+    """Raise ``TypeError`` unless *value* is an iterable of strings (``None`` too when *optional*).
+
+    A single string (or path) is refused: iterating it would give its characters.
+    """
+    if value is None and optional:
+        return
+    if isinstance(value, str | bytes | os.PathLike):
+        msg = f"{name} must be a list of {what}, got the single {_given(value)} {value!r}: put it in a list"
+        raise TypeError(msg)
+    if not isinstance(value, Iterable):
+        msg = f"{name} must be a list of {what}{' or None' if optional else ''}, got {_given(value)}"
+        raise TypeError(msg)

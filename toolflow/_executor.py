@@ -93,6 +93,7 @@ from toolflow._cache import (
 )
 from toolflow._calls import MalformedCall, ParsedCall, ToolCall, parse_tool_calls
 from toolflow._context import CallContext, wants_context
+from toolflow._errors import expect, expect_count, expect_names
 from toolflow._model import CacheScope, Category
 from toolflow._model import format_duration as _seconds
 from toolflow._plugins import PluginError, Plugins
@@ -355,6 +356,30 @@ class _Plan:
         self.with_context = False
 
 
+def _check_arguments(
+    *,
+    registry: object,
+    plugins: object,
+    allowlist: object,
+    max_concurrency: object,
+    max_threads: object,
+    max_malformed: object,
+    cache_path: object,
+    clock: object,
+) -> None:
+    """The checks of :func:`open_engine`'s arguments (a wrong one would fail later, at a call)."""
+    expect(registry, Registry, "open_engine: registry", "a toolflow.Registry (from toolflow.load_registry())")
+    expect(plugins, (Plugins, type(None)), "open_engine: plugins", "a toolflow.Plugins or None")
+    expect_names(allowlist, "open_engine: allowlist", what="tool names", optional=True)
+    expect_count(max_concurrency, "open_engine: max_concurrency", minimum=1)
+    expect_count(max_threads, "open_engine: max_threads", minimum=1, optional=True)
+    expect_count(max_malformed, "open_engine: max_malformed", minimum=0)
+    expect(cache_path, (str, os.PathLike, type(None)), "open_engine: cache_path", "a path or None")
+    if not callable(clock):
+        msg = f"open_engine: clock must be a function returning seconds, got {type(clock).__name__!r}"
+        raise TypeError(msg)
+
+
 class Engine:
     """Runs tool calls of one registry; made by :func:`open_engine`, valid inside its ``async with``."""
 
@@ -381,15 +406,19 @@ class Engine:
         policy: Policy | None = None,
         approve: Approver | None = None,
     ) -> None:
-        if max_concurrency < 1:
-            msg = f"max_concurrency must be at least 1, got {max_concurrency!r}"
-            raise ValueError(msg)
-        if max_threads is not None and max_threads < 1:
-            msg = f"max_threads must be at least 1, got {max_threads!r}"
-            raise ValueError(msg)
-        if max_malformed < 0:
-            msg = f"max_malformed must not be negative, got {max_malformed!r}"
-            raise ValueError(msg)
+        if not bare:  # a bare engine is this module's own, made per call of toolflow.invoke()
+            _check_arguments(
+                registry=registry,
+                plugins=plugins,
+                allowlist=allowlist,
+                max_concurrency=max_concurrency,
+                max_threads=max_threads,
+                max_malformed=max_malformed,
+                cache_path=cache_path,
+                clock=clock,
+            )
+            expect(cache_backend, (str, type(None)), "open_engine: cache_backend", "a backend's name or None")
+            expect(cache_options, (Mapping, type(None)), "open_engine: cache_options", "a mapping or None")
         self.registry = registry
         self.plugins = plugins
         self.allowlist = None if allowlist is None else frozenset(allowlist)
@@ -1326,6 +1355,8 @@ async def open_engine(
             look-up a miss and skips the store, with one ``busy`` :class:`~toolflow.CacheWarning`.
 
     Raises:
+        TypeError: An argument of the wrong type (the message names it and what it must be),
+            such as a single tool name as *allowlist*.
         ValueError: *max_concurrency* or *max_threads* is less than 1, *max_malformed* is
             negative, or *cache_timeout* is not a positive number.
         ConfigError: No plugin registered *cache_backend*, or several did.

@@ -49,7 +49,7 @@ import attrs
 import trio
 
 from toolflow._calls import ToolCall
-from toolflow._errors import UsageError
+from toolflow._errors import UsageError, expect
 from toolflow._export import anthropic_tool, description, input_schema, openai_tool
 from toolflow._json import encoder, loads
 from toolflow._model import ToolSpec
@@ -813,9 +813,12 @@ def get_format(name: str, *, text_protocol_template: str | None = None) -> Histo
             sandboxed environment. Other formats ignore it.
 
     Raises:
+        TypeError: *name* or *text_protocol_template* is not a string.
         UsageError: Unknown *name*; a template that does not compile, or that reads a
             variable other than ``tools`` (and Jinja's globals).
     """
+    expect(name, str, "history_format: name", f"a string, one of {', '.join(HISTORY_FORMATS)}")
+    expect(text_protocol_template, (str, type(None)), "history_format: text_protocol_template", "a string or None")
     simple = _SIMPLE_FORMATS.get(name)
     if simple is not None:
         return simple()

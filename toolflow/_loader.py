@@ -22,7 +22,7 @@ from yaml.nodes import Node
 
 from toolflow import _yaml
 from toolflow._diagnostics import Diagnostic, Severity
-from toolflow._errors import SpecError
+from toolflow._errors import SpecError, expect, expect_names
 from toolflow._model import (
     NO_RETRY,
     CachePolicy,
@@ -101,7 +101,14 @@ def load_specs(
 
     Returns:
         The files, their tools, and every diagnostic of the load, sorted by position.
+
+    Raises:
+        TypeError: *paths* is a single path rather than a list of them (whose characters would
+            be read as paths), or *environ* or *kinds* is not a mapping.
     """
+    expect_names(paths, "paths", what="spec files and directories")
+    expect(environ, (Mapping, type(None)), "environ", "a mapping of variable names to values, or None")
+    expect(kinds, (Mapping, type(None)), "kinds", "a mapping of spec keys to JSON Schemas, or None")
     files: list[SpecFile] = []
     diagnostics: list[Diagnostic] = []
     with gc_paused():
@@ -181,18 +188,24 @@ def load_file(
             _file_diag(path, "TF006", "the file is empty; a spec file starts with 'toolflow: 1'")
         ]
     diagnostics: list[Diagnostic] = []
+    end: tuple[int, int] | None = None
 
+    # Not through the locator: convert()'s closures keep this function until the collector
+    # frees them, and it must not keep the node tree alive meanwhile.
     def report(code: str, message: str, node: Node, *, at_key: bool = False) -> None:
-        mark, end = node.start_mark, node.end_mark
+        nonlocal end
+        if end is None:
+            end = _yaml.position_of(text, len(text))
+        span = _yaml.span_within(node, end)
         diagnostics.append(
             Diagnostic(
                 code=code,
                 message=message.replace("tag:yaml.org,2002:", "!!"),
                 file=path,
-                line=mark.line + 1,
-                column=mark.column + 1,
-                end_line=end.line + 1,
-                end_column=end.column + 1,
+                line=span.line,
+                column=span.column,
+                end_line=span.end_line,
+                end_column=span.end_column,
                 severity=Severity.WARNING if code in _WARNING_CODES else Severity.ERROR,
             )
         )
@@ -230,10 +243,9 @@ def redacted(diagnostics: Iterable[Diagnostic], interpolated: Iterable[tuple[str
 
 
 def _position(raw: bytes, offset: int) -> tuple[int, int]:
-    """1-based line and column (in characters, like YAML marks) of byte *offset*."""
-    start = raw.rfind(b"\n", 0, offset) + 1
-    prefix = raw[start:offset].decode("utf-8", errors="replace").lstrip("\ufeff")
-    return raw.count(b"\n", 0, offset) + 1, len(prefix) + 1
+    """1-based line and column (in characters, with YAML's line breaks, like its marks) of byte *offset*."""
+    prefix = raw[:offset].decode("utf-8", errors="replace").removeprefix("\ufeff")
+    return _yaml.position_of(prefix, len(prefix))
 
 
 def _read_text(path: str) -> str | Diagnostic:

@@ -45,7 +45,7 @@ import trio
 
 from toolflow._approval import Approver
 from toolflow._calls import MalformedCall, ParsedCall, ToolCall, parse_tool_calls
-from toolflow._errors import UsageError
+from toolflow._errors import UsageError, expect, expect_count
 from toolflow._executor import Abort, Engine, HistoryEntry
 from toolflow._history import HistoryFormat, get_format
 from toolflow._model import RetryPolicy
@@ -207,6 +207,32 @@ def _entry(call: ParsedCall, result: ToolResult) -> HistoryEntry:
     return HistoryEntry(call_id=call.id, tool_name=call.name or "", call=call, result=result, success=result.success)
 
 
+def _check_arguments(
+    *,
+    engine: object,
+    provider: object,
+    policy: object,
+    system: object,
+    deliberate: object,
+    approve: object,
+    model: object,
+    provider_retry: object,
+    on_turn: object,
+) -> None:
+    """The type checks of :class:`Agent`'s arguments (a wrong one would fail later, deep in a turn)."""
+    expect(engine, Engine, "Agent: engine", "a toolflow.Engine (from toolflow.open_engine())")
+    expect(provider, ModelProvider, "Agent: provider", "a toolflow.ModelProvider (from toolflow.load_provider())")
+    expect(policy, (Policy, type(None)), "Agent: policy", "a toolflow.Policy or None")
+    expect(system, (str, type(None)), "Agent: system", "a string or None")
+    expect(deliberate, bool, "Agent: deliberate", "True or False")
+    expect(model, str, "Agent: model", "a string")
+    expect(provider_retry, RetryPolicy, "Agent: provider_retry", "a toolflow.RetryPolicy")
+    for name, value in (("approve", approve), ("on_turn", on_turn)):
+        if value is not None and not callable(value):
+            msg = f"Agent: {name} must be a function or None, got {type(value).__name__!r}"
+            raise TypeError(msg)
+
+
 class Agent:
     """An agent loop over one engine and one model provider.
 
@@ -229,6 +255,8 @@ class Agent:
         on_turn: Called with each :class:`TurnRecord` as the turn ends (for live traces).
 
     Raises:
+        TypeError: An argument of the wrong type (the message names it and what it must be).
+        ValueError: *max_result_chars* is less than 1.
         UsageError: The provider cannot speak *format*, or the policy names a toolset or tools
             that do not exist, or *deliberate* is set without a ``deliberate`` allowlist.
     """
@@ -248,6 +276,18 @@ class Agent:
         provider_retry: RetryPolicy = PROVIDER_RETRY,
         on_turn: Callable[[TurnRecord], None] | None = None,
     ) -> None:
+        _check_arguments(
+            engine=engine,
+            provider=provider,
+            policy=policy,
+            system=system,
+            deliberate=deliberate,
+            approve=approve,
+            model=model,
+            provider_retry=provider_retry,
+            on_turn=on_turn,
+        )
+        expect_count(max_result_chars, "Agent: max_result_chars", minimum=1)
         if format not in HISTORY_FORMATS:
             msg = f"unknown history format {format!r}; expected one of {', '.join(HISTORY_FORMATS)}"
             raise UsageError(msg)

@@ -9,6 +9,7 @@ treat them as read-only. A string the loader interpolated from ``${...}`` is a
 from __future__ import annotations
 
 import enum
+import math
 import re
 from collections.abc import Mapping
 from typing import Any, Literal
@@ -16,6 +17,7 @@ from typing import Any, Literal
 import attrs
 
 from toolflow._diagnostics import Diagnostic, Locator
+from toolflow._errors import expect, expect_count, expect_names, expect_number
 from toolflow._provenance import Interpolated
 
 __all__ = [
@@ -103,6 +105,31 @@ class RetryPolicy:
     multiplier: float = 2.0
     jitter: bool = True
     on: tuple[str, ...] = DEFAULT_RETRY_ON
+
+    def __attrs_post_init__(self) -> None:
+        # The loader makes several per tool, all well-formed: one cheap test lets them through.
+        if (
+            type(self.attempts) is int
+            and self.attempts >= 0
+            and type(self.initial) in _REAL
+            and type(self.max) in _REAL
+            and type(self.multiplier) in _REAL
+            and 0 <= self.initial < math.inf
+            and 0 <= self.max < math.inf
+            and 1 <= self.multiplier < math.inf
+            and type(self.jitter) is bool
+            and type(self.on) is tuple
+        ):
+            return
+        expect_count(self.attempts, "RetryPolicy: attempts", minimum=0)  # 0 runs once, as 1 does
+        for name in ("initial", "max"):
+            expect_number(getattr(self, name), f"RetryPolicy: {name}", "seconds from 0", lambda x: 0 <= x < math.inf)
+        expect_number(self.multiplier, "RetryPolicy: multiplier", "a number from 1", lambda x: 1 <= x < math.inf)
+        expect(self.jitter, bool, "RetryPolicy: jitter", "True or False")
+        expect_names(self.on, "RetryPolicy: on", what="error classes")
+
+
+_REAL = (int, float)
 
 
 NO_RETRY = RetryPolicy(attempts=1)

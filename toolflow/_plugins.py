@@ -36,7 +36,7 @@ import attrs
 import pluggy
 
 from toolflow import __version__, hookspecs
-from toolflow._errors import ToolflowError
+from toolflow._errors import ToolflowError, expect, expect_names
 from toolflow._lint._rule import PluginFacts, Rule
 from toolflow._schemas import did_you_mean, spec_schema
 
@@ -513,8 +513,13 @@ def load_plugins(
         strict: Raise :class:`PluginError` instead of warning when a plugin fails.
 
     Raises:
+        TypeError: *project_plugins* is a single module name rather than a list (whose
+            characters would be loaded as plugins), or another argument of the wrong type.
         PluginError: With ``strict=True``, a plugin failed to load.
     """
+    expect_names(project_plugins, "load_plugins: project_plugins", what="module names")
+    expect(project_root, (str, os.PathLike, type(None)), "load_plugins: project_root", "a directory or None")
+    expect(environ, (Mapping, type(None)), "load_plugins: environ", "a mapping or None")
     env = os.environ if environ is None else environ
     allow, block = _names(env.get(LOAD_ENV)), _names(env.get(DISABLE_ENV)) or frozenset()
     plugins = Plugins(manager=make_manager(), strict=strict)

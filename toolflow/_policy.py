@@ -32,6 +32,7 @@ from typing import Any, Literal, TypeAlias
 
 import attrs
 
+from toolflow._errors import expect, expect_count, expect_names, expect_number
 from toolflow._model import Category, LoadResult
 from toolflow._records import unchecked_init
 
@@ -80,6 +81,14 @@ class CategoryPolicy:
     approval: bool = False
     description: str = ""
 
+    def __attrs_post_init__(self) -> None:
+        if self.ends_loop not in ("never", "on_success", "always"):
+            msg = f"CategoryPolicy: ends_loop must be 'never', 'on_success' or 'always', got {self.ends_loop!r}"
+            raise ValueError(msg)
+        expect_count(self.per_turn, "CategoryPolicy: per_turn", minimum=1, optional=True)
+        expect(self.approval, bool, "CategoryPolicy: approval", "True or False")
+        expect(self.description, str, "CategoryPolicy: description", "a string")
+
     def ends(self, *, success: bool) -> bool:
         """Whether a call of this category that did (not) succeed ends the loop."""
         return self.ends_loop == "always" or (self.ends_loop == "on_success" and success)
@@ -111,6 +120,12 @@ class TokenBudget:
     context_window: int
     warning: float = 0.6
     critical: float = 0.8
+
+    def __attrs_post_init__(self) -> None:
+        expect_count(self.context_window, "TokenBudget: context_window", minimum=1)
+        for name in ("warning", "critical"):
+            share = getattr(self, name)
+            expect_number(share, f"TokenBudget: {name}", "a share above 0, at most 1", lambda x: 0 < x <= 1)
 
     def level(self, tokens_used: int) -> Literal["normal", "warning", "critical"]:
         """The advisory level of *tokens_used*."""
@@ -175,6 +190,7 @@ class LoopDecision:
 
 
 def _names(value: Any) -> tuple[str, ...] | None:
+    expect_names(value, "Policy: allow, deny and deliberate", what="tool names", optional=True)
     return None if value is None else tuple(str(name) for name in value)
 
 
@@ -219,6 +235,18 @@ class Policy:
         if self.soft_warn_iterations is not None:
             return self.soft_warn_iterations
         return max(1, self.max_iterations - 2)
+
+    def __attrs_post_init__(self) -> None:
+        expect_count(self.max_iterations, "Policy: max_iterations", minimum=1)
+        expect_count(self.soft_warn_iterations, "Policy: soft_warn_iterations", minimum=1, optional=True)
+        expect_count(self.max_consecutive_errors, "Policy: max_consecutive_errors", minimum=1)
+        expect(self.tokens, (TokenBudget, type(None)), "Policy: tokens", "a toolflow.TokenBudget or None")
+        expect(self.toolset, (str, type(None)), "Policy: toolset", "a toolset's name or None")
+        expect(self.system_prompt, str, "Policy: system_prompt", "a string")
+        expect(self.text_protocol, (str, type(None)), "Policy: text_protocol", "a template or None")
+        expect(self.categories, Mapping, "Policy: categories", "a mapping of category names to CategoryPolicy")
+        for name, behaviour in self.categories.items():
+            expect(behaviour, CategoryPolicy, f"Policy: categories[{name!r}]", "a toolflow.CategoryPolicy")
 
     def category(self, name: str) -> CategoryPolicy:
         """The behaviour of category *name* (a category nobody describes chains on without limits)."""

@@ -31,7 +31,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
-from toolflow._errors import ToolflowError, UsageError
+from toolflow._errors import ToolflowError, UsageError, expect
 from toolflow._plugins import Plugins
 from toolflow._schemas import did_you_mean
 
@@ -173,7 +173,10 @@ def load_provider(model: str, *, plugins: Plugins, **options: Any) -> ModelProvi
             ``PROVIDER``; the provider does not take *options*; the factory returned something
             that is not a :class:`ModelProvider`. A factory's own :class:`~toolflow.ToolflowError`
             (a transcript that cannot be read, say) passes through.
+        TypeError: *model* is not a string or *plugins* not a :class:`~toolflow.Plugins`.
     """
+    expect(model, str, "load_provider: model", "a string such as 'openai:gpt-4o-mini'")
+    expect(plugins, Plugins, "load_provider: plugins", "a toolflow.Plugins (from toolflow.load_plugins())")
     name, sep, target = model.partition(":")
     if not sep or not name:
         msg = f"--model must be PROVIDER:TARGET (e.g. scripted:session.yaml or openai:gpt-4o-mini), got {model!r}"

@@ -28,7 +28,7 @@ from typing import Any
 import attrs
 
 from toolflow._diagnostics import Locator
-from toolflow._errors import SpecError, ToolflowError, UsageError
+from toolflow._errors import SpecError, ToolflowError, UsageError, expect
 from toolflow._export import description, export_tools
 from toolflow._loader import load_specs
 from toolflow._model import BUILTIN_CATEGORIES, LoadResult, Toolset, ToolSpec
@@ -268,9 +268,13 @@ class Registry:
         """Bind every tool of *specs* to what *plugins* provide, and compile its validators.
 
         Raises:
+            TypeError: *specs* is not a :class:`~toolflow.LoadResult` or *plugins* not a
+                :class:`~toolflow.Plugins`.
             SpecError: The load produced error diagnostics.
             RegistryError: Every problem found (see the module documentation), at once.
         """
+        expect(specs, LoadResult, "Registry.build: specs", "a toolflow.LoadResult (from toolflow.load_specs())")
+        expect(plugins, Plugins, "Registry.build: plugins", "a toolflow.Plugins (from toolflow.load_plugins())")
         if not specs.ok:
             raise SpecError(specs.diagnostics)
         bindings = plugins.bindings()
@@ -502,9 +506,12 @@ def load_registry(
         environ: Variables for ``${VAR}`` interpolation (default: ``os.environ``).
 
     Raises:
+        TypeError: *paths* is a single path rather than a list, or *plugins* not a
+            :class:`~toolflow.Plugins`.
         SpecError: The specs have errors.
         RegistryError: The specs and plugins do not fit together.
     """
+    expect(plugins, (Plugins, type(None)), "load_registry: plugins", "a toolflow.Plugins or None")
     if plugins is None:
         plugins = load_plugins()
     return Registry.build(load_specs(paths, environ=environ, kinds=plugins.kind_schemas()), plugins)

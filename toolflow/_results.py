@@ -18,6 +18,7 @@ from typing import Any
 
 import attrs
 
+from toolflow._errors import expect, expect_names
 from toolflow._json import encoder
 from toolflow._records import unchecked_init
 
@@ -42,11 +43,15 @@ _EMPTY: Mapping[str, Any] = MappingProxyType({})
 def _freeze_extra(value: Mapping[str, Any] | None) -> Mapping[str, Any]:
     if not value:
         return _EMPTY
+    expect(value, Mapping, "ToolResult: extra", "a mapping or None")
     return MappingProxyType(dict(value))
 
 
 def _to_tuple(value: Iterable[str]) -> tuple[str, ...]:
-    return value if isinstance(value, tuple) else tuple(value)
+    if isinstance(value, tuple):
+        return value
+    expect_names(value, "ToolResult: warnings", what="strings")
+    return tuple(value)
 
 
 def _check_extra(instance: ToolResult, attribute: attrs.Attribute[Any], value: Mapping[str, Any]) -> None:
@@ -74,6 +79,12 @@ class ToolResult:
     error: str | None = None
     warnings: tuple[str, ...] = attrs.field(default=(), converter=_to_tuple)
     extra: Mapping[str, Any] = attrs.field(default=_EMPTY, converter=_freeze_extra, validator=_check_extra)
+
+    def __attrs_post_init__(self) -> None:
+        if self.success is not True and self.success is not False:
+            expect(self.success, bool, "ToolResult: success", "True or False")
+        if self.error is not None and type(self.error) is not str:
+            expect(self.error, str, "ToolResult: error", "a string or None")
 
     @classmethod
     def failure(cls, error: str, **kw: Any) -> ToolResult:

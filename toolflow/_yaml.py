@@ -9,11 +9,14 @@ into plain Python values by :func:`convert`, which
 - reports duplicate mapping keys (PyYAML silently keeps the last one);
 - shares, rather than copies, aliased nodes, and bounds the size their
   expansion would have, so a "billion laughs" file is a diagnostic;
+- refuses collections nested more than :data:`MAX_DEPTH` deep, aliases followed;
 - interpolates ``${VAR}`` and ``${VAR:-default}`` in string values, returning each string
   it changed as a ``toolflow._provenance.Interpolated``, which remembers the text as written.
 
 The node tree is kept as the :class:`NodeLocator` of the document, which turns
-JSON pointers back into 1-based line and column spans.
+JSON pointers back into 1-based line and column spans. Every position, including
+that of a character the reader refuses, counts lines as YAML does (:func:`position_of`)
+and lies inside the text.
 """
 
 from __future__ import annotations
@@ -22,13 +25,14 @@ import math
 import os
 import re
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import yaml
 from yaml.composer import Composer
+from yaml.events import CollectionStartEvent, Event
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from yaml.parser import Parser
-from yaml.reader import Reader
+from yaml.reader import Reader, ReaderError
 from yaml.resolver import BaseResolver
 from yaml.scanner import Scanner
 
@@ -36,15 +40,26 @@ from toolflow._diagnostics import Span
 from toolflow._provenance import Interpolated
 
 __all__ = [
+    "MAX_DEPTH",
     "MAX_EXPANDED_NODES",
     "DocumentError",
     "NodeLocator",
     "compose",
     "convert",
+    "position_of",
+    "span_within",
 ]
 
 MAX_EXPANDED_NODES = 1_000_000
 """Largest number of nodes a document may expand to once aliases are followed."""
+
+MAX_DEPTH = 64
+"""Deepest nesting of collections (mappings and sequences) a document may have, aliases followed.
+
+Everything that reads a spec's values (schema checks, exports, copies of defaults) may recurse
+once per level, so the limit keeps them all far from Python's recursion limit; real specs nest
+a dozen levels or so.
+"""
 
 STR = "tag:yaml.org,2002:str"
 INT = "tag:yaml.org,2002:int"
@@ -96,8 +111,34 @@ _CORE_PATTERNS = {
 _IMPLICIT_FIRST = frozenset(ch for ch in _CoreResolver.yaml_implicit_resolvers if ch)
 
 
-class _PyComposer(Reader, Scanner, Parser, Composer, _CoreResolver):
-    """The pure-Python composer: slower, but its recursion fails with RecursionError, not a crash."""
+class _Limited(Composer):
+    """PyYAML's Python composer, refusing collections nested more than :data:`MAX_DEPTH` deep.
+
+    It recurses once per level in Python, so a deep document fails cleanly, and early.
+    """
+
+    _depth = 0
+
+    if TYPE_CHECKING:
+
+        def peek_event(self) -> Event: ...  # the parser's, which comes with the composer
+
+    def compose_node(self, parent: Node | None, index: int) -> Node | None:
+        """Compose one node; raise :class:`DocumentError` at a collection one level too deep."""
+        event = self.peek_event()
+        if not isinstance(event, CollectionStartEvent):
+            return super().compose_node(parent, index)
+        if self._depth >= MAX_DEPTH:
+            raise _too_deep(event.start_mark)
+        self._depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
+class _PyComposer(Reader, Scanner, Parser, _Limited, _CoreResolver):
+    """The pure-Python reader, scanner, parser and composer, for when PyYAML has no libyaml."""
 
     def __init__(self, stream: str) -> None:
         Reader.__init__(self, stream)
@@ -111,28 +152,38 @@ try:
     from yaml.cyaml import CParser  # type: ignore[attr-defined]
 
     class _CComposer(CParser, _CoreResolver):
+        """libyaml's parser and composer: the fast path, for documents that cannot nest deeply."""
+
         def __init__(self, stream: str) -> None:
             CParser.__init__(self, stream)
             _CoreResolver.__init__(self)
 
+    class _DeepComposer(_Limited, CParser, _CoreResolver):
+        """libyaml's parser (which keeps its own stacks, never recursing) under the Python composer."""
+
+        def __init__(self, stream: str) -> None:
+            CParser.__init__(self, stream)
+            Composer.__init__(self)
+            _CoreResolver.__init__(self)
+
 except ImportError:  # pragma: no cover - PyYAML built without libyaml
-    _CComposer = _PyComposer  # type: ignore[misc, assignment]
+    _CComposer = _DeepComposer = _PyComposer  # type: ignore[misc, assignment]
 
 _SAFE_DEPTH = 250
 # libyaml's composer recurses in C and overflows the stack on documents nested
 # tens of thousands deep. A document whose lines are never indented 250 columns,
 # that never chains 250 "- " or "? " indicators on one line, and whose brackets
 # never nest 250 deep, cannot nest deep enough for that; anything else is
-# composed by the pure-Python composer, whose recursion limit fails cleanly.
+# composed in Python, on libyaml's events, and refused past MAX_DEPTH.
 _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
 _CHAINED = re.compile(rf"(?:[-?][ \t]+){{{_SAFE_DEPTH}}}")
 
 
-def _composer_for(text: str) -> type[_PyComposer | _CComposer]:
+def _composer_for(text: str) -> type[_CComposer | _DeepComposer]:
     indented = ("\n" + " " * _SAFE_DEPTH) in text or text.startswith(" " * _SAFE_DEPTH)
     chained = text.count("-") + text.count("?") >= _SAFE_DEPTH and _CHAINED.search(text) is not None
     if indented or chained or _bracket_depth(text) >= _SAFE_DEPTH:
-        return _PyComposer
+        return _DeepComposer
     return _CComposer
 
 
@@ -148,6 +199,18 @@ def _bracket_depth(text: str) -> int:
         elif depth:
             depth -= 1
     return deepest
+
+
+class _Mark(Protocol):
+    """A position in the text, as both PyYAML's readers mark it (0-based)."""
+
+    line: int
+    column: int
+
+
+def _too_deep(mark: _Mark | None) -> DocumentError:
+    line, column = (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
+    return DocumentError("TF001", f"the document nests more than {MAX_DEPTH} collections deep", line, column)
 
 
 class DocumentError(Exception):
@@ -171,14 +234,22 @@ def compose(text: str) -> Node | None:
     Raises:
         DocumentError: The text is not a single well-formed YAML document.
     """
-    loader = _composer_for(text)(text)
     try:
-        node: Node | None = loader.get_single_node()
+        # Inside the try: the pure-Python reader checks every character as soon as it is built.
+        loader = _composer_for(text)(text)
+        try:
+            node: Node | None = loader.get_single_node()
+        finally:
+            loader.dispose()
     except RecursionError:
         raise DocumentError("TF001", "the document nests too deeply", 1, 1) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
-        line, column = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+        if exc.problem and "maximum nesting depth" in exc.problem:
+            # libyaml's own limit (1,000 levels), which its scanner can meet before the composer meets ours.
+            raise _too_deep(mark) from None
+        # libyaml ends the stream on a line of its own, past the end of a text without a final line break.
+        line, column = min((mark.line + 1, mark.column + 1), position_of(text, len(text))) if mark else (1, 1)
         problem = exc.problem or exc.context or "invalid YAML"
         context = ""
         if exc.context and exc.problem and exc.problem.startswith("but "):
@@ -189,11 +260,65 @@ def compose(text: str) -> Node | None:
             if start is not None and (start.line + 1, start.column + 1) != (line, column):
                 context += f" that starts on line {start.line + 1}, column {start.column + 1}"
         raise DocumentError("TF001", f"YAML syntax error: {problem}{context}", line, column) from None
+    except ReaderError as exc:
+        raise _reader_error(text, exc) from None
     except yaml.YAMLError as exc:
-        raise DocumentError("TF001", f"YAML error: {exc}", 1, 1) from None
-    finally:
-        loader.dispose()
+        raise DocumentError("TF001", f"YAML error: {' '.join(str(exc).split())}", 1, 1) from None
     return node
+
+
+_BREAK = re.compile("\r\n|[\r\n\x85\u2028\u2029]")
+"""The line breaks of YAML 1.1, which both of PyYAML's readers count lines by."""
+
+
+def _reader_error(text: str, exc: ReaderError) -> DocumentError:
+    """A character YAML refuses (a control character, U+FFFE, U+FFFF), placed where it is.
+
+    The C reader gives a byte offset into the UTF-8 encoding and the Python reader a character
+    index; both report the first refused character, so the first occurrence of that character
+    in *text* is the one, whichever reader ran.
+    """
+    character = exc.character if isinstance(exc.character, int) else None
+    index = text.find(chr(character)) if character is not None else -1
+    if index < 0:
+        index = min(max(exc.position, 0), len(text))
+    line, column = position_of(text, index)
+    if character is None:
+        message = f"YAML syntax error: {' '.join(str(exc).split())}"
+    else:
+        message = (
+            f"YAML syntax error: the character U+{character:04X} is not allowed;"
+            f' write it as the escape "\\u{character:04x}" in a double-quoted string'
+        )
+    return DocumentError("TF001", message, line, column)
+
+
+def span_within(node: Node, end: tuple[int, int] | None) -> Span:
+    """The 1-based span of *node*, ending at *end* (the position after the text's last character) at the latest.
+
+    libyaml ends the stream on a line of its own, one past the last line of a text that does
+    not end with a line break, and a block collection that runs to the end of the text ends
+    there.
+    """
+    start, stop = node.start_mark, node.end_mark
+    line, column, end_line, end_column = start.line + 1, start.column + 1, stop.line + 1, stop.column + 1
+    if end is not None and (end_line, end_column) > end:
+        end_line, end_column = end
+        line, column = min((line, column), end)
+    return Span(line=line, column=column, end_line=end_line, end_column=end_column)
+
+
+def position_of(text: str, index: int) -> tuple[int, int]:
+    """The 1-based line and column of character *index* of *text*, counting lines as YAML does.
+
+    YAML 1.1 (and so both of PyYAML's readers, whose marks place every other diagnostic)
+    ends lines at CRLF, CR, LF, NEL, U+2028 and U+2029; positions found outside the YAML
+    reader use the same breaks, so that all of a file's diagnostics agree on its lines.
+    """
+    line_start, line = 0, 1
+    for found in _BREAK.finditer(text, 0, index):
+        line_start, line = found.end(), line + 1
+    return line, index - line_start + 1
 
 
 _ENV = re.compile(r"\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -225,14 +350,17 @@ def convert(  # noqa: PLR0915 - the closures share one conversion state
     then skip the rest of the document.
 
     Raises:
-        DocumentError: Aliases expand beyond *max_nodes* nodes, refer to
-            themselves, or the document nests too deeply.
+        DocumentError: Collections nest more than :data:`MAX_DEPTH` deep (``TF001``),
+            or aliases expand beyond *max_nodes* nodes or that deep, or refer to
+            themselves (``TF004``).
     """
     env = os.environ if environ is None else environ
     done: dict[int, Any] = {}
     sizes: dict[int, int] = {}
+    heights: dict[int, int] = {}  # of the collections converted: how deep they nest
     active: set[int] = set()
     expanded = 0
+    depth = reach = 0  # collections around the node being converted; the deepest seen under it
 
     def interpolate(node: ScalarNode) -> str:
         substitutions: list[tuple[str, str]] = []
@@ -290,13 +418,17 @@ def convert(  # noqa: PLR0915 - the closures share one conversion state
 
     marked = 0  # Interpolated strings made, or met again through an alias, so far
 
-    def walk(node: Node) -> Any:
-        nonlocal expanded, marked
+    def walk(node: Node) -> Any:  # noqa: PLR0915 - every node passes here: no helper call per scalar
+        nonlocal expanded, marked, depth, reach
         ident = id(node)
         if ident in done:
             expanded += sizes[ident]
             if expanded > max_nodes:
                 raise overflow(node, f"document expands to more than {max_nodes:,} nodes through aliases")
+            deepest = depth + heights.get(ident, 0)
+            if deepest > MAX_DEPTH:
+                raise overflow(node, f"aliases nest the document more than {MAX_DEPTH} collections deep")
+            reach = max(reach, deepest)
             value = done[ident]
             if marks is not None and id(value) in marks:
                 marked += 1
@@ -318,8 +450,12 @@ def convert(  # noqa: PLR0915 - the closures share one conversion state
             else:
                 value = text
         else:
+            if depth >= MAX_DEPTH:
+                raise _too_deep(node.start_mark)
             active.add(ident)
             marked_before = marked
+            depth += 1
+            outer, reach = reach, depth
             if node.tag != (SEQ if type(node) is SequenceNode else MAP):
                 report("TF003", f"tag {node.tag!r} is not allowed", node)
                 value = None
@@ -330,6 +466,9 @@ def convert(  # noqa: PLR0915 - the closures share one conversion state
             active.discard(ident)
             if marks is not None and marked != marked_before:
                 marks.add(id(value))
+            depth -= 1
+            heights[ident] = reach - depth
+            reach = max(reach, outer)
         done[ident] = value
         sizes[ident] = expanded - before
         return value
@@ -370,6 +509,7 @@ class NodeLocator:
         self._root = root
         self._text = text
         self._strings: list[tuple[tuple[int, int], tuple[int, int]]] | None = None
+        self._end_of_text: tuple[int, int] | None = None
 
     def in_string(self, line: int, column: int) -> bool:
         """True when the 1-based position lies inside a quoted or block scalar."""
@@ -418,13 +558,15 @@ class NodeLocator:
         target = key_node if key and key_node is not None else node
         if target is None:
             return Span(line=1, column=1, end_line=1, end_column=1)
-        start, end = target.start_mark, target.end_mark
-        return Span(
-            line=start.line + 1,
-            column=start.column + 1,
-            end_line=end.line + 1,
-            end_column=end.column + 1,
-        )
+        return self.span(target)
+
+    def span(self, node: Node) -> Span:
+        """The span of *node*, within the text (see :func:`span_within`)."""
+        if not self._text:
+            return span_within(node, None)
+        if self._end_of_text is None:
+            self._end_of_text = position_of(self._text, len(self._text))
+        return span_within(node, self._end_of_text)
 
     def scalar_line(self, pointer: str, line_in_value: int) -> tuple[int, int]:
         """Map a 1-based line inside a string value to a line and column of the file.

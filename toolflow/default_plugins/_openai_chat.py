@@ -32,6 +32,7 @@ _MAX_DETAIL_CHARS = 500
 _DRAIN_SECONDS = 2.0
 """How long to wait for a stream's end after ``[DONE]`` or an error event before closing it."""
 _NEWLINE = re.compile(r"\r\n|\r|\n")
+_USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/?#]*@")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -44,6 +45,8 @@ class OpenAIProvider:
         model: The model name sent when the request names none.
         base_url: The API root the requests go to.
         stream: Whether answers are streamed.
+        response_timeout: Seconds allowed for a whole answer, from sending the request to its
+            last byte; what the server sends meanwhile (keep-alive comments) does not extend it.
     """
 
     name = NAME
@@ -57,20 +60,24 @@ class OpenAIProvider:
         api_key: str | None,
         stream: bool,
         timeout: float,
+        response_timeout: float,
         options: Mapping[str, Any],
     ) -> None:
         self.model = model
         self.base_url = base_url
         self.stream = stream
+        self.response_timeout = response_timeout
         self._api_key = api_key
         self._timeout = timeout
         self._options = dict(options)
         self._url = f"{base_url}/chat/completions"
+        self._shown_url = _without_credentials(self._url)
         # Made on first use, inside the trio run that uses it: connections belong to one event loop.
         self._client: httpx.AsyncClient | None = None
 
     def __repr__(self) -> str:
-        return f"<OpenAIProvider model={self.model!r} base_url={self.base_url!r} stream={self.stream!r}>"
+        base_url = _without_credentials(self.base_url)
+        return f"<OpenAIProvider model={self.model!r} base_url={base_url!r} stream={self.stream!r}>"
 
     def request_body(self, request: ModelRequest) -> dict[str, Any]:
         """The JSON body sent for *request* (without checking its format).
@@ -98,9 +105,11 @@ class OpenAIProvider:
 
         Raises:
             ProviderError: The request's format is ``anthropic`` or unknown, the request cannot
-                be encoded as JSON, the server answered with an error status or something that
-                is not a Chat Completions answer, the connection failed, timed out or broke
-                off. ``retryable``, ``status`` and ``retry_after`` say what the loop may do.
+                be encoded as JSON, the server answered with an error status, an HTML page or
+                something else that is not a Chat Completions answer, the connection failed,
+                timed out or broke off, or the whole answer took longer than
+                :attr:`response_timeout`. ``retryable``, ``status`` and ``retry_after`` say what
+                the loop may do. Messages name the URL without its user name, password and query.
         """
         if request.format not in self.formats:
             msg = (
@@ -119,24 +128,37 @@ class OpenAIProvider:
             "content-type": "application/json",
             "accept": "text/event-stream" if self.stream else "application/json",
         }
-        client = self._get_client()
+        # httpx's timeout bounds each wait (to connect, for the next bytes); this bounds the whole
+        # answer, which a server sending keep-alive comments forever would otherwise never end.
         try:
-            async with client.stream("POST", self._url, content=content, headers=headers) as response:
+            with trio.fail_after(self.response_timeout):
+                return await self._exchange(content, headers)
+        except trio.TooSlowError:
+            msg = f"{self._shown_url} did not finish its answer within {self.response_timeout:g}s (response_timeout)"
+            raise ProviderError(msg, provider=NAME, retryable=True) from None
+
+    async def _exchange(self, content: bytes, headers: Mapping[str, str]) -> ModelResponse:
+        """Send the request and read the answer; every httpx failure becomes a ProviderError."""
+        url = self._shown_url
+        try:
+            async with self._get_client().stream("POST", self._url, content=content, headers=headers) as response:
                 if not response.is_success:
                     await response.aread()
-                    raise _status_error(response, self._url)
-                if self.stream and _is_event_stream(response):
+                    raise _status_error(response, url)
+                if _media_type(response) in _HTML_TYPES:
+                    raise _html_error(response, url)
+                if self.stream and _media_type(response) != "application/json":
                     return await _read_stream(response.aiter_bytes())
                 # Also the answer of a server that ignores ``stream: true`` and sends JSON.
                 return _parse_completion(_json_body(await response.aread()))
         except httpx.TimeoutException as exc:
-            msg = f"no answer from {self._url} within {self._timeout:g}s ({type(exc).__name__})"
+            msg = f"no answer from {url} within {self._timeout:g}s ({type(exc).__name__})"
             raise ProviderError(msg, provider=NAME, retryable=True) from exc
         except (httpx.NetworkError, httpx.RemoteProtocolError, httpx.ProxyError) as exc:
-            msg = f"the connection to {self._url} failed: {_describe(exc)}"
+            msg = f"the connection to {url} failed: {_describe(exc)}"
             raise ProviderError(msg, provider=NAME, retryable=True) from exc
         except (httpx.HTTPError, httpx.InvalidURL) as exc:
-            msg = f"cannot ask {self._url}: {_describe(exc)}"
+            msg = f"cannot ask {url}: {_describe(exc)}"
             raise ProviderError(msg, provider=NAME) from exc
 
     async def aclose(self) -> None:
@@ -329,9 +351,28 @@ def _describe(exc: Exception) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def _is_event_stream(response: httpx.Response) -> bool:
+def _media_type(response: httpx.Response) -> str:
+    """The response's media type, lower-cased, without parameters (``text/event-stream``)."""
     content_type: str = response.headers.get("content-type", "")
-    return content_type.split(";", 1)[0].strip().lower() != "application/json"
+    return content_type.split(";", 1)[0].strip().lower()
+
+
+_HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
+
+
+def _html_error(response: httpx.Response, url: str) -> ProviderError:
+    """A 200 answer that is a web page: a wrong base URL, a proxy's login page, a captive portal."""
+    msg = (
+        f"POST {url} answered HTTP {response.status_code} with an HTML page ({_media_type(response)}),"
+        " not a Chat Completions answer: check the base URL; a proxy or a network's login page"
+        " (captive portal) may be answering instead of the API"
+    )
+    return ProviderError(msg, provider=NAME, status=response.status_code)
+
+
+def _without_credentials(url: str) -> str:
+    """*url* without its user name, password, query and fragment, which may carry secrets, for messages."""
+    return _USERINFO.sub(r"\1", url).split("#", 1)[0].split("?", 1)[0]
 
 
 # -- streaming ----------------------------------------------------------------------------------

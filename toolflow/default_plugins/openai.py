@@ -16,7 +16,10 @@ text deltas are joined, tool-call deltas are gathered by their ``index`` (``id``
 Failures raise :class:`toolflow.ProviderError`; the provider never retries by itself, the agent
 loop does, with backoff, when ``retryable`` is true: HTTP 408, 409, 429 and 5xx, connection
 failures, timeouts, and a stream that breaks off or reports an error. ``retry_after`` carries the
-server's ``retry-after-ms`` or ``Retry-After``.
+server's ``retry-after-ms`` or ``Retry-After``. A whole answer has ``response_timeout`` seconds
+(default :data:`DEFAULT_RESPONSE_TIMEOUT`), however the server keeps the connection busy; a
+``200`` answer that is an HTML page (a wrong base URL, a proxy's or a captive portal's page)
+says so.
 
 Registering the provider imports nothing heavy: httpx is imported when a provider is created,
 so ``toolflow lint`` and ``toolflow --help`` stay fast.
@@ -35,13 +38,23 @@ from toolflow.hookspecs import hookimpl
 if TYPE_CHECKING:
     from toolflow.default_plugins._openai_chat import OpenAIProvider
 
-__all__ = ["DEFAULT_BASE_URL", "NAME", "create_provider", "toolflow_register_model_providers"]
+__all__ = [
+    "DEFAULT_BASE_URL",
+    "DEFAULT_RESPONSE_TIMEOUT",
+    "NAME",
+    "create_provider",
+    "toolflow_register_model_providers",
+]
 
 NAME = "openai"
 """The provider's registered name: ``--model openai:MODEL``."""
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 """The base URL when neither the ``base_url`` option nor ``OPENAI_BASE_URL`` gives one."""
+
+DEFAULT_RESPONSE_TIMEOUT = 600.0
+"""Seconds allowed for a whole answer when ``response_timeout`` is not given: ten minutes, for
+reasoning models that think for minutes before they answer."""
 
 
 @hookimpl
@@ -57,6 +70,7 @@ def create_provider(
     api_key: str | None = None,
     stream: bool = True,
     timeout: float = 120,
+    response_timeout: float = DEFAULT_RESPONSE_TIMEOUT,
     max_tokens: int | None = None,
     temperature: float | None = None,
     extra_body: Mapping[str, Any] | None = None,
@@ -72,6 +86,9 @@ def create_provider(
             The key goes to whatever server *base_url* names.
         stream: Stream the answer (server-sent events) rather than wait for the whole body.
         timeout: Seconds allowed to connect, and between two pieces of the answer.
+        response_timeout: Seconds allowed for the whole answer, from sending the request to its
+            last byte. Keep-alive comments and slow pieces do not extend it; the error it gives
+            is retryable.
         max_tokens: Sent as ``max_tokens`` when given.
         temperature: Sent as ``temperature`` when given.
         extra_body: Merged into the request's JSON last, so it can add any field (``top_p``,
@@ -82,8 +99,8 @@ def create_provider(
     Raises:
         TypeError: An option this provider does not know.
         toolflow.UsageError: An empty model name, a base URL that is not ``http://`` or
-            ``https://``, or a timeout, ``max_tokens``, temperature or ``extra_body`` that is
-            out of range or of the wrong type.
+            ``https://``, or a timeout, response timeout, ``max_tokens``, temperature or
+            ``extra_body`` that is out of range or of the wrong type.
     """
     model = target.strip()
     if not model:
@@ -93,9 +110,10 @@ def create_provider(
     if not url.lower().startswith(("http://", "https://")):
         msg = f"the openai base URL must start with http:// or https://, got {url!r}"
         raise UsageError(msg)
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout < math.inf:
-        msg = f"timeout must be a positive number of seconds, got {timeout!r}"
-        raise UsageError(msg)
+    for option, seconds in (("timeout", timeout), ("response_timeout", response_timeout)):
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not 0 < seconds < math.inf:
+            msg = f"{option} must be a positive number of seconds, got {seconds!r}"
+            raise UsageError(msg)
     if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1):
         msg = f"max_tokens must be a positive integer, got {max_tokens!r}"
         raise UsageError(msg)
@@ -121,5 +139,6 @@ def create_provider(
         api_key=key or None,
         stream=bool(stream),
         timeout=float(timeout),
+        response_timeout=float(response_timeout),
         options={**options, **(extra_body or {})},
     )

@@ -316,6 +316,81 @@ async def test_symlink_out_of_the_workspace_is_refused(workspace: Path, tmp_path
     assert not (outside / "evil.py").exists()
 
 
+async def test_list_directory_lists_sorted_names_with_directories_marked(workspace: Path) -> None:
+    """Names come sorted; a directory's ends with '/'; '.' is the workspace itself; limit cuts and says so."""
+    (workspace / "b.txt").write_text("")
+    (workspace / "a").mkdir()
+    (workspace / "a" / "x.py").write_text("")
+    assert await worker.list_directory() == {"path": ".", "entries": ["a/", "b.txt"], "truncated": False}
+    assert await worker.list_directory(path="a") == {"path": "a", "entries": ["x.py"], "truncated": False}
+    assert await worker.list_directory(limit=1) == {"path": ".", "entries": ["a/"], "truncated": True}
+    missing = await worker.list_directory(path="nope")
+    assert missing == {"success": False, "error": "'nope' is not a directory of the workspace"}
+    assert (await worker.list_directory(path="b.txt"))["success"] is False
+
+
+async def test_list_directory_reads_a_bounded_number_of_entries(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A directory with more entries than MAX_SCANNED is read that far and reported as truncated."""
+    monkeypatch.setattr(worker, "MAX_SCANNED", 5)
+    for k in range(8):
+        (workspace / f"f{k}").write_text("")
+    listing = await worker.list_directory(limit=100)
+    assert len(listing["entries"]) == 5
+    assert listing["truncated"] is True
+
+
+@pytest.mark.parametrize("path", ["/etc", "..", "../..", "a/../..", "out", "out/", "out/sub", "-la", "a\nb"])
+async def test_list_directory_stays_in_the_workspace(path: str, workspace: Path, tmp_path: Path) -> None:
+    """Absolute paths, '..' that climbs out, a symbolic link out, an option and a control character are refused.
+
+    The spec's list_directory used to be `ls -1 -- {{ path }}`, which listed any directory.
+    """
+    outside = tmp_path / "outside"
+    (outside / "sub").mkdir(parents=True)
+    (outside / "SECRET").write_text("")
+    (workspace / "a").mkdir()
+    (workspace / "out").symlink_to(outside)
+    result = await worker.list_directory(path=path)
+    assert result["success"] is False, result
+    assert "SECRET" not in str(result)
+
+
+async def test_a_symbolic_link_in_a_listing_is_not_followed(workspace: Path, tmp_path: Path) -> None:
+    """A link inside the workspace is listed by its name, without looking at what it points to."""
+    (tmp_path / "elsewhere").mkdir()
+    (workspace / "link").symlink_to(tmp_path / "elsewhere")
+    assert (await worker.list_directory())["entries"] == ["link"]
+
+
+async def test_a_checkpoint_outside_the_workspace_is_refused(workspace: Path) -> None:
+    """Resuming from a checkpoint outside the workspace (or an option-like name) is refused."""
+    (workspace / "run.py").write_text("")
+    for checkpoint in ("/etc/shadow", "../ckpt.pt", "-rf"):
+        result = await worker.launch_experiment(script="run.py", resume=True, checkpoint=checkpoint)
+        assert result["success"] is False, checkpoint
+        assert result["error"].startswith("checkpoint: path "), result
+    assert current().experiments == []
+
+
+@pytest.mark.parametrize("script", ["-c.py", "-cimport os;os.system('id')#.py"])
+async def test_a_script_named_like_an_option_is_refused(script: str, workspace: Path) -> None:
+    """`python -c...` would run the name as code: a script may not start with '-'."""
+    (workspace / script).write_text("")
+    result = await worker.launch_experiment(script=script)
+    assert result["success"] is False
+    assert "may not start with '-'" in result["error"]
+
+
+async def test_script_arguments_cannot_forge_log_lines(workspace: Path) -> None:
+    """An argument with a line break would write a fake line into the experiment's log: refused."""
+    (workspace / "run.py").write_text("")
+    forged = "x\n[2025-12-06T12:00:00Z] pid 1: rm -rf /"
+    result = await worker.launch_experiment(script="run.py", args=[forged])
+    assert result == {"success": False, "error": "script arguments may not hold control characters"}
+
+
 async def test_workspace_of_the_world_wins_over_the_environment(tmp_path: Path) -> None:
     """``World.workspace`` set explicitly is used instead of ``$TOOLFLOW_WORKSPACE``."""
     mine = tmp_path / "mine"

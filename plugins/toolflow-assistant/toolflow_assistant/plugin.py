@@ -38,6 +38,7 @@ IMPLEMENTATIONS: dict[str, str] = {
             "go_to_sleep",
         )
     },
+    "worker.list_directory": f"{_WORKER}:list_directory",
     "worker.write_file": f"{_WORKER}:write_file",
     "worker.launch_experiment": f"{_WORKER}:launch_experiment",
 }

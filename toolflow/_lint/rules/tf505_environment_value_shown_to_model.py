@@ -37,7 +37,7 @@ tools:
           type: string
           description: Which space to search
           enum: [public, "${PRIVATE_SPACE}"]
-    command: [wiki-search, --space, "{{ space }}", "{{ query }}"]
+    command: [wiki-search, --space, "{{ space }}", --, "{{ query }}"]
 ```
 
 ## Use instead
@@ -55,7 +55,7 @@ tools:
           type: boolean
           description: Search the private space instead of the public one
     command:
-      argv: [wiki-search, --private-space, "${PRIVATE_SPACE}", "--private={{ private }}", "{{ query }}"]
+      argv: [wiki-search, --private-space, "${PRIVATE_SPACE}", "--private={{ private }}", --, "{{ query }}"]
 ```
 """
 

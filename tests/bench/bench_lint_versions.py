@@ -1,0 +1,77 @@
+"""Compare the CPU time of ``lint_paths`` between two source trees of toolflow, side by side.
+
+    git archive main | tar -x -C /tmp/toolflow-main
+    .venv/bin/python tests/bench/bench_lint_versions.py /tmp/toolflow-main .
+
+Each tree is imported in a fresh interpreter (``PYTHONPATH`` puts it first) that lints the
+benchmark corpus of ``bench_lint.py`` once to warm up and once timed; the trees take turns,
+the order alternating each round, and the medians of the rounds are compared. Run it from
+the root of a checkout whose ``.venv`` has toolflow's dependencies.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import bench_lint
+
+PROBE = r"""
+import resource, sys, time
+from toolflow._lint._engine import lint_paths
+from toolflow._plugins import load_plugins
+plugins = load_plugins(entry_points=False)
+facts, kinds = plugins.lint_facts(), plugins.kind_schemas()
+lint_paths([sys.argv[1]], plugins=facts, kinds=kinds)
+before, start = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+report = lint_paths([sys.argv[1]], plugins=facts, kinds=kinds)
+after, wall = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter() - start
+cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+print(cpu, wall, len(report.diagnostics), sys.modules["toolflow"].__file__)
+"""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("trees", nargs=2, type=Path, help="two directories holding a 'toolflow' package")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
+    parser.add_argument("--files", type=int, default=100)
+    parser.add_argument("--tools", type=int, default=20)
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as folder:
+        corpus = Path(folder)
+        bench_lint.write_corpus(corpus, args.files, args.tools, bench_lint.SHAPES["typical"])
+        samples: dict[Path, list[tuple[float, float]]] = {tree: [] for tree in args.trees}
+        for number in range(args.rounds):
+            order = args.trees if number % 2 == 0 else args.trees[::-1]
+            for tree in order:
+                env = {**os.environ, "PYTHONPATH": str(tree.resolve())}
+                done = subprocess.run(
+                    [sys.executable, "-c", PROBE, str(corpus)],
+                    env=env,
+                    cwd=folder,
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                )
+                cpu, wall, count, module = done.stdout.split()
+                if not module.startswith(str(tree.resolve())):
+                    msg = f"{tree} did not provide toolflow (imported {module})"
+                    raise SystemExit(msg)
+                samples[tree].append((float(cpu), float(wall)))
+                print(
+                    f"round {number + 1}: {tree}: {float(cpu):.3f} s CPU, {float(wall):.3f} s wall, {count} diagnostics"
+                )
+    first, second = (statistics.median(cpu for cpu, _ in samples[tree]) for tree in args.trees)
+    print(f"median CPU: {args.trees[0]} {first:.3f} s, {args.trees[1]} {second:.3f} s; ratio {second / first:.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
