@@ -26,7 +26,15 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("registry, export", ("toolflow._registry", "toolflow._export", "toolflow._retrying", "toolflow._cache")),
     (
         "executor",
-        ("toolflow._approval", "toolflow._invoke", "toolflow._executor", "toolflow._context", "toolflow._rendering"),
+        (
+            "toolflow._approval",
+            "toolflow._attempts",
+            "toolflow._batch",
+            "toolflow._invoke",
+            "toolflow._executor",
+            "toolflow._context",
+            "toolflow._rendering",
+        ),
     ),
     ("loop", ("toolflow._providers", "toolflow._history", "toolflow._loop")),
     (

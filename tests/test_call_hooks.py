@@ -230,16 +230,18 @@ class Engineish:
         register("e.missing", "toolflow_no_such_module:thing")
 
 
-async def test_invoke_applies_no_timeout_retries_or_cache(
+async def test_invoke_applies_the_timeout_but_no_retries_or_cache(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
-    """invoke runs one attempt without the spec's timeout, retries or cache, and adds no `attempts` key."""
+    """invoke runs one attempt under the spec's timeout, without retries or cache, and adds no `attempts` key."""
     tools = Engineish()
     registry, plugins = _setup(tmp_path, tools, spec_text=ENGINE_SPEC)
+    started = trio.current_time()
     slow = await invoke(registry.get("slow"), {}, plugins=plugins)
+    assert trio.current_time() - started == pytest.approx(1.0)  # cut at the 1 s timeout, not after 5 s
     flaky = await invoke(registry.get("flaky"), {}, plugins=plugins)
     counted = [await invoke(registry.get("counted"), {}, plugins=plugins) for _ in range(2)]
-    assert (slow.success, slow.data, dict(slow.extra)) == (True, "done", {})
+    assert (slow.success, slow.error, dict(slow.extra)) == (False, "timed out after 1s", {})
     assert (flaky.success, flaky.error) == (False, "ConnectionError: connection reset by peer")
     assert [result.data for result in counted] == [1, 2]
     tools.runs.clear()

@@ -205,12 +205,14 @@ async def test_context_wins_over_an_argument_named_ctx(setup: Setup) -> None:
     assert result.data == "CallContext"
 
 
-async def test_invoke_passes_a_context_without_deadline(setup: Setup) -> None:
-    """toolflow.invoke gives attempt 1 and an infinite time_left()."""
+async def test_invoke_passes_a_context_with_the_tools_deadline(setup: Setup, autojump_clock: Any) -> None:
+    """toolflow.invoke gives attempt 1 and the time left of the tool's own 4 s timeout."""
     registry, plugins, tools = setup
     result = await toolflow.invoke(registry.get("sync_tool"), {}, plugins=plugins, call_id="call_3")
     assert result.success, result.error
-    assert tools.seen == [("sync_tool", 1, False, math.inf)]
+    [(tool, attempt, cancelled, left)] = tools.seen
+    assert (tool, attempt, cancelled) == ("sync_tool", 1, False)
+    assert 0 < left <= 4
 
 
 def test_wants_context_is_inspected_once_per_callable() -> None:

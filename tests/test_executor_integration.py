@@ -284,12 +284,15 @@ async def test_command_killed_on_timeout_leaves_no_process_behind(tmp_path: Path
         "    timeout: 300ms\n    retry: {attempts: 1}\n"
         "    parameters:\n      type: object\n      properties:\n        pidfile: {type: string, description: Where}\n"
         "      required: [pidfile]\n"
-        '    command: [sh, -c, "sleep 100 & echo $! > {{ pidfile }}; sleep 100 & echo $! >> {{ pidfile }}; echo $$ >> {{ pidfile }}; wait"]\n',
+        '    command: [sh, -c, "sleep 100 & echo $! > {{ pidfile }}; sleep 100 & echo $! >> {{ pidfile }}; echo $$ >> {{ pidfile }}; wait"]\n'
+        "  warm:\n    description: Renders in a template worker.\n    timeout: 60s\n    template: \"{{ 'ready' }}\"\n",
     )
     pidfile = tmp_path / "pids"
     registry, plugins = _registry(spec)
     with trio.fail_after(20):
         async with open_engine(registry, plugins=plugins) as engine:
+            # The first render starts a template worker, which may take longer than the 300 ms.
+            assert (await engine.call("warm", {})).data == "ready"
             result = await engine.call("sleeper", {"pidfile": str(pidfile)})
     assert (result.success, result.error, result.extra["attempts"]) == (False, "timed out after 300ms", 1)
     pids = [int(line) for line in pidfile.read_text(encoding="ascii").split()]

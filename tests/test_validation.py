@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from toolflow._checking import ARGUMENTS, CompiledSchema, ParameterError
 from toolflow._model import ParameterRule, ToolSpec
-from toolflow._validation import ArgumentValidator, ValidationResult, _valid_result, coerce_value
+from toolflow._validation import ArgumentValidator, ValidationResult, coerce_value
 
 
 def _validator(parameters: Mapping[str, Any], **spec: Any) -> ArgumentValidator:
@@ -42,14 +42,6 @@ def test_valid_arguments_come_back_untouched() -> None:
     result = _validator(ADD).validate(args)
     assert result == ValidationResult(valid=True, cleaned=args)
     assert result.cleaned is args
-
-
-def test_fast_result_equals_the_attrs_built_one() -> None:
-    """The slot-setting constructor of the happy path builds exactly what attrs would."""
-    args = {"a": 1}
-    fast = _valid_result(valid=True, errors=(), warnings=(), cleaned=args)
-    assert fast == ValidationResult(valid=True, cleaned=args)
-    assert (fast.valid, fast.errors, fast.warnings, fast.cleaned) == (True, (), (), args)
 
 
 # --- stage 1: shape ------------------------------------------------------------------------

@@ -35,14 +35,13 @@ import warnings
 import weakref
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any, Protocol, runtime_checkable
 
 from toolflow._errors import ConfigError
 from toolflow._json import encoder, loads
 from toolflow._model import ToolSpec
 from toolflow._plugins import Plugins
-from toolflow._results import RESERVED_RESULT_KEYS, ToolResult, _unchecked_result
+from toolflow._results import RESERVED_RESULT_KEYS, ToolResult
 from toolflow._schemas import did_you_mean
 
 __all__ = [
@@ -415,10 +414,7 @@ def _result_from_json(value: bytes) -> ToolResult | None:
     if error is not None and type(error) is not str:
         return None
     extra = {k: v for k, v in data.items() if k not in RESERVED_RESULT_KEYS}
-    # Checked above what the attrs __init__ would check; a hit is on the hot path of a call.
-    return _unchecked_result(
-        success=True, data=data.get("data"), error=error, warnings=tuple(warnings_), extra=MappingProxyType(extra)
-    )
+    return ToolResult(success=True, data=data.get("data"), error=error, warnings=tuple(warnings_), extra=extra)
 
 
 class SQLiteCache:

@@ -20,7 +20,6 @@ import attrs
 
 from toolflow._errors import expect, expect_names
 from toolflow._json import encoder
-from toolflow._records import unchecked_init
 
 __all__ = ["DEFAULT_MAX_RESULT_CHARS", "RESERVED_RESULT_KEYS", "ToolResult", "truncate_text"]
 
@@ -55,8 +54,8 @@ def _to_tuple(value: Iterable[str]) -> tuple[str, ...]:
 
 
 def _check_extra(instance: ToolResult, attribute: attrs.Attribute[Any], value: Mapping[str, Any]) -> None:
-    clash = sorted(RESERVED_RESULT_KEYS.intersection(value))
-    if clash:
+    if not RESERVED_RESULT_KEYS.isdisjoint(value):
+        clash = sorted(RESERVED_RESULT_KEYS.intersection(value))
         msg = f"extra keys must not be standard result keys, got {clash!r}"
         raise ValueError(msg)
 
@@ -119,12 +118,6 @@ class ToolResult:
         text = _to_json(self.to_dict())
         # truncate_text's checks, inline: every result of every turn comes this way.
         return text if max_chars > 0 and len(text) <= max_chars else truncate_text(text, max_chars)
-
-
-_unchecked_result = unchecked_init(ToolResult)
-"""``ToolResult(...)`` for the engine's hot path, where the attrs ``__init__``'s two converters and
-validator cost more than the trivial tool call they wrap. The caller guarantees what they would
-check: *warnings* is a tuple of strings and *extra* a read-only mapping without reserved keys."""
 
 
 def truncate_text(text: str, max_chars: int) -> str:

@@ -1,22 +1,23 @@
-"""Benchmark the executor (issue 4, section 5): per-call overhead and a batch of 2,000 concurrent calls.
+"""Benchmark the executor (issue 15, section 1): per-call cost, invoke, batches that grow linearly.
 
-1. Per-call overhead: ``await engine.call("add", {"a": 1, "b": 2})`` on a trivial async tool
-   with a timeout (lookup, gates, validation, one attempt under a cancel scope with the tool's
-   deadline, result normalisation) against a bare ``await add(a=1, b=2)`` under the same cancel
-   scope (the floor: the engine cannot time a call out with less), under ``trio.fail_after``
-   and under a ``trio.CancelScope()`` without a deadline. They run interleaved in short rounds
-   in one ``trio.run`` so that they share the machine's noise; the table reports the median and
-   the best round per call. Target: engine median at most 8 us.
-2. A batch: 2,000 calls that each ``await trio.sleep(0.05)``, in one ``engine.run_batch``
-   (``max_concurrency=2000``, and the default 64 for scale) against a bare nursery running the
-   same sleeps. The contenders take turns, run after run; wall time is the median of the runs
-   without tracing; memory is the ``tracemalloc`` peak of a separate run. Targets: at most 1.5x
-   the nursery's wall time, at most 15 MiB more memory.
+1. Per call: ``await engine.call("add", {"a": 1, "b": 2})`` on a trivial async tool with a
+   timeout, ``await toolflow.invoke(...)`` of the same tool, and the floor, a bare
+   ``await add(a=1, b=2)`` under a cancel scope with a deadline (the engine cannot time a call
+   out with less), plus ``trio.fail_after`` and a scope without a deadline for reference. They
+   run interleaved in short rounds in one ``trio.run`` so that they share the machine's noise;
+   the table reports the median and the best round. Targets: ``engine.call`` at most 2x the
+   floor; ``invoke`` not slower than ``engine.call``.
+2. Batches: N calls that each ``await trio.sleep(0.05)`` in one ``engine.run_batch`` with
+   ``max_concurrency=N``, against a bare nursery running the same sleeps, for N = 1,000 and
+   10,000. The contenders take turns, run after run; wall time is the median of the runs;
+   memory is the ``tracemalloc`` peak of a separate run. Targets: the cost per call above the
+   50 ms floor at 10,000 calls at most 1.3x that at 1,000; peak memory at most 4 KiB per call
+   above the bare nursery's.
 
 Run it from the repository root (it is not collected by pytest)::
 
     .venv/bin/python tests/bench/bench_executor.py
-    .venv/bin/python tests/bench/bench_executor.py --rounds 50 --calls 2000 --repeats 15
+    .venv/bin/python tests/bench/bench_executor.py --rounds 50 --calls 2000 --repeats 5
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ tools:
     implementation: bench.nap
 """
 
-BATCH = 2_000
+BATCHES = (1_000, 10_000)
 NAP = 0.05
 
 
@@ -101,6 +102,14 @@ async def _engine_round(engine: Engine, calls: int) -> float:
     return (time.perf_counter() - start) / calls
 
 
+async def _invoke_round(tool: toolflow.RegisteredTool, calls: int) -> float:
+    arguments = {"a": 1, "b": 2}
+    start = time.perf_counter()
+    for _ in range(calls):
+        await toolflow.invoke(tool, arguments)
+    return (time.perf_counter() - start) / calls
+
+
 async def _deadline_round(calls: int) -> float:
     start = time.perf_counter()
     for _ in range(calls):
@@ -126,6 +135,7 @@ async def _scope_round(calls: int) -> float:
 
 
 ENGINE = "engine.call"
+INVOKE = "toolflow.invoke"
 FLOOR = "bare await under CancelScope(deadline=now + 5)"
 
 
@@ -135,8 +145,10 @@ async def _overhead(
     async with open_engine(registry, plugins=plugins) as engine:
         check = await engine.call("add", {"a": 1, "b": 2})
         assert check.success and check.data == 3, check  # noqa: PT018 - a script, not a test
+        tool = registry.get("add")
         contenders: dict[str, Callable[[int], Awaitable[float]]] = {
             ENGINE: lambda n: _engine_round(engine, n),
+            INVOKE: lambda n: _invoke_round(tool, n),
             FLOOR: _deadline_round,
             "bare await under trio.fail_after(5)": _fail_after_round,
             "bare await under CancelScope() (no deadline)": _scope_round,
@@ -151,22 +163,25 @@ async def _overhead(
     return times
 
 
-# --- 2. a batch of concurrent sleeps --------------------------------------------------------
+# --- 2. batches of concurrent sleeps ----------------------------------------------------------
 
 
-async def _bare_batch() -> None:
-    async with trio.open_nursery() as nursery:
-        for _ in range(BATCH):
-            nursery.start_soon(trio.sleep, NAP)
+def _bare_batch(size: int) -> Callable[[], Awaitable[None]]:
+    async def run() -> None:
+        async with trio.open_nursery() as nursery:
+            for _ in range(size):
+                nursery.start_soon(trio.sleep, NAP)
+
+    return run
 
 
-def _engine_batch(registry: toolflow.Registry, plugins: toolflow.Plugins, limit: int) -> Callable[[], Awaitable[None]]:
-    calls = [{"tool": "nap", "parameters": {}} for _ in range(BATCH)]
+def _engine_batch(registry: toolflow.Registry, plugins: toolflow.Plugins, size: int) -> Callable[[], Awaitable[None]]:
+    calls = [{"tool": "nap", "parameters": {}} for _ in range(size)]
 
     async def run() -> None:
-        async with open_engine(registry, plugins=plugins, max_concurrency=limit) as engine:
+        async with open_engine(registry, plugins=plugins, max_concurrency=size) as engine:
             results = await engine.run_batch(calls)
-        assert len(results) == BATCH
+        assert len(results) == size
         assert all(r.success for r in results), next(r for r in results if not r.success)
 
     return run
@@ -200,7 +215,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=30, help="rounds of the overhead benchmark (default 30)")
     parser.add_argument("--calls", type=int, default=2000, help="calls per round (default 2000)")
-    parser.add_argument("--repeats", type=int, default=9, help="runs of each batch for its median wall time")
+    parser.add_argument("--repeats", type=int, default=3, help="runs of each batch for its median wall time")
     options = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         registry, plugins = _registry(Path(folder))
@@ -217,22 +232,36 @@ def main() -> None:
         floor_median = statistics.median(times[FLOOR])
         print(f"\nengine overhead over the floor: {(engine_median - floor_median) * 1e6:.2f} µs per call\n")
 
-        contenders: dict[str, Callable[[], Awaitable[None]]] = {
-            "bare nursery": _bare_batch,
-            "run_batch, max_concurrency=2000": _engine_batch(registry, plugins, BATCH),
-            "run_batch, default max_concurrency=64": _engine_batch(registry, plugins, 64),
-        }
+        invoke_median = statistics.median(times[INVOKE])
+        print(f"engine.call / floor: {engine_median / floor_median:.2f}x (target at most 2x)")
+        print(f"invoke / engine.call: {invoke_median / engine_median:.2f}x (target at most 1x)\n")
+
+        contenders: dict[str, Callable[[], Awaitable[None]]] = {}
+        for size in BATCHES:
+            contenders[f"bare nursery, {size:,}"] = _bare_batch(size)
+            contenders[f"run_batch, {size:,}"] = _engine_batch(registry, plugins, size)
         walls = _walls(contenders, options.repeats)
         peaks = {name: _peak(run) for name, run in contenders.items()}
-        base_wall, base_peak = walls["bare nursery"], peaks["bare nursery"]
-        print(f"{BATCH:,} concurrent calls of `trio.sleep({NAP})`, median of {options.repeats} runs\n")
-        print("| batch | wall (s) | vs nursery | peak traced memory (MiB) | extra (MiB) |")
-        print("|---|---:|---:|---:|---:|")
-        for name in contenders:
+        print(
+            f"concurrent calls of `trio.sleep({NAP})`, max_concurrency at the batch size, median of {options.repeats} runs\n"
+        )
+        print(
+            "| calls | nursery (s) | run_batch (s) | vs nursery | per call above 50 ms (µs) | extra memory per call (KiB) |"
+        )
+        print("|---:|---:|---:|---:|---:|---:|")
+        above: dict[int, float] = {}
+        for size in BATCHES:
+            bare, engine = f"bare nursery, {size:,}", f"run_batch, {size:,}"
+            above[size] = (walls[engine] - NAP) / size
+            extra = (peaks[engine] - peaks[bare]) * 1024 / size
             print(
-                f"| {name} | {walls[name]:.3f} | {walls[name] / base_wall:.2f}x | "
-                f"{peaks[name]:.1f} | {peaks[name] - base_peak:.1f} |"
+                f"| {size:,} | {walls[bare]:.3f} | {walls[engine]:.3f} | {walls[engine] / walls[bare]:.2f}x | "
+                f"{above[size] * 1e6:.1f} | {extra:.2f} |"
             )
+        small, large = BATCHES
+        print(
+            f"\nper call above the floor, {large:,} / {small:,}: {above[large] / above[small]:.2f}x (target at most 1.3x)"
+        )
 
 
 if __name__ == "__main__":

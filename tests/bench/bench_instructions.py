@@ -37,9 +37,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_loop
 
+import toolflow
 from toolflow._executor import open_engine
 
-CONTENDERS = ("openai", "anthropic", "fallback", "text", "hand", "batch", "call")
+CONTENDERS = ("openai", "anthropic", "fallback", "text", "hand", "batch", "call", "invoke")
 SESSIONS = (1, 4)
 _COLLECTED = re.compile(r"Collected : (\d+)")
 
@@ -61,6 +62,8 @@ def _run(contender: str, sessions: int, calls: int) -> None:
                     round_ = bench_loop._batch_round(engine)
                 elif contender == "call":
                     round_ = bench_loop._call_round(engine)
+                elif contender == "invoke":
+                    round_ = _invoke_round(registry.get("add"))
                 else:
                     round_ = bench_loop._toolflow_round(engine, policy, path, document, contender)
                 await round_(calls)
@@ -69,6 +72,20 @@ def _run(contender: str, sessions: int, calls: int) -> None:
                     await round_(calls)
 
         trio.run(main)
+
+
+def _invoke_round(tool: toolflow.RegisteredTool) -> bench_loop.Round:
+    """One call of ``toolflow.invoke``, the engine-less path, of the tool ``call`` runs through the engine."""
+
+    async def run(calls: int) -> tuple[float, float]:
+        for n in range(calls):
+            result = await toolflow.invoke(tool, {"a": n, "b": 1}, call_id=f"call_{n}")
+        if result.data != calls:
+            msg = f"toolflow.invoke went wrong: {result!r}"
+            raise AssertionError(msg)
+        return 0.0, 0.0
+
+    return run
 
 
 def _count(contender: str, sessions: int, calls: int, *, no_gc: bool) -> int:

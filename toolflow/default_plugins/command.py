@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from toolflow import hookspecs
-from toolflow._model import ToolSpec, format_duration
+from toolflow._model import ToolSpec
 from toolflow._plugins import ImplementationKind
 
 if TYPE_CHECKING:
@@ -94,8 +94,6 @@ def build(spec: ToolSpec) -> Callable[..., Coroutine[Any, Any, object]]:
     Raises:
         TemplateError: The argv is empty or one of its items does not compile.
     """
-    import trio  # noqa: PLC0415 - imported only when a command tool is built
-
     from toolflow._rendering import render_each_template  # noqa: PLC0415
     from toolflow._templates import TemplateEnv, TemplateError, TemplateProblem, compile_template  # noqa: PLC0415
 
@@ -113,18 +111,14 @@ def build(spec: ToolSpec) -> Callable[..., Coroutine[Any, Any, object]]:
     cwd: str | None = config["cwd"]
     extra_env: dict[str, str] = config["env"]
     max_output: int = config["max_output"]
-    timeout = spec.timeout
 
     async def run(**arguments: Any) -> object:
         variables = {"env": TemplateEnv((), {}, unlisted=_UNLISTED), **arguments}
-        with trio.move_on_after(timeout) as scope:  # the engine's deadline, also through toolflow.invoke
-            try:
-                argv = await render_each_template(templates, variables)
-            except TemplateError as exc:
-                where = "argv" if exc.line is None else f"argv[{exc.line}]"
-                return {"success": False, "error": f"command {where}: {exc}"}
-        if scope.cancelled_caught:
-            return {"success": False, "error": f"timed out after {format_duration(timeout)}"}
+        try:
+            argv = await render_each_template(templates, variables)
+        except TemplateError as exc:
+            where = "argv" if exc.line is None else f"argv[{exc.line}]"
+            return {"success": False, "error": f"command {where}: {exc}"}
         env = {**os.environ, **extra_env} if extra_env else None
         return await run_argv(argv, cwd=cwd, env=env, max_output=max_output)
 

@@ -26,7 +26,7 @@ from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 
 from toolflow import hookspecs
-from toolflow._model import ToolSpec, format_duration
+from toolflow._model import ToolSpec
 from toolflow._plugins import ImplementationKind
 
 __all__ = ["KIND", "SCHEMA", "build", "toolflow_register_kinds"]
@@ -64,8 +64,6 @@ def build(spec: ToolSpec) -> Callable[..., Coroutine[Any, Any, object]]:
         TemplateError: The template does not compile, or the tool both lists
             environment variables and has a parameter named ``env``.
     """
-    import trio  # noqa: PLC0415 - imported only when a template tool is built
-
     from toolflow._rendering import render_template  # noqa: PLC0415
     from toolflow._templates import TemplateEnv, TemplateError, TemplateProblem, compile_template  # noqa: PLC0415
 
@@ -84,18 +82,12 @@ def build(spec: ToolSpec) -> Callable[..., Coroutine[Any, Any, object]]:
         raise TemplateError(msg)
     as_json = config["output"] == "json"
 
-    timeout = spec.timeout
-
     async def run(**arguments: Any) -> object:
         variables = {"env": TemplateEnv(listed, os.environ), **arguments}
-        # The engine's own deadline for the call is the same; this one holds through toolflow.invoke.
-        with trio.move_on_after(timeout) as scope:
-            try:
-                text = await render_template(template, variables)
-            except TemplateError as exc:
-                return {"success": False, "error": str(exc)}
-        if scope.cancelled_caught:
-            return {"success": False, "error": f"timed out after {format_duration(timeout)}"}
+        try:
+            text = await render_template(template, variables)
+        except TemplateError as exc:
+            return {"success": False, "error": str(exc)}
         if not as_json:
             return text
         try:

@@ -1,4 +1,4 @@
-"""The engine's fast paths build the same objects and keep the same order as the slow ones."""
+"""The engine's results: normalised, counted, read-only; waiting calls keep their order."""
 
 from __future__ import annotations
 
@@ -12,9 +12,7 @@ import trio
 import trio.testing
 
 import toolflow
-from toolflow._calls import MalformedCall, ToolCall
-from toolflow._executor import HistoryEntry, _entry, open_engine
-from toolflow._results import ToolResult, _unchecked_result
+from toolflow._executor import open_engine
 
 SPEC = """\
 toolflow: 1
@@ -80,27 +78,6 @@ def setup(tmp_path: Path) -> tuple[toolflow.Registry, toolflow.Plugins, Tools]:
     plugins = toolflow.load_plugins(entry_points=False)
     plugins.register(tools, "fast-tools")
     return toolflow.load_registry([spec], plugins=plugins), plugins, tools
-
-
-def test_unchecked_results_equal_constructed_ones() -> None:
-    """_unchecked_result builds a ToolResult equal to the one the attrs __init__ builds."""
-    extra = ToolResult(success=True, extra={"a": 1}).extra
-    fast = _unchecked_result(success=False, data=[1], error="nope", warnings=("w",), extra=extra)
-    slow = ToolResult(success=False, data=[1], error="nope", warnings=["w"], extra={"a": 1})
-    assert fast == slow
-    assert repr(fast) == repr(slow)
-    assert fast.to_dict() == slow.to_dict()
-
-
-def test_fast_history_entries_equal_constructed_ones() -> None:
-    """_entry builds the HistoryEntry the attrs __init__ builds, for well-formed and malformed calls."""
-    result = ToolResult(success=True, data=1)
-    call = ToolCall(id="c1", name="nap", arguments={"tag": "x"}, format="direct")
-    bad = MalformedCall(id="c2", error="Error: Missing tool name", format="unknown")
-    assert _entry(call, result) == HistoryEntry(call_id="c1", tool_name="nap", call=call, result=result, success=True)
-    assert _entry(bad, result) == HistoryEntry(call_id="c2", tool_name="", call=bad, result=result, success=True)
-    timed = HistoryEntry(call_id="c1", tool_name="nap", call=call, result=result, success=True, duration=0.5)
-    assert _entry(call, result, 0.5) == timed
 
 
 @pytest.mark.parametrize("kind", sorted(VALUES))
