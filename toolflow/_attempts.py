@@ -37,7 +37,7 @@ from toolflow._plugins import PluginError, Plugins
 from toolflow._provenance import Redactor
 from toolflow._registry import RegisteredTool
 from toolflow._results import ToolResult
-from toolflow._retrying import RETRY_AFTER_CEILING, classify, may_retry_automatically, next_delay
+from toolflow._retrying import RETRY_AFTER_CEILING, classify, next_delay
 
 __all__ = [
     "KILLED",
@@ -240,12 +240,13 @@ class Plan:
         self.category = spec.category
         self.redact = (Redactor(string for _, string in spec.interpolated) or None) if spec.interpolated else None
         self.dangerous = spec.category == Category.DANGEROUS
-        self.retries = may_retry_automatically(spec)
         self.cache_scope = None if spec.cache is None else CacheScope(spec.cache.scope)
         self.ttl = None if spec.cache is None else spec.cache.ttl
         self.depends_on = spec.depends_on
-        self.slots: Slots | None = None  # the tool's ``concurrency``: an engine's, set by the engine
-        self.gated = bool(spec.depends_on)  # the engine adds its allowlist
+        # An engine's, set by the engine: the tool's ``concurrency``, its gates, whether it retries.
+        self.slots: Slots | None = None
+        self.gated = False
+        self.retries = False
         # Filled in by the first call that resolves the implementation (a failure is tried again).
         self.function: Callable[..., Any] | None = None
         self.awaited = False  # an async implementation: awaited in the call's own task
@@ -300,8 +301,8 @@ class Attempts:
         hooks: The plugins' call hooks (``wrap_call`` around each attempt, ``retryable``).
         threads: The worker-thread tokens of sync implementations.
         slots: The global concurrency limit, or ``None`` for none.
-        counted: Whether results carry ``extra["attempts"]`` and failed attempts are retried
-            (an engine's); :func:`call_once` runs one uncounted attempt.
+        counted: Whether results carry ``extra["attempts"]`` (an engine's); failed attempts are
+            retried when the plan says so (the engine's plans do, as the tool's spec allows).
     """
 
     __slots__ = ("counted", "hooks", "kills", "scopes", "slots", "stoppable", "threads")
@@ -344,7 +345,6 @@ class Attempts:
     ) -> ToolResult:
         """Run the attempts of one call; :data:`KILLED` or :data:`STOPPED` when a kill or a stop ended it."""
         kills = self.kills
-        retries = self.counted and plan.retries
         timeout = plan.spec.timeout
         logs = logger.isEnabledFor(logging.INFO)
         started = trio.current_time() if logs else 0.0
@@ -367,7 +367,7 @@ class Attempts:
                 self._release_slots(plan)
             if self.kills != kills:
                 return KILLED
-            if result.success or not retries:
+            if result.success or not plan.retries:
                 break
             delay = self._retry_delay(plan, call, result, error, attempt, started=attempt_started)
             if delay is None:

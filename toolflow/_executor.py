@@ -117,6 +117,7 @@ from toolflow._plugins import PluginError, Plugins
 from toolflow._policy import Policy
 from toolflow._registry import Registry, UnknownToolError
 from toolflow._results import ToolResult
+from toolflow._retrying import may_retry_automatically
 
 __all__ = [
     "ONE_DANGEROUS_PER_TURN",
@@ -356,7 +357,8 @@ class Engine:
             plan = Plan(self.registry.get(name))
             concurrency = plan.spec.concurrency
             plan.slots = None if concurrency is None else Slots(concurrency)
-            plan.gated = plan.gated or (self.allowlist is not None and name not in self.allowlist)
+            plan.gated = bool(plan.depends_on) or (self.allowlist is not None and name not in self.allowlist)
+            plan.retries = may_retry_automatically(plan.spec)
             self._plans[name] = plan
         return plan
 
