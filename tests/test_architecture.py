@@ -33,7 +33,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "cli, testing, default plugins",
         (
             "toolflow._cli",
+            "toolflow._cli_call",
             "toolflow._cli_run",
+            "toolflow._cli_support",
             "toolflow._docgen",
             "toolflow.__main__",
             "toolflow.testing",
@@ -210,3 +212,33 @@ def test_import_toolflow_loads_no_submodule() -> None:
     code = "import sys, toolflow\nprint(sorted(m for m in sys.modules if m.startswith('toolflow.')))\n"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     assert result.stdout.strip() == "[]"
+
+
+def test_no_import_cycles() -> None:
+    """No two modules import each other, directly or round a loop, even lazily inside a function.
+
+    A module imported by a module it imports is half of one job: move the shared part below both
+    (as ``_cli_support`` is below ``_cli``, ``_cli_call`` and ``_cli_run``).
+    """
+    graph = {
+        module: sorted({i for i, _, _ in _imports(module) if i in MODULES and i not in {module, FRONT_DOOR}})
+        for module in MODULES
+        if module != FRONT_DOOR
+    }
+    done: set[str] = set()
+
+    def cycle_from(module: str, path: list[str]) -> list[str] | None:
+        if module in path:
+            return [*path[path.index(module) :], module]
+        if module in done:
+            return None
+        for imported in graph[module]:
+            found = cycle_from(imported, [*path, module])
+            if found is not None:
+                return found
+        done.add(module)
+        return None
+
+    for module in graph:
+        cycle = cycle_from(module, [])
+        assert cycle is None, "import cycle: " + " -> ".join(cycle)

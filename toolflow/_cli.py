@@ -11,8 +11,10 @@ import contextlib
 import json
 import os
 import sys
-from collections.abc import Awaitable, Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, TextIO, TypeVar
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, TextIO
+
+from toolflow._cli_support import project_cache_settings, shutdown_grace, spec_paths
 
 if TYPE_CHECKING:
     from toolflow._plugins import Plugins
@@ -22,7 +24,6 @@ __all__ = ["main", "run"]
 
 OUTPUT_FORMATS = ("text", "json", "github", "sarif", "junit", "gitlab")
 SCHEMA_FORMATS = ("openai", "anthropic", "mcp")
-_T = TypeVar("_T")
 
 HISTORY_FORMATS = ("openai", "anthropic", "fallback", "text")
 """The history formats of ``toolflow run`` (``toolflow._providers.HISTORY_FORMATS``, without importing it)."""
@@ -222,17 +223,6 @@ def _add_grace_option(parser: argparse.ArgumentParser, what: str) -> None:
     )
 
 
-def shutdown_grace(args: argparse.Namespace) -> float:
-    """``--shutdown-grace``, else ``[tool.toolflow] shutdown-grace``, else 10 seconds."""
-    from toolflow._project import load_project  # noqa: PLC0415
-    from toolflow._shutdown import DEFAULT_GRACE, parse_grace  # noqa: PLC0415
-
-    if args.shutdown_grace is not None:
-        return parse_grace(args.shutdown_grace, where="--shutdown-grace")
-    configured = load_project().shutdown_grace
-    return DEFAULT_GRACE if configured is None else configured
-
-
 def _add_run_parser(commands: Any) -> None:
     """Add ``toolflow run`` (its handler imports the loop only when it runs)."""
     run = commands.add_parser(
@@ -368,15 +358,6 @@ def _split(values: Sequence[str] | None) -> list[str]:
     return [item.strip() for value in values or () for item in value.split(",") if item.strip()]
 
 
-def _spec_paths(paths: Sequence[str]) -> list[str]:
-    """The PATH arguments, or ``[tool.toolflow] specs`` from pyproject.toml, or ``specs/``."""
-    if paths:
-        return list(paths)
-    from toolflow._project import load_project  # noqa: PLC0415
-
-    return list(load_project().specs)
-
-
 def _cmd_lint(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     import attrs  # noqa: PLC0415
 
@@ -403,7 +384,7 @@ def _cmd_lint(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     if args.fail_on:
         changes["fail_on"] = Severity(args.fail_on)
     config = attrs.evolve(config, **changes)  # type: ignore[arg-type]
-    paths = _spec_paths(args.paths)
+    paths = spec_paths(args.paths)
     report = lint_paths(
         paths,
         config,
@@ -446,7 +427,7 @@ def _cmd_list(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     from toolflow._loader import load_specs  # noqa: PLC0415
 
     plugins = _load_plugins(stderr)
-    result = load_specs(_spec_paths(args.paths), kinds=plugins.kind_schemas())
+    result = load_specs(spec_paths(args.paths), kinds=plugins.kind_schemas())
     for diagnostic in result.diagnostics:
         print(diagnostic.render(), file=stderr)
     rows = []
@@ -500,7 +481,7 @@ def _cmd_spec_schema(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -
 def _cmd_schema(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     from toolflow._registry import load_registry  # noqa: PLC0415
 
-    registry = load_registry(_spec_paths(args.specs or []), plugins=_load_plugins(stderr))
+    registry = load_registry(spec_paths(args.specs or []), plugins=_load_plugins(stderr))
     if args.toolset:
         registry = registry.toolset(args.toolset)
     stdout.write(json.dumps(registry.schemas(args.format), indent=2) + "\n")
@@ -560,122 +541,13 @@ def _cmd_plugins(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> in
     return 1 if any(info.status == "failed" for info in plugins.infos) else 0
 
 
-_TRACE_KEYS = ("attempts", "cached")
-"""Bookkeeping keys the engine adds to a result; ``toolflow call`` reports them with ``--trace`` only."""
-
-
 def _cmd_call(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
-    import time  # noqa: PLC0415
+    from toolflow._cli_call import call_request, command  # noqa: PLC0415 - the engine and trio load only for `call`
 
-    import attrs  # noqa: PLC0415
-    import trio  # noqa: PLC0415
-
-    from toolflow._cli_run import approver  # noqa: PLC0415
-    from toolflow._executor import open_engine  # noqa: PLC0415
-    from toolflow._loader import load_specs  # noqa: PLC0415
-    from toolflow._policy import Policy  # noqa: PLC0415
-    from toolflow._registry import Registry, without_caches  # noqa: PLC0415
-    from toolflow._results import ToolResult  # noqa: PLC0415
-    from toolflow._shutdown import Interrupts, open_signal_watch  # noqa: PLC0415
-
-    request = _call_request(args, stdout)
+    request = call_request(args, stdout)  # a malformed call is answered before any plugin loads
     if request is None:
         return 1
-    name, arguments, warnings, call_id = request
-    plugins = _load_plugins(stderr)
-    specs = load_specs(_spec_paths(args.specs or []), kinds=plugins.kind_schemas())
-    registry = Registry.build(specs, plugins)
-    policy = Policy.from_specs(specs)
-    approve = approver(args.approve, stderr)
-    if args.no_cache:
-        registry = without_caches(registry)
-    tool = registry.get(name)  # an unknown tool is a usage error (exit 2), before the engine opens
-    cache = project_cache_settings()
-    interrupts = Interrupts(grace=shutdown_grace(args))
-    elapsed = 0.0
-
-    async def run_call() -> ToolResult:
-        nonlocal elapsed
-        async with open_engine(registry, plugins=plugins, policy=policy, approve=approve, **cache) as engine:
-            attempt = trio.CancelScope()  # a kill cancels it: the call ends as `cancelled`
-            stopping = (
-                f"stopping after the call in flight (at most {interrupts.grace_text()}; a second signal kills it)"
-            )
-            async with open_signal_watch(
-                interrupts, stop=engine.request_stop, kill=attempt.cancel, stderr=stderr, stopping=stopping
-            ):
-                started = time.perf_counter()
-                try:
-                    with attempt:
-                        result = await engine.call(name, arguments, call_id=call_id)
-                finally:
-                    elapsed = time.perf_counter() - started
-        return interrupts.cancelled() if attempt.cancelled_caught else result
-
-    with _attempts_traced(stderr) if args.trace else contextlib.nullcontext():
-        result = run_trio(run_call, stderr)
-    if warnings:
-        result = attrs.evolve(result, warnings=(*warnings, *result.warnings))
-    if args.trace:
-        scope = tool.spec.cache.scope.value if tool.spec.cache is not None else None
-        attempts = result.extra.get("attempts", 0)
-        cached = result.extra.get("cached") is True
-        print(_trace_line(name, result.success, attempts, elapsed, scope, cached=cached), file=stderr)
-    printed = attrs.evolve(result, extra={k: v for k, v in result.extra.items() if k not in _TRACE_KEYS})
-    stdout.write(json.dumps(printed.to_dict(), indent=2, ensure_ascii=False, default=str) + "\n")
-    if interrupts.exit_code is not None:
-        return interrupts.exit_code
-    return 0 if result.success else 1
-
-
-def project_cache_settings() -> dict[str, Any]:
-    """The persistent cache's settings of the project (``[tool.toolflow.cache]``), as ``open_engine`` takes them."""
-    from toolflow._cache import default_cache_path  # noqa: PLC0415
-    from toolflow._project import load_project  # noqa: PLC0415
-
-    project = load_project()
-    path = project.cache_path if project.cache_path is not None else default_cache_path(project.root)
-    return {
-        "cache_path": os.fspath(path),
-        "cache_backend": project.cache_backend,
-        "cache_options": project.cache_options,
-    }
-
-
-@contextlib.contextmanager
-def _attempts_traced(stderr: TextIO) -> Iterator[None]:
-    """Print the engine's log of failed attempts (``toolflow.attempts``) as ``toolflow: trace: ...`` lines."""
-    import logging  # noqa: PLC0415
-
-    handler = logging.StreamHandler(stderr)
-    handler.setFormatter(logging.Formatter("toolflow: trace: %(message)s"))
-    attempts = logging.getLogger("toolflow.attempts")
-    level = attempts.level
-    attempts.addHandler(handler)
-    attempts.setLevel(logging.INFO)
-    try:
-        yield
-    finally:
-        attempts.removeHandler(handler)
-        attempts.setLevel(level)
-
-
-def run_trio(main: Callable[[], Awaitable[_T]], stderr: TextIO) -> _T:
-    """``trio.run(main)``, printing the engine's call-hook and cache warnings as ``toolflow: warning: ...``."""
-    import warnings  # noqa: PLC0415
-
-    import trio  # noqa: PLC0415
-
-    from toolflow._cache import CacheWarning  # noqa: PLC0415
-    from toolflow._executor import CallHookWarning  # noqa: PLC0415
-
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", CallHookWarning)
-        warnings.simplefilter("always", CacheWarning)
-        result = trio.run(main)
-    for warning in caught:
-        print(f"toolflow: warning: {warning.message}", file=stderr)
-    return result
+    return command(args, request, _load_plugins(stderr), stdout, stderr)
 
 
 def _cmd_run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
@@ -684,47 +556,7 @@ def _cmd_run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     return command(args, _load_plugins(stderr), stdout, stderr)
 
 
-def _call_request(args: argparse.Namespace, stdout: TextIO) -> tuple[str, object, tuple[str, ...], str] | None:
-    """NAME, arguments, parse warnings and call id of ``toolflow call``; None once a malformed call is printed."""
-    from toolflow._calls import MalformedCall, parse_tool_call  # noqa: PLC0415
-    from toolflow._errors import UsageError  # noqa: PLC0415
-
-    # With --raw, a single positional is the call itself: NAME is then optional.
-    name, text = (None, args.name) if args.raw and args.arguments is None else (args.name, args.arguments)
-    text = sys.stdin.read() if text == "-" else text
-    try:
-        arguments = json.loads(text) if text else {}
-    except json.JSONDecodeError as exc:
-        msg = f"{'the tool call' if args.raw else 'ARGS_JSON'} is not valid JSON: {exc}"
-        raise UsageError(msg) from None
-    warnings: tuple[str, ...] = ()
-    call_id = "call_0"
-    if args.raw:
-        call = parse_tool_call(arguments)
-        if isinstance(call, MalformedCall):
-            stdout.write(json.dumps(call.to_result().to_dict(), indent=2, ensure_ascii=False) + "\n")
-            return None
-        if name is not None and name != call.name:
-            msg = f"NAME {name!r} is not the tool of the call, {call.name!r}"
-            raise UsageError(msg)
-        name, arguments, warnings, call_id = call.name, call.arguments, call.warnings, call.id
-    if name is None:
-        msg = "call: NAME is required (or give a whole tool call with --raw)"
-        raise UsageError(msg)
-    return name, arguments, warnings, call_id
-
-
-def _trace_line(name: str, success: bool, attempts: object, elapsed: float, scope: str | None, *, cached: bool) -> str:
-    """The ``--trace`` line: ``toolflow: trace: NAME: success, 1 attempt, 12.3ms, cache miss (session)``."""
-    cache_text = "no cache" if scope is None else f"cache {'hit' if cached else 'miss'} ({scope})"
-    noun = "attempt" if attempts == 1 else "attempts"
-    outcome = "success" if success else "failure"
-    return f"toolflow: trace: {name}: {outcome}, {attempts} {noun}, {elapsed * 1000:.1f}ms, {cache_text}"
-
-
 def _cmd_serve(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
-    import os  # noqa: PLC0415
-
     from toolflow._errors import UsageError  # noqa: PLC0415
     from toolflow._loader import load_specs  # noqa: PLC0415
     from toolflow._policy import Policy  # noqa: PLC0415
@@ -745,7 +577,7 @@ def _cmd_serve(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
             raise UsageError(msg) from None
     http = _http_settings(args, stderr) if args.transport == "http" else None
     plugins = _load_plugins(stderr)
-    specs = load_specs(_spec_paths(args.specs or []), kinds=plugins.kind_schemas())
+    specs = load_specs(spec_paths(args.specs or []), kinds=plugins.kind_schemas())
     registry = Registry.build(specs, plugins)
     if args.no_cache:
         registry = without_caches(registry)
