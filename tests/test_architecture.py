@@ -28,7 +28,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "executor",
         ("toolflow._approval", "toolflow._invoke", "toolflow._executor", "toolflow._context", "toolflow._rendering"),
     ),
-    ("loop", ("toolflow._providers", "toolflow._history", "toolflow._loop")),
+    ("loop", ("toolflow._providers", "toolflow._history_text", "toolflow._history", "toolflow._loop")),
     (
         "cli, testing, default plugins",
         (
