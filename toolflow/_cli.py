@@ -17,7 +17,10 @@ from typing import TYPE_CHECKING, Any, TextIO
 from toolflow._cli_support import project_cache_settings, shutdown_grace, spec_paths
 
 if TYPE_CHECKING:
-    from toolflow._plugins import Plugins
+    from toolflow._lint._config import LintConfig
+    from toolflow._lint._rule import Rule
+    from toolflow._model import ToolSpec
+    from toolflow._plugins import PluginInfo, Plugins
     from toolflow._serve_http import HTTPSettings
 
 __all__ = ["main", "run"]
@@ -359,16 +362,36 @@ def _split(values: Sequence[str] | None) -> list[str]:
 
 
 def _cmd_lint(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
-    import attrs  # noqa: PLC0415
-
-    from toolflow._diagnostics import Severity  # noqa: PLC0415
-    from toolflow._lint._config import LintConfig, RuleSet, check_target, load_config  # noqa: PLC0415
     from toolflow._lint._engine import lint_paths  # noqa: PLC0415
     from toolflow._lint._formats import render, render_statistics  # noqa: PLC0415
     from toolflow._lint.rules import builtin_rules  # noqa: PLC0415
 
     plugins = None if args.no_plugins else _load_plugins(stderr)
     rules = (*builtin_rules(), *(rule for _, rule in plugins.lint_rules())) if plugins else builtin_rules()
+    config = _lint_config(args, rules)
+    report = lint_paths(
+        spec_paths(args.paths),
+        config,
+        rules=rules,
+        plugins=plugins.lint_facts() if plugins else None,
+        kinds=plugins.kind_schemas() if plugins else None,
+    )
+    for crash in report.crashed:
+        print(f"toolflow: warning: {crash}", file=stderr)
+    stdout.write(render(report, args.output_format))
+    if args.statistics:
+        stream = stdout if args.output_format == "text" else stderr
+        stream.write(render_statistics(report))
+    return report.exit_code
+
+
+def _lint_config(args: argparse.Namespace, rules: Sequence[Rule]) -> LintConfig:
+    """``[tool.toolflow.lint]`` (none with ``--isolated``) with the command line's options over it."""
+    import attrs  # noqa: PLC0415
+
+    from toolflow._diagnostics import Severity  # noqa: PLC0415
+    from toolflow._lint._config import LintConfig, RuleSet, check_target, load_config  # noqa: PLC0415
+
     config = LintConfig() if args.isolated else load_config(args.config, rules=rules)
     ruleset = RuleSet(rules)
     select, extend, ignore = _split(args.select), _split(args.extend_select), _split(args.ignore)
@@ -383,22 +406,7 @@ def _cmd_lint(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         changes["target"] = tuple(check_target(t) for t in _split(args.target))
     if args.fail_on:
         changes["fail_on"] = Severity(args.fail_on)
-    config = attrs.evolve(config, **changes)  # type: ignore[arg-type]
-    paths = spec_paths(args.paths)
-    report = lint_paths(
-        paths,
-        config,
-        rules=rules,
-        plugins=plugins.lint_facts() if plugins else None,
-        kinds=plugins.kind_schemas() if plugins else None,
-    )
-    for crash in report.crashed:
-        print(f"toolflow: warning: {crash}", file=stderr)
-    stdout.write(render(report, args.output_format))
-    if args.statistics:
-        stream = stdout if args.output_format == "text" else stderr
-        stream.write(render_statistics(report))
-    return report.exit_code
+    return attrs.evolve(config, **changes)  # type: ignore[arg-type]
 
 
 def _cmd_rule(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
@@ -423,29 +431,13 @@ def _cmd_rule(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
 
 
 def _cmd_list(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
-    from toolflow._export import description  # noqa: PLC0415
     from toolflow._loader import load_specs  # noqa: PLC0415
 
     plugins = _load_plugins(stderr)
     result = load_specs(spec_paths(args.paths), kinds=plugins.kind_schemas())
     for diagnostic in result.diagnostics:
         print(diagnostic.render(), file=stderr)
-    rows = []
-    for tool in result.tools:
-        span = tool.locator.locate(tool.pointer, key=True) if tool.locator else None
-        rows.append(
-            {
-                "name": tool.name,
-                "category": tool.category,
-                "implementation": tool.implementation.kind if tool.implementation else None,
-                "timeout": tool.timeout,
-                "retry_attempts": tool.retry.attempts,
-                "cache": tool.cache.scope.value if tool.cache else None,
-                "parameters": sorted((tool.parameters.get("properties") or {}).keys()),
-                "description": description(tool),
-                "location": f"{tool.file}:{span.line}:{span.column}" if span else tool.file,
-            }
-        )
+    rows = [_tool_row(tool) for tool in result.tools]
     if args.json:
         stdout.write(json.dumps({"tools": rows}, indent=2) + "\n")
     else:
@@ -461,14 +453,38 @@ def _cmd_list(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
             )
             for r in rows
         ]
-        widths = [max(len(str(row[i])) for row in table) for i in range(len(header))]
-        for row in table:
-            cells = (str(cell).ljust(width) for cell, width in zip(row, widths, strict=True))
-            stdout.write("  ".join(cells).rstrip() + "\n")
+        _write_table(table, stdout)
         tools = "tool" if len(rows) == 1 else "tools"
         files = "file" if len(result.files) == 1 else "files"
         stdout.write(f"{len(rows)} {tools} in {len(result.files)} {files}\n")
     return 0 if result.ok else 1
+
+
+def _tool_row(tool: ToolSpec) -> dict[str, Any]:
+    """What ``toolflow list`` says of one tool (its JSON object; the table shows some of it)."""
+    from toolflow._export import description  # noqa: PLC0415
+
+    span = tool.locator.locate(tool.pointer, key=True) if tool.locator else None
+    return {
+        "name": tool.name,
+        "category": tool.category,
+        "implementation": tool.implementation.kind if tool.implementation else None,
+        "timeout": tool.timeout,
+        "retry_attempts": tool.retry.attempts,
+        "cache": tool.cache.scope.value if tool.cache else None,
+        "parameters": sorted((tool.parameters.get("properties") or {}).keys()),
+        "description": description(tool),
+        "location": f"{tool.file}:{span.line}:{span.column}" if span else tool.file,
+    }
+
+
+def _write_table(rows: Sequence[Sequence[object]], stdout: TextIO, widths: Sequence[int] = ()) -> None:
+    """*rows* in left-aligned columns two spaces apart, as wide as *widths* or as the widest cell of each."""
+    widths = widths or [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
+    stdout.writelines(
+        "  ".join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() + "\n"
+        for row in rows
+    )
 
 
 def _cmd_spec_schema(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
@@ -512,33 +528,35 @@ def _cmd_plugins(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> in
     if args.json:
         stdout.write(json.dumps({"plugins": [info.to_dict() for info in plugins.infos]}, indent=2) + "\n")
     else:
-        header = ("PLUGIN", "SOURCE", "DISTRIBUTION", "STATUS", "HOOKS", "TOOLS")
-        rows = [header]
-        for info in plugins.infos:
-            tools = [*info.implementations, *(f"kind:{k}" for k in info.kinds), *(f"rule:{r}" for r in info.lint_rules)]
-            rows.append(
-                (
-                    info.name,
-                    info.source,
-                    " ".join(filter(None, (info.distribution, info.version))) or "-",
-                    info.status,
-                    ", ".join(h.removeprefix("toolflow_") for h in info.hooks) or "-",
-                    ", ".join(tools) or "-",
-                )
-            )
-        widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-        errors = {info.name: info.error for info in plugins.infos if info.error}
-        for row in rows:
-            stdout.write("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() + "\n")
-            if row is not header and row[0] in errors and row[3] == "failed":
-                stdout.write(f"  error: {errors[row[0]]}\n")
-        counts = {status: sum(1 for i in plugins.infos if i.status == status) for status in ("loaded", "failed")}
-        disabled = len(plugins.infos) - counts["loaded"] - counts["failed"]
-        noun = "plugin" if len(plugins.infos) == 1 else "plugins"
-        stdout.write(
-            f"{len(plugins.infos)} {noun}: {counts['loaded']} loaded, {counts['failed']} failed, {disabled} disabled\n"
-        )
+        _print_plugins(plugins.infos, stdout)
     return 1 if any(info.status == "failed" for info in plugins.infos) else 0
+
+
+def _print_plugins(infos: Sequence[PluginInfo], stdout: TextIO) -> None:
+    """The table of ``toolflow plugins``: one row per plugin (and its error when it failed), then the counts."""
+    header = ("PLUGIN", "SOURCE", "DISTRIBUTION", "STATUS", "HOOKS", "TOOLS")
+    rows = [header, *(_plugin_row(info) for info in infos)]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    for row, info in zip(rows, (None, *infos), strict=True):
+        _write_table([row], stdout, widths)
+        if info is not None and info.status == "failed" and info.error:
+            stdout.write(f"  error: {info.error}\n")
+    counts = {status: sum(1 for i in infos if i.status == status) for status in ("loaded", "failed")}
+    disabled = len(infos) - counts["loaded"] - counts["failed"]
+    noun = "plugin" if len(infos) == 1 else "plugins"
+    stdout.write(f"{len(infos)} {noun}: {counts['loaded']} loaded, {counts['failed']} failed, {disabled} disabled\n")
+
+
+def _plugin_row(info: PluginInfo) -> tuple[str, ...]:
+    tools = [*info.implementations, *(f"kind:{k}" for k in info.kinds), *(f"rule:{r}" for r in info.lint_rules)]
+    return (
+        info.name,
+        info.source,
+        " ".join(filter(None, (info.distribution, info.version))) or "-",
+        info.status,
+        ", ".join(h.removeprefix("toolflow_") for h in info.hooks) or "-",
+        ", ".join(tools) or "-",
+    )
 
 
 def _cmd_call(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:

@@ -214,30 +214,43 @@ def _strict_schema(schema: object, depth: int, counts: dict[str, int]) -> bool:
         return False
     if is_object_schema(schema):
         depth += 1
-        if depth > OPENAI_STRICT_MAX_DEPTH or schema.get("additionalProperties") is not False:
+        if not _strict_object(schema, depth, counts):
             return False
-        properties = schema.get("properties", {})
-        required = schema.get("required", [])
-        if not isinstance(properties, Mapping) or not isinstance(required, list):
-            return False
-        if not set(properties) <= set(required):
-            return False
-        counts["properties"] += len(properties)
+    children = _subschemas(schema)
+    return children is not None and all(_strict_schema(child, depth, counts) for child in children)
+
+
+def _strict_object(schema: Mapping[str, Any], depth: int, counts: dict[str, int]) -> bool:
+    """An object schema strict mode accepts at *depth*: closed, every property required; counts its properties."""
+    if depth > OPENAI_STRICT_MAX_DEPTH or schema.get("additionalProperties") is not False:
+        return False
+    properties = schema.get("properties", {})
+    required = schema.get("required", [])
+    if not isinstance(properties, Mapping) or not isinstance(required, list):
+        return False
+    if not set(properties) <= set(required):
+        return False
+    counts["properties"] += len(properties)
+    return True
+
+
+def _subschemas(schema: Mapping[str, Any]) -> list[object] | None:
+    """The schemas directly below *schema*; None when one of its schema maps or lists is not one."""
     children: list[object] = []
     for key in _SCHEMA_MAPS:
         value = schema.get(key)
         if value is None:
             continue
         if not isinstance(value, Mapping):
-            return False
+            return None
         children.extend(value.values())
     for key in _SCHEMA_LISTS:
         value = schema.get(key)
         if value is None:
             continue
         if not isinstance(value, list):
-            return False
+            return None
         children.extend(value)
     if "items" in schema:
         children.append(schema["items"])
-    return all(_strict_schema(child, depth, counts) for child in children)
+    return children
