@@ -7,8 +7,11 @@ Every import counts, including those inside functions and under ``TYPE_CHECKING`
 from __future__ import annotations
 
 import ast
+import importlib
+import re
 import subprocess
 import sys
+import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -345,3 +348,58 @@ def test_the_temporary_lists_name_only_offenders() -> None:
     lines = {path: len(source.splitlines()) for path, source in _sources()}
     stale += [path for path in sorted(TEMPORARY_LONG_MODULES) if lines.get(path, 0) <= MAX_LINES]
     assert not stale, "no longer too complex or too long; remove from the temporary lists: " + ", ".join(stale)
+
+
+_TREE_LINE = re.compile(
+    r"(?P<indent>(?:│   |    )*)(?P<branch>[├└]── )?(?P<name>[A-Z]\w*)"
+    r"(?:\s.*?)??(?:\(exit (?P<exit>\d)\))?(?:\s+(?P<module>_\w+))?\s*"
+)
+"""A line of the drawing: the branches, the class, what it is, ``(exit N)`` and its module."""
+
+
+def _drawn_exceptions() -> dict[str, tuple[str | None, int | None, str]]:
+    """``name -> (drawn base, exit code, module)`` of the tree in toolflow/_errors.py's docstring."""
+    doc = ast.get_docstring(ast.parse((PACKAGE / "_errors.py").read_text(encoding="utf-8"))) or ""
+    drawing = textwrap.dedent(doc.split("::\n\n", 1)[1].split("\n\n", 1)[0])
+    drawn: dict[str, tuple[str | None, int | None, str]] = {}
+    parents: list[str] = []
+    for line in drawing.splitlines():
+        match = _TREE_LINE.fullmatch(line)
+        assert match is not None, f"cannot read this line of the drawing: {line!r}"
+        depth = len(match["indent"]) // 4 + 1 if match["branch"] else 0
+        del parents[depth:]
+        exit_code = int(match["exit"]) if match["exit"] else None
+        drawn[match["name"]] = (parents[-1] if parents else None, exit_code, match["module"] or "_errors")
+        parents.append(match["name"])
+    return drawn
+
+
+def _exception_classes() -> Iterator[type[BaseException]]:
+    for module in MODULES:
+        if module == "toolflow.__main__":
+            continue
+        for value in vars(importlib.import_module(module)).values():
+            if isinstance(value, type) and issubclass(value, BaseException) and value.__module__ == module:
+                yield value
+
+
+def test_the_errors_docstring_draws_every_exception_class() -> None:
+    """Each exception and warning class of the package is in _errors.py's tree, under its base, with its exit code."""
+    drawn = _drawn_exceptions()
+    problems = []
+    for cls in _exception_classes():
+        where = f"{cls.__module__}.{cls.__qualname__}"
+        if cls.__name__ not in drawn:
+            problems.append(f"{where} is not drawn in the docstring of toolflow/_errors.py")
+            continue
+        base, exit_code, module = drawn.pop(cls.__name__)
+        if base not in {b.__name__ for b in cls.__bases__}:
+            problems.append(f"{where} is drawn under {base}, but its bases are {[b.__name__ for b in cls.__bases__]}")
+        if exit_code != getattr(cls, "exit_code", None):
+            problems.append(
+                f"{where} is drawn with exit {exit_code}, its exit_code is {getattr(cls, 'exit_code', None)}"
+            )
+        if f"toolflow.{module}" != cls.__module__:
+            problems.append(f"{where} is drawn as defined in {module}")
+    problems += [f"{name} is drawn but not defined" for name in drawn if name not in {"Exception", "UserWarning"}]
+    assert not problems, "\n".join(problems)
