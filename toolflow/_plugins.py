@@ -28,7 +28,7 @@ import os
 import re
 import sys
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -590,11 +590,3 @@ def _load_project_plugins(plugins: Plugins, module_names: Sequence[str], chosen:
             plugins.fail(module_name, "project", exc, module=module_name)
             continue
         plugins.register(plugin, module_name, source="project", module=module_name)
-
-
-def iter_conflicts(found: Mapping[str, Iterable[Any]]) -> Iterator[tuple[str, list[str]]]:
-    """``(name, plugin names)`` for every name registered by more than one plugin."""
-    for name, items in found.items():
-        owners = [getattr(item, "plugin", item) for item in items]
-        if len(owners) > 1:
-            yield name, owners
