@@ -65,7 +65,7 @@ def run_trio(main: Callable[[], Awaitable[_T]], stderr: TextIO) -> _T:
     import trio  # noqa: PLC0415
 
     from toolflow._cache import CacheWarning  # noqa: PLC0415
-    from toolflow._executor import CallHookWarning  # noqa: PLC0415
+    from toolflow._invoke import CallHookWarning  # noqa: PLC0415
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", CallHookWarning)
