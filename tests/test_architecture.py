@@ -1,7 +1,10 @@
-"""Imports flow one way: each module imports only from its own layer or the layers below it.
+"""The house rules a reader relies on: imports flow one way, functions and modules stay small.
 
-The layer table is DESIGN.md's, for the modules that exist (docs/design.md keeps the record).
-Every import counts, including those inside functions and under ``TYPE_CHECKING``.
+Each module imports only from its own layer or the layers below it, and no modules import each
+other round a loop. The layer table is DESIGN.md's, for the modules that exist (docs/design.md
+keeps the record). Every import counts, including those inside functions and under
+``TYPE_CHECKING``. Then: no function above cyclomatic complexity 15 (radon), no module above
+750 lines, and every exception class drawn in the docstring of ``toolflow/_errors.py``.
 """
 
 from __future__ import annotations
