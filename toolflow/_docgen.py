@@ -28,7 +28,6 @@ __all__ = [
     "Family",
     "Field",
     "family_of",
-    "generated_fields",
     "iter_fields",
     "main",
     "render_rules",
@@ -396,16 +395,6 @@ def _markers(text: str) -> tuple[int, int]:
         msg = f"expected {BEGIN_FIELDS!r} followed by {END_FIELDS!r}"
         raise ValueError(msg)
     return start + len(BEGIN_FIELDS), end
-
-
-def generated_fields(text: str) -> str:
-    """Return the generated part of a spec reference *text* (between the markers, without them).
-
-    Raises:
-        ValueError: The markers are missing or out of order.
-    """
-    start, end = _markers(text)
-    return text[start:end].strip("\n") + "\n"
 
 
 def splice_fields(text: str, fields: str) -> str:

@@ -73,7 +73,6 @@ __all__ = [
     "ExportFormat",
     "anthropic_tool",
     "description",
-    "export_tool",
     "export_tools",
     "input_schema",
     "mcp_annotations",
@@ -168,15 +167,6 @@ def _exporter(format: str) -> Callable[[ToolSpec], dict[str, Any]]:  # noqa: A00
         msg = f"unknown export format {format!r}: use one of {', '.join(EXPORT_FORMATS)}"
         raise UsageError(msg + did_you_mean(format, EXPORT_FORMATS))
     return exporter
-
-
-def export_tool(spec: ToolSpec, format: str) -> dict[str, Any]:  # noqa: A002
-    """Export one tool in *format* (``openai``, ``anthropic`` or ``mcp``).
-
-    Raises:
-        UsageError: *format* is not one of :data:`EXPORT_FORMATS`.
-    """
-    return _exporter(format)(spec)
 
 
 def export_tools(specs: Iterable[ToolSpec], format: str) -> list[dict[str, Any]]:  # noqa: A002
