@@ -1,18 +1,26 @@
-"""Imports flow one way: each module imports only from its own layer or the layers below it.
+"""The house rules a reader relies on: imports flow one way, functions and modules stay small.
 
-The layer table is DESIGN.md's, for the modules that exist (docs/design.md keeps the record).
-Every import counts, including those inside functions and under ``TYPE_CHECKING``.
+Each module imports only from its own layer or the layers below it, and no modules import each
+other round a loop. The layer table is DESIGN.md's, for the modules that exist (docs/design.md
+keeps the record). Every import counts, including those inside functions and under
+``TYPE_CHECKING``. Then: no function above cyclomatic complexity 15 (radon), no module above
+750 lines, and every exception class drawn in the docstring of ``toolflow/_errors.py``.
 """
 
 from __future__ import annotations
 
 import ast
+import importlib
+import re
 import subprocess
 import sys
+import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from radon.complexity import cc_visit
+from radon.visitors import Class, Function
 
 PACKAGE = Path(__file__).resolve().parent.parent / "toolflow"
 
@@ -36,12 +44,14 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "toolflow._rendering",
         ),
     ),
-    ("loop", ("toolflow._providers", "toolflow._history", "toolflow._loop")),
+    ("loop", ("toolflow._providers", "toolflow._history_text", "toolflow._history", "toolflow._loop")),
     (
         "cli, testing, default plugins",
         (
             "toolflow._cli",
+            "toolflow._cli_call",
             "toolflow._cli_run",
+            "toolflow._cli_support",
             "toolflow._docgen",
             "toolflow.__main__",
             "toolflow.testing",
@@ -218,3 +228,189 @@ def test_import_toolflow_loads_no_submodule() -> None:
     code = "import sys, toolflow\nprint(sorted(m for m in sys.modules if m.startswith('toolflow.')))\n"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     assert result.stdout.strip() == "[]"
+
+
+def test_no_import_cycles() -> None:
+    """No two modules import each other, directly or round a loop, even lazily inside a function.
+
+    A module imported by a module it imports is half of one job: move the shared part below both
+    (as ``_cli_support`` is below ``_cli``, ``_cli_call`` and ``_cli_run``).
+    """
+    graph = {
+        module: sorted({i for i, _, _ in _imports(module) if i in MODULES and i not in {module, FRONT_DOOR}})
+        for module in MODULES
+        if module != FRONT_DOOR
+    }
+    done: set[str] = set()
+
+    def cycle_from(module: str, path: list[str]) -> list[str] | None:
+        if module in path:
+            return [*path[path.index(module) :], module]
+        if module in done:
+            return None
+        for imported in graph[module]:
+            found = cycle_from(imported, [*path, module])
+            if found is not None:
+                return found
+        done.add(module)
+        return None
+
+    for module in graph:
+        cycle = cycle_from(module, [])
+        assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+MAX_COMPLEXITY = 15
+"""The highest cyclomatic complexity (radon's) of a function or method in the package."""
+
+MAX_LINES = 750
+"""The most lines a module of the package may have (pluggy's largest module is about this long)."""
+
+COMPLEXITY_EXEMPT = "toolflow/_lint/rules/"
+"""Lint rules are exempt: each is one small module whose check branches over the cases of its rule."""
+
+# issue 15: being split/simplified by the lead (_executor.py, _validation.py), the "loop" helper
+# (_calls.py, _loop.py, default_plugins/_scripted.py) and the "lint" helper (_checking.py,
+# _yaml.py, _lint/); the lead empties both lists when the branches merge. Do not add to them.
+TEMPORARY_COMPLEXITY: frozenset[tuple[str, str]] = frozenset(
+    {
+        ("toolflow/_executor.py", "Engine._run"),
+        ("toolflow/_executor.py", "Engine.execute_batch"),
+        ("toolflow/_executor.py", "Engine.__init__"),
+        ("toolflow/_validation.py", "ArgumentValidator.for_spec"),
+        ("toolflow/_validation.py", "ResultValidator._normalize"),
+        ("toolflow/_validation.py", "_declared_names.walk"),
+        ("toolflow/_calls.py", "_parse"),
+        ("toolflow/_calls.py", "parse_tool_calls"),
+        ("toolflow/_loop.py", "Agent._run_calls"),
+        ("toolflow/_loop.py", "Agent.__init__"),
+        ("toolflow/default_plugins/_scripted.py", "_Turn.__init__"),
+        ("toolflow/_checking.py", "ErrorExplainer._message"),
+        ("toolflow/_checking.py", "ErrorExplainer.explain"),
+        ("toolflow/_yaml.py", "compose"),
+        ("toolflow/_yaml.py", "convert.walk"),
+        ("toolflow/_lint/_engine.py", "_lint"),
+        ("toolflow/_lint/_template_facts.py", "_analyse_tree"),
+        ("toolflow/_lint/_template_facts.py", "_simple"),
+    }
+)
+TEMPORARY_LONG_MODULES = frozenset({"toolflow/_executor.py", "toolflow/_loop.py"})
+
+
+def _sources() -> Iterator[tuple[str, str]]:
+    for path in MODULES.values():
+        yield path.relative_to(PACKAGE.parent).as_posix(), path.read_text(encoding="utf-8")
+
+
+def _functions(blocks: list[Function | Class], outer: str = "") -> Iterator[tuple[str, Function]]:
+    """``(qualified name, function)`` of every function, method and closure among radon's *blocks*."""
+    for block in blocks:
+        name = f"{outer}{block.name}" if outer or isinstance(block, Class) else block.fullname
+        if isinstance(block, Class):
+            yield from _functions([*block.methods, *block.inner_classes], f"{name}.")
+        else:
+            yield name, block
+            yield from _functions(block.closures, f"{name}.")
+
+
+def _complexities() -> dict[tuple[str, str], int]:
+    """``(module path, Class.function)`` -> radon's cyclomatic complexity, for the whole package."""
+    return {
+        (path, name): function.complexity
+        for path, source in _sources()
+        for name, function in _functions(cc_visit(source))
+    }
+
+
+def test_no_function_is_too_complex() -> None:
+    """No function or method has a cyclomatic complexity above 15 (radon), lint rules apart.
+
+    Split such a function where its cases part (one helper per case, a table of handlers) so a
+    reader holds one case at a time.
+    """
+    too_complex = [
+        f"{path}: {name} has cyclomatic complexity {complexity} (at most {MAX_COMPLEXITY})"
+        for (path, name), complexity in sorted(_complexities().items())
+        if complexity > MAX_COMPLEXITY
+        and not path.startswith(COMPLEXITY_EXEMPT)
+        and (path, name) not in TEMPORARY_COMPLEXITY
+    ]
+    assert not too_complex, "\n".join(too_complex)
+
+
+def test_no_module_is_too_long() -> None:
+    """No module of the package has more than 750 lines: split it by job (as _cli, _cli_call and _cli_run are)."""
+    too_long = [
+        f"{path} has {lines} lines (at most {MAX_LINES})"
+        for path, source in _sources()
+        if (lines := len(source.splitlines())) > MAX_LINES and path not in TEMPORARY_LONG_MODULES
+    ]
+    assert not too_long, "\n".join(too_long)
+
+
+def test_the_temporary_lists_name_only_offenders() -> None:
+    """An entry of the temporary lists that is fixed (or gone) must leave the list, so the lists only shrink."""
+    complexities = _complexities()
+    stale = [
+        f"{path}: {name}"
+        for path, name in sorted(TEMPORARY_COMPLEXITY)
+        if complexities.get((path, name), 0) <= MAX_COMPLEXITY
+    ]
+    lines = {path: len(source.splitlines()) for path, source in _sources()}
+    stale += [path for path in sorted(TEMPORARY_LONG_MODULES) if lines.get(path, 0) <= MAX_LINES]
+    assert not stale, "no longer too complex or too long; remove from the temporary lists: " + ", ".join(stale)
+
+
+_TREE_LINE = re.compile(
+    r"(?P<indent>(?:│   |    )*)(?P<branch>[├└]── )?(?P<name>[A-Z]\w*)"
+    r"(?:\s.*?)??(?:\(exit (?P<exit>\d)\))?(?:\s+(?P<module>_\w+))?\s*"
+)
+"""A line of the drawing: the branches, the class, what it is, ``(exit N)`` and its module."""
+
+
+def _drawn_exceptions() -> dict[str, tuple[str | None, int | None, str]]:
+    """``name -> (drawn base, exit code, module)`` of the tree in toolflow/_errors.py's docstring."""
+    doc = ast.get_docstring(ast.parse((PACKAGE / "_errors.py").read_text(encoding="utf-8"))) or ""
+    drawing = textwrap.dedent(doc.split("::\n\n", 1)[1].split("\n\n", 1)[0])
+    drawn: dict[str, tuple[str | None, int | None, str]] = {}
+    parents: list[str] = []
+    for line in drawing.splitlines():
+        match = _TREE_LINE.fullmatch(line)
+        assert match is not None, f"cannot read this line of the drawing: {line!r}"
+        depth = len(match["indent"]) // 4 + 1 if match["branch"] else 0
+        del parents[depth:]
+        exit_code = int(match["exit"]) if match["exit"] else None
+        drawn[match["name"]] = (parents[-1] if parents else None, exit_code, match["module"] or "_errors")
+        parents.append(match["name"])
+    return drawn
+
+
+def _exception_classes() -> Iterator[type[BaseException]]:
+    for module in MODULES:
+        if module == "toolflow.__main__":
+            continue
+        for value in vars(importlib.import_module(module)).values():
+            if isinstance(value, type) and issubclass(value, BaseException) and value.__module__ == module:
+                yield value
+
+
+def test_the_errors_docstring_draws_every_exception_class() -> None:
+    """Each exception and warning class of the package is in _errors.py's tree, under its base, with its exit code."""
+    drawn = _drawn_exceptions()
+    problems = []
+    for cls in _exception_classes():
+        where = f"{cls.__module__}.{cls.__qualname__}"
+        if cls.__name__ not in drawn:
+            problems.append(f"{where} is not drawn in the docstring of toolflow/_errors.py")
+            continue
+        base, exit_code, module = drawn.pop(cls.__name__)
+        if base not in {b.__name__ for b in cls.__bases__}:
+            problems.append(f"{where} is drawn under {base}, but its bases are {[b.__name__ for b in cls.__bases__]}")
+        if exit_code != getattr(cls, "exit_code", None):
+            problems.append(
+                f"{where} is drawn with exit {exit_code}, its exit_code is {getattr(cls, 'exit_code', None)}"
+            )
+        if f"toolflow.{module}" != cls.__module__:
+            problems.append(f"{where} is drawn as defined in {module}")
+    problems += [f"{name} is drawn but not defined" for name in drawn if name not in {"Exception", "UserWarning"}]
+    assert not problems, "\n".join(problems)

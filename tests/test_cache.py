@@ -253,16 +253,15 @@ def test_sqlite_skips_results_json_cannot_express(tmp_path: Path) -> None:
     cache.close()
 
 
-def test_sqlite_clear_and_purge(tmp_path: Path) -> None:
-    """purge_expired drops expired entries only; clear drops everything."""
+def test_sqlite_clear(tmp_path: Path) -> None:
+    """clear drops every entry, expired or not."""
     path = tmp_path / "c.sqlite3"
     clock = FakeClock()
     cache = SQLiteCache(path, clock=clock)
     cache.set("short", OK, 1.0)
     cache.set("long", OK, None)
     clock.now += 2.0
-    cache.purge_expired()
-    assert _rows(path) == 1
+    assert _rows(path) == 2
     cache.clear()
     assert _rows(path) == 0
     cache.close()

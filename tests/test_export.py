@@ -16,7 +16,6 @@ from toolflow._errors import UsageError
 from toolflow._export import (
     EXPORT_FORMATS,
     anthropic_tool,
-    export_tool,
     export_tools,
     input_schema,
     mcp_annotations,
@@ -182,8 +181,8 @@ def test_mcp_format(tools: dict[str, ToolSpec]) -> None:
     ]
 
 
-def test_export_tool_matches_the_per_format_functions(tools: dict[str, ToolSpec]) -> None:
-    """export_tool dispatches to openai_tool, anthropic_tool and mcp_tool."""
+def test_export_tools_matches_the_per_format_functions(tools: dict[str, ToolSpec]) -> None:
+    """export_tools dispatches to openai_tool, anthropic_tool and mcp_tool."""
     functions: dict[str, Callable[[ToolSpec], dict[str, Any]]] = {
         "openai": openai_tool,
         "anthropic": anthropic_tool,
@@ -192,7 +191,7 @@ def test_export_tool_matches_the_per_format_functions(tools: dict[str, ToolSpec]
     assert set(functions) == set(EXPORT_FORMATS)
     for name, function in functions.items():
         for tool in tools.values():
-            assert export_tool(tool, name) == function(tool)
+            assert export_tools([tool], name) == [function(tool)]
 
 
 def test_exports_are_copies(tools: dict[str, ToolSpec]) -> None:
@@ -213,7 +212,7 @@ def test_unknown_format_is_a_usage_error(tools: dict[str, ToolSpec]) -> None:
     with pytest.raises(UsageError, match=r"unknown export format 'opneai': use one of openai, anthropic, mcp; did you"):
         export_tools(tools.values(), "opneai")
     with pytest.raises(UsageError):
-        export_tool(tools["wait"], "gemini")
+        export_tools([tools["wait"]], "gemini")
 
 
 # --- MCP annotations ----------------------------------------------------------------------------

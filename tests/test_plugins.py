@@ -36,7 +36,6 @@ from toolflow._plugins import (
     PluginError,
     PluginLoadWarning,
     Plugins,
-    iter_conflicts,
     load_plugins,
 )
 from toolflow.hookspecs import hookimpl
@@ -332,7 +331,7 @@ def test_hook_arguments_the_spec_does_not_have_are_one_line_errors() -> None:
 
 
 def test_two_plugins_binding_one_name_are_both_listed(site: Site) -> None:
-    """bindings() keeps both plugins of a name, and lint facts and iter_conflicts name both."""
+    """bindings() keeps both plugins of a name, and lint facts name both."""
     text = """\
     from toolflow.hookspecs import hookimpl
 
@@ -348,7 +347,6 @@ def test_two_plugins_binding_one_name_are_both_listed(site: Site) -> None:
         (first, "alpha:search"),
         (second, "beta:search"),
     ]
-    assert list(iter_conflicts(bindings)) == [("shared.search", [first, second])]
     assert plugins.lint_facts().bindings == {"shared.search": (first, second)}
 
 

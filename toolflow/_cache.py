@@ -426,8 +426,7 @@ class SQLiteCache:
     seconds; each operation is one autocommitted statement. Results are stored as the JSON of
     :meth:`ToolResult.to_dict` and rebuilt on a hit, so a hit's ``data`` holds lists where the
     original held tuples. Results that JSON cannot express, or whose JSON is larger than
-    :data:`MAX_STORED_BYTES`, are not stored. An expired entry is deleted when it is read
-    (:meth:`purge_expired` deletes them all).
+    :data:`MAX_STORED_BYTES`, are not stored. An expired entry is deleted when it is read.
 
     Every row carries a checksum (BLAKE2b) of its key, expiry and value. A row is served only
     when it comes back with the exact key asked for and its checksum verifies, so a damaged
@@ -567,10 +566,6 @@ class SQLiteCache:
     def clear(self) -> None:
         """Delete every entry, for every engine sharing the file."""
         self._write("DELETE FROM toolflow_cache", ())
-
-    def purge_expired(self) -> None:
-        """Delete every expired entry."""
-        self._write("DELETE FROM toolflow_cache WHERE expires_at <= ?", (self._clock(),))
 
     def _write(self, sql: str, params: tuple[Any, ...]) -> None:
         with self._lock:

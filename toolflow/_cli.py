@@ -11,18 +11,22 @@ import contextlib
 import json
 import os
 import sys
-from collections.abc import Awaitable, Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, TextIO, TypeVar
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, TextIO
+
+from toolflow._cli_support import project_cache_settings, shutdown_grace, spec_paths
 
 if TYPE_CHECKING:
-    from toolflow._plugins import Plugins
+    from toolflow._lint._config import LintConfig
+    from toolflow._lint._rule import Rule
+    from toolflow._model import ToolSpec
+    from toolflow._plugins import PluginInfo, Plugins
     from toolflow._serve_http import HTTPSettings
 
 __all__ = ["main", "run"]
 
 OUTPUT_FORMATS = ("text", "json", "github", "sarif", "junit", "gitlab")
 SCHEMA_FORMATS = ("openai", "anthropic", "mcp")
-_T = TypeVar("_T")
 
 HISTORY_FORMATS = ("openai", "anthropic", "fallback", "text")
 """The history formats of ``toolflow run`` (``toolflow._providers.HISTORY_FORMATS``, without importing it)."""
@@ -222,17 +226,6 @@ def _add_grace_option(parser: argparse.ArgumentParser, what: str) -> None:
     )
 
 
-def shutdown_grace(args: argparse.Namespace) -> float:
-    """``--shutdown-grace``, else ``[tool.toolflow] shutdown-grace``, else 10 seconds."""
-    from toolflow._project import load_project  # noqa: PLC0415
-    from toolflow._shutdown import DEFAULT_GRACE, parse_grace  # noqa: PLC0415
-
-    if args.shutdown_grace is not None:
-        return parse_grace(args.shutdown_grace, where="--shutdown-grace")
-    configured = load_project().shutdown_grace
-    return DEFAULT_GRACE if configured is None else configured
-
-
 def _add_run_parser(commands: Any) -> None:
     """Add ``toolflow run`` (its handler imports the loop only when it runs)."""
     run = commands.add_parser(
@@ -368,26 +361,37 @@ def _split(values: Sequence[str] | None) -> list[str]:
     return [item.strip() for value in values or () for item in value.split(",") if item.strip()]
 
 
-def _spec_paths(paths: Sequence[str]) -> list[str]:
-    """The PATH arguments, or ``[tool.toolflow] specs`` from pyproject.toml, or ``specs/``."""
-    if paths:
-        return list(paths)
-    from toolflow._project import load_project  # noqa: PLC0415
-
-    return list(load_project().specs)
-
-
 def _cmd_lint(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
-    import attrs  # noqa: PLC0415
-
-    from toolflow._diagnostics import Severity  # noqa: PLC0415
-    from toolflow._lint._config import LintConfig, RuleSet, check_target, load_config  # noqa: PLC0415
     from toolflow._lint._engine import lint_paths  # noqa: PLC0415
     from toolflow._lint._formats import render, render_statistics  # noqa: PLC0415
     from toolflow._lint.rules import builtin_rules  # noqa: PLC0415
 
     plugins = None if args.no_plugins else _load_plugins(stderr)
     rules = (*builtin_rules(), *(rule for _, rule in plugins.lint_rules())) if plugins else builtin_rules()
+    config = _lint_config(args, rules)
+    report = lint_paths(
+        spec_paths(args.paths),
+        config,
+        rules=rules,
+        plugins=plugins.lint_facts() if plugins else None,
+        kinds=plugins.kind_schemas() if plugins else None,
+    )
+    for crash in report.crashed:
+        print(f"toolflow: warning: {crash}", file=stderr)
+    stdout.write(render(report, args.output_format))
+    if args.statistics:
+        stream = stdout if args.output_format == "text" else stderr
+        stream.write(render_statistics(report))
+    return report.exit_code
+
+
+def _lint_config(args: argparse.Namespace, rules: Sequence[Rule]) -> LintConfig:
+    """``[tool.toolflow.lint]`` (none with ``--isolated``) with the command line's options over it."""
+    import attrs  # noqa: PLC0415
+
+    from toolflow._diagnostics import Severity  # noqa: PLC0415
+    from toolflow._lint._config import LintConfig, RuleSet, check_target, load_config  # noqa: PLC0415
+
     config = LintConfig() if args.isolated else load_config(args.config, rules=rules)
     ruleset = RuleSet(rules)
     select, extend, ignore = _split(args.select), _split(args.extend_select), _split(args.ignore)
@@ -402,22 +406,7 @@ def _cmd_lint(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         changes["target"] = tuple(check_target(t) for t in _split(args.target))
     if args.fail_on:
         changes["fail_on"] = Severity(args.fail_on)
-    config = attrs.evolve(config, **changes)  # type: ignore[arg-type]
-    paths = _spec_paths(args.paths)
-    report = lint_paths(
-        paths,
-        config,
-        rules=rules,
-        plugins=plugins.lint_facts() if plugins else None,
-        kinds=plugins.kind_schemas() if plugins else None,
-    )
-    for crash in report.crashed:
-        print(f"toolflow: warning: {crash}", file=stderr)
-    stdout.write(render(report, args.output_format))
-    if args.statistics:
-        stream = stdout if args.output_format == "text" else stderr
-        stream.write(render_statistics(report))
-    return report.exit_code
+    return attrs.evolve(config, **changes)  # type: ignore[arg-type]
 
 
 def _cmd_rule(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
@@ -442,29 +431,13 @@ def _cmd_rule(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
 
 
 def _cmd_list(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
-    from toolflow._export import description  # noqa: PLC0415
     from toolflow._loader import load_specs  # noqa: PLC0415
 
     plugins = _load_plugins(stderr)
-    result = load_specs(_spec_paths(args.paths), kinds=plugins.kind_schemas())
+    result = load_specs(spec_paths(args.paths), kinds=plugins.kind_schemas())
     for diagnostic in result.diagnostics:
         print(diagnostic.render(), file=stderr)
-    rows = []
-    for tool in result.tools:
-        span = tool.locator.locate(tool.pointer, key=True) if tool.locator else None
-        rows.append(
-            {
-                "name": tool.name,
-                "category": tool.category,
-                "implementation": tool.implementation.kind if tool.implementation else None,
-                "timeout": tool.timeout,
-                "retry_attempts": tool.retry.attempts,
-                "cache": tool.cache.scope.value if tool.cache else None,
-                "parameters": sorted((tool.parameters.get("properties") or {}).keys()),
-                "description": description(tool),
-                "location": f"{tool.file}:{span.line}:{span.column}" if span else tool.file,
-            }
-        )
+    rows = [_tool_row(tool) for tool in result.tools]
     if args.json:
         stdout.write(json.dumps({"tools": rows}, indent=2) + "\n")
     else:
@@ -480,14 +453,38 @@ def _cmd_list(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
             )
             for r in rows
         ]
-        widths = [max(len(str(row[i])) for row in table) for i in range(len(header))]
-        for row in table:
-            cells = (str(cell).ljust(width) for cell, width in zip(row, widths, strict=True))
-            stdout.write("  ".join(cells).rstrip() + "\n")
+        _write_table(table, stdout)
         tools = "tool" if len(rows) == 1 else "tools"
         files = "file" if len(result.files) == 1 else "files"
         stdout.write(f"{len(rows)} {tools} in {len(result.files)} {files}\n")
     return 0 if result.ok else 1
+
+
+def _tool_row(tool: ToolSpec) -> dict[str, Any]:
+    """What ``toolflow list`` says of one tool (its JSON object; the table shows some of it)."""
+    from toolflow._export import description  # noqa: PLC0415
+
+    span = tool.locator.locate(tool.pointer, key=True) if tool.locator else None
+    return {
+        "name": tool.name,
+        "category": tool.category,
+        "implementation": tool.implementation.kind if tool.implementation else None,
+        "timeout": tool.timeout,
+        "retry_attempts": tool.retry.attempts,
+        "cache": tool.cache.scope.value if tool.cache else None,
+        "parameters": sorted((tool.parameters.get("properties") or {}).keys()),
+        "description": description(tool),
+        "location": f"{tool.file}:{span.line}:{span.column}" if span else tool.file,
+    }
+
+
+def _write_table(rows: Sequence[Sequence[object]], stdout: TextIO, widths: Sequence[int] = ()) -> None:
+    """*rows* in left-aligned columns two spaces apart, as wide as *widths* or as the widest cell of each."""
+    widths = widths or [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
+    stdout.writelines(
+        "  ".join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() + "\n"
+        for row in rows
+    )
 
 
 def _cmd_spec_schema(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
@@ -500,7 +497,7 @@ def _cmd_spec_schema(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -
 def _cmd_schema(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     from toolflow._registry import load_registry  # noqa: PLC0415
 
-    registry = load_registry(_spec_paths(args.specs or []), plugins=_load_plugins(stderr))
+    registry = load_registry(spec_paths(args.specs or []), plugins=_load_plugins(stderr))
     if args.toolset:
         registry = registry.toolset(args.toolset)
     stdout.write(json.dumps(registry.schemas(args.format), indent=2) + "\n")
@@ -531,151 +528,44 @@ def _cmd_plugins(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> in
     if args.json:
         stdout.write(json.dumps({"plugins": [info.to_dict() for info in plugins.infos]}, indent=2) + "\n")
     else:
-        header = ("PLUGIN", "SOURCE", "DISTRIBUTION", "STATUS", "HOOKS", "TOOLS")
-        rows = [header]
-        for info in plugins.infos:
-            tools = [*info.implementations, *(f"kind:{k}" for k in info.kinds), *(f"rule:{r}" for r in info.lint_rules)]
-            rows.append(
-                (
-                    info.name,
-                    info.source,
-                    " ".join(filter(None, (info.distribution, info.version))) or "-",
-                    info.status,
-                    ", ".join(h.removeprefix("toolflow_") for h in info.hooks) or "-",
-                    ", ".join(tools) or "-",
-                )
-            )
-        widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-        errors = {info.name: info.error for info in plugins.infos if info.error}
-        for row in rows:
-            stdout.write("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() + "\n")
-            if row is not header and row[0] in errors and row[3] == "failed":
-                stdout.write(f"  error: {errors[row[0]]}\n")
-        counts = {status: sum(1 for i in plugins.infos if i.status == status) for status in ("loaded", "failed")}
-        disabled = len(plugins.infos) - counts["loaded"] - counts["failed"]
-        noun = "plugin" if len(plugins.infos) == 1 else "plugins"
-        stdout.write(
-            f"{len(plugins.infos)} {noun}: {counts['loaded']} loaded, {counts['failed']} failed, {disabled} disabled\n"
-        )
+        _print_plugins(plugins.infos, stdout)
     return 1 if any(info.status == "failed" for info in plugins.infos) else 0
 
 
-_TRACE_KEYS = ("attempts", "cached")
-"""Bookkeeping keys the engine adds to a result; ``toolflow call`` reports them with ``--trace`` only."""
+def _print_plugins(infos: Sequence[PluginInfo], stdout: TextIO) -> None:
+    """The table of ``toolflow plugins``: one row per plugin (and its error when it failed), then the counts."""
+    header = ("PLUGIN", "SOURCE", "DISTRIBUTION", "STATUS", "HOOKS", "TOOLS")
+    rows = [header, *(_plugin_row(info) for info in infos)]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    for row, info in zip(rows, (None, *infos), strict=True):
+        _write_table([row], stdout, widths)
+        if info is not None and info.status == "failed" and info.error:
+            stdout.write(f"  error: {info.error}\n")
+    counts = {status: sum(1 for i in infos if i.status == status) for status in ("loaded", "failed")}
+    disabled = len(infos) - counts["loaded"] - counts["failed"]
+    noun = "plugin" if len(infos) == 1 else "plugins"
+    stdout.write(f"{len(infos)} {noun}: {counts['loaded']} loaded, {counts['failed']} failed, {disabled} disabled\n")
+
+
+def _plugin_row(info: PluginInfo) -> tuple[str, ...]:
+    tools = [*info.implementations, *(f"kind:{k}" for k in info.kinds), *(f"rule:{r}" for r in info.lint_rules)]
+    return (
+        info.name,
+        info.source,
+        " ".join(filter(None, (info.distribution, info.version))) or "-",
+        info.status,
+        ", ".join(h.removeprefix("toolflow_") for h in info.hooks) or "-",
+        ", ".join(tools) or "-",
+    )
 
 
 def _cmd_call(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
-    import time  # noqa: PLC0415
+    from toolflow._cli_call import call_request, command  # noqa: PLC0415 - the engine and trio load only for `call`
 
-    import attrs  # noqa: PLC0415
-    import trio  # noqa: PLC0415
-
-    from toolflow._cli_run import approver  # noqa: PLC0415
-    from toolflow._executor import open_engine  # noqa: PLC0415
-    from toolflow._loader import load_specs  # noqa: PLC0415
-    from toolflow._policy import Policy  # noqa: PLC0415
-    from toolflow._registry import Registry, without_caches  # noqa: PLC0415
-    from toolflow._results import ToolResult  # noqa: PLC0415
-    from toolflow._shutdown import Interrupts, open_signal_watch  # noqa: PLC0415
-
-    request = _call_request(args, stdout)
+    request = call_request(args, stdout)  # a malformed call is answered before any plugin loads
     if request is None:
         return 1
-    name, arguments, warnings, call_id = request
-    plugins = _load_plugins(stderr)
-    specs = load_specs(_spec_paths(args.specs or []), kinds=plugins.kind_schemas())
-    registry = Registry.build(specs, plugins)
-    policy = Policy.from_specs(specs)
-    approve = approver(args.approve, stderr)
-    if args.no_cache:
-        registry = without_caches(registry)
-    tool = registry.get(name)  # an unknown tool is a usage error (exit 2), before the engine opens
-    cache = project_cache_settings()
-    interrupts = Interrupts(grace=shutdown_grace(args))
-    elapsed = 0.0
-
-    async def run_call() -> ToolResult:
-        nonlocal elapsed
-        async with open_engine(registry, plugins=plugins, policy=policy, approve=approve, **cache) as engine:
-            attempt = trio.CancelScope()  # a kill cancels it: the call ends as `cancelled`
-            stopping = (
-                f"stopping after the call in flight (at most {interrupts.grace_text()}; a second signal kills it)"
-            )
-            async with open_signal_watch(
-                interrupts, stop=engine.request_stop, kill=attempt.cancel, stderr=stderr, stopping=stopping
-            ):
-                started = time.perf_counter()
-                try:
-                    with attempt:
-                        result = await engine.call(name, arguments, call_id=call_id)
-                finally:
-                    elapsed = time.perf_counter() - started
-        return interrupts.cancelled() if attempt.cancelled_caught else result
-
-    with _attempts_traced(stderr) if args.trace else contextlib.nullcontext():
-        result = run_trio(run_call, stderr)
-    if warnings:
-        result = attrs.evolve(result, warnings=(*warnings, *result.warnings))
-    if args.trace:
-        scope = tool.spec.cache.scope.value if tool.spec.cache is not None else None
-        attempts = result.extra.get("attempts", 0)
-        cached = result.extra.get("cached") is True
-        print(_trace_line(name, result.success, attempts, elapsed, scope, cached=cached), file=stderr)
-    printed = attrs.evolve(result, extra={k: v for k, v in result.extra.items() if k not in _TRACE_KEYS})
-    stdout.write(json.dumps(printed.to_dict(), indent=2, ensure_ascii=False, default=str) + "\n")
-    if interrupts.exit_code is not None:
-        return interrupts.exit_code
-    return 0 if result.success else 1
-
-
-def project_cache_settings() -> dict[str, Any]:
-    """The persistent cache's settings of the project (``[tool.toolflow.cache]``), as ``open_engine`` takes them."""
-    from toolflow._cache import default_cache_path  # noqa: PLC0415
-    from toolflow._project import load_project  # noqa: PLC0415
-
-    project = load_project()
-    path = project.cache_path if project.cache_path is not None else default_cache_path(project.root)
-    return {
-        "cache_path": os.fspath(path),
-        "cache_backend": project.cache_backend,
-        "cache_options": project.cache_options,
-    }
-
-
-@contextlib.contextmanager
-def _attempts_traced(stderr: TextIO) -> Iterator[None]:
-    """Print the engine's log of failed attempts (``toolflow.attempts``) as ``toolflow: trace: ...`` lines."""
-    import logging  # noqa: PLC0415
-
-    handler = logging.StreamHandler(stderr)
-    handler.setFormatter(logging.Formatter("toolflow: trace: %(message)s"))
-    attempts = logging.getLogger("toolflow.attempts")
-    level = attempts.level
-    attempts.addHandler(handler)
-    attempts.setLevel(logging.INFO)
-    try:
-        yield
-    finally:
-        attempts.removeHandler(handler)
-        attempts.setLevel(level)
-
-
-def run_trio(main: Callable[[], Awaitable[_T]], stderr: TextIO) -> _T:
-    """``trio.run(main)``, printing the engine's call-hook and cache warnings as ``toolflow: warning: ...``."""
-    import warnings  # noqa: PLC0415
-
-    import trio  # noqa: PLC0415
-
-    from toolflow._cache import CacheWarning  # noqa: PLC0415
-    from toolflow._executor import CallHookWarning  # noqa: PLC0415
-
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", CallHookWarning)
-        warnings.simplefilter("always", CacheWarning)
-        result = trio.run(main)
-    for warning in caught:
-        print(f"toolflow: warning: {warning.message}", file=stderr)
-    return result
+    return command(args, request, _load_plugins(stderr), stdout, stderr)
 
 
 def _cmd_run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
@@ -684,47 +574,7 @@ def _cmd_run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     return command(args, _load_plugins(stderr), stdout, stderr)
 
 
-def _call_request(args: argparse.Namespace, stdout: TextIO) -> tuple[str, object, tuple[str, ...], str] | None:
-    """NAME, arguments, parse warnings and call id of ``toolflow call``; None once a malformed call is printed."""
-    from toolflow._calls import MalformedCall, parse_tool_call  # noqa: PLC0415
-    from toolflow._errors import UsageError  # noqa: PLC0415
-
-    # With --raw, a single positional is the call itself: NAME is then optional.
-    name, text = (None, args.name) if args.raw and args.arguments is None else (args.name, args.arguments)
-    text = sys.stdin.read() if text == "-" else text
-    try:
-        arguments = json.loads(text) if text else {}
-    except json.JSONDecodeError as exc:
-        msg = f"{'the tool call' if args.raw else 'ARGS_JSON'} is not valid JSON: {exc}"
-        raise UsageError(msg) from None
-    warnings: tuple[str, ...] = ()
-    call_id = "call_0"
-    if args.raw:
-        call = parse_tool_call(arguments)
-        if isinstance(call, MalformedCall):
-            stdout.write(json.dumps(call.to_result().to_dict(), indent=2, ensure_ascii=False) + "\n")
-            return None
-        if name is not None and name != call.name:
-            msg = f"NAME {name!r} is not the tool of the call, {call.name!r}"
-            raise UsageError(msg)
-        name, arguments, warnings, call_id = call.name, call.arguments, call.warnings, call.id
-    if name is None:
-        msg = "call: NAME is required (or give a whole tool call with --raw)"
-        raise UsageError(msg)
-    return name, arguments, warnings, call_id
-
-
-def _trace_line(name: str, success: bool, attempts: object, elapsed: float, scope: str | None, *, cached: bool) -> str:
-    """The ``--trace`` line: ``toolflow: trace: NAME: success, 1 attempt, 12.3ms, cache miss (session)``."""
-    cache_text = "no cache" if scope is None else f"cache {'hit' if cached else 'miss'} ({scope})"
-    noun = "attempt" if attempts == 1 else "attempts"
-    outcome = "success" if success else "failure"
-    return f"toolflow: trace: {name}: {outcome}, {attempts} {noun}, {elapsed * 1000:.1f}ms, {cache_text}"
-
-
 def _cmd_serve(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
-    import os  # noqa: PLC0415
-
     from toolflow._errors import UsageError  # noqa: PLC0415
     from toolflow._loader import load_specs  # noqa: PLC0415
     from toolflow._policy import Policy  # noqa: PLC0415
@@ -745,7 +595,7 @@ def _cmd_serve(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
             raise UsageError(msg) from None
     http = _http_settings(args, stderr) if args.transport == "http" else None
     plugins = _load_plugins(stderr)
-    specs = load_specs(_spec_paths(args.specs or []), kinds=plugins.kind_schemas())
+    specs = load_specs(spec_paths(args.specs or []), kinds=plugins.kind_schemas())
     registry = Registry.build(specs, plugins)
     if args.no_cache:
         registry = without_caches(registry)

@@ -8,15 +8,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections.abc import Mapping
 from typing import Any, TextIO
 
 import attrs
-import trio
 
 from toolflow._calls import ToolCall
-from toolflow._cli import project_cache_settings, run_trio, shutdown_grace
+from toolflow._cli_support import approver, project_cache_settings, run_trio, shutdown_grace, spec_paths
 from toolflow._errors import UsageError
 from toolflow._executor import Engine, open_engine
 from toolflow._loader import load_specs
@@ -132,40 +130,11 @@ def print_end(result: LoopResult, stdout: TextIO) -> None:
     )
 
 
-def approver(mode: str | None, out: TextIO) -> Any:
-    """The approver of ``--approve ask|yes|no`` (None: the plugins decide); ``ask`` prompts on *out*.
-
-    Without ``--approve``, ask when standard input is a terminal.
-    """
-    if mode == "yes":
-        return lambda _call, _category: True
-    if mode == "no":
-        return lambda _call, _category: False
-    if mode == "ask" or (mode is None and sys.stdin.isatty()):
-
-        async def ask(call: ToolCall, category: str) -> bool:
-            arguments = json.dumps(dict(call.arguments), ensure_ascii=False)
-            out.write(f"approve {category} call {call.name} {arguments}? [y/N] ")
-            out.flush()
-            try:
-                # A blocked readline() cannot be interrupted: on Ctrl-C (a stop or a kill cancels
-                # the wait) the thread is left to end with the process.
-                answer = await trio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True)
-            except trio.Cancelled:
-                out.write("\n")  # end the unanswered prompt's line before the trace goes on
-                raise
-            return answer.strip().lower() in {"y", "yes"}
-
-        return ask
-    return None
-
-
 def command(args: argparse.Namespace, plugins: Plugins, stdout: TextIO, stderr: TextIO) -> int:
     """Run ``toolflow run`` with parsed *args*; return the exit code (see :data:`EXIT_CODES`)."""
     import os  # noqa: PLC0415
 
-    paths = args.specs or ["specs"]
-    specs = load_specs(paths, kinds=plugins.kind_schemas())
+    specs = load_specs(spec_paths(args.specs or []), kinds=plugins.kind_schemas())
     registry = Registry.build(specs, plugins)
     policy = Policy.from_specs(specs)
     if args.max_iterations is not None:

@@ -28,7 +28,6 @@ __all__ = [
     "Family",
     "Field",
     "family_of",
-    "generated_fields",
     "iter_fields",
     "main",
     "render_rules",
@@ -297,30 +296,36 @@ def _type_text(schema: Mapping[str, Any], definition: str | None, root: Mapping[
     if types is None:
         return "any"
     names = [types] if isinstance(types, str) else list(types)
-    words = []
-    for name in names:
-        word = _TYPE_WORDS.get(name, (name, name + "s"))[1 if plural else 0]
-        if name == "array" and isinstance(schema.get("items"), dict):
-            items, items_def = _resolve(schema["items"], root)
-            word = f"{word} of {_type_text(items, items_def, root, plural=True)}"
-            if schema.get("minItems"):
-                word = f"non-empty {word}"
-        elif name == "object" and isinstance(schema.get("additionalProperties"), dict):
-            values, values_def = _resolve(schema["additionalProperties"], root)
-            if not _has_fields(values) and "type" in values:
-                word = f"{word} of {_type_text(values, values_def, root, plural=True)}"
-        elif name == "string" and schema.get("minLength"):
-            word = f"non-empty {word}"
-        words.append(word)
-    text = " or ".join(words)
+    return " or ".join(_type_word(name, schema, root, plural) for name in names) + _range_text(schema)
+
+
+def _type_word(name: str, schema: Mapping[str, Any], root: Mapping[str, Any], plural: bool) -> str:
+    """One JSON type of *schema* in words: ``string``, ``non-empty list of strings``, ``mapping of numbers``."""
+    word = _TYPE_WORDS.get(name, (name, name + "s"))[1 if plural else 0]
+    if name == "array" and isinstance(schema.get("items"), dict):
+        items, items_def = _resolve(schema["items"], root)
+        word = f"{word} of {_type_text(items, items_def, root, plural=True)}"
+        return f"non-empty {word}" if schema.get("minItems") else word
+    if name == "object" and isinstance(schema.get("additionalProperties"), dict):
+        values, values_def = _resolve(schema["additionalProperties"], root)
+        if not _has_fields(values) and "type" in values:
+            return f"{word} of {_type_text(values, values_def, root, plural=True)}"
+        return word
+    if name == "string" and schema.get("minLength"):
+        return f"non-empty {word}"
+    return word
+
+
+def _range_text(schema: Mapping[str, Any]) -> str:
+    """``, 1 to 10``, ``, at least 0``, ``, at most 5`` or nothing, from ``minimum`` and ``maximum``."""
     low, high = schema.get("minimum"), schema.get("maximum")
     if low is not None and high is not None:
-        text += f", {low} to {high}"
-    elif low is not None:
-        text += f", at least {low}"
-    elif high is not None:
-        text += f", at most {high}"
-    return text
+        return f", {low} to {high}"
+    if low is not None:
+        return f", at least {low}"
+    if high is not None:
+        return f", at most {high}"
+    return ""
 
 
 def _default_text(schema: Mapping[str, Any], description: str) -> str:
@@ -390,16 +395,6 @@ def _markers(text: str) -> tuple[int, int]:
         msg = f"expected {BEGIN_FIELDS!r} followed by {END_FIELDS!r}"
         raise ValueError(msg)
     return start + len(BEGIN_FIELDS), end
-
-
-def generated_fields(text: str) -> str:
-    """Return the generated part of a spec reference *text* (between the markers, without them).
-
-    Raises:
-        ValueError: The markers are missing or out of order.
-    """
-    start, end = _markers(text)
-    return text[start:end].strip("\n") + "\n"
 
 
 def splice_fields(text: str, fields: str) -> str:

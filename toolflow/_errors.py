@@ -1,11 +1,27 @@
-"""The toolflow exception tree.
+"""The toolflow exception tree, and the argument checks of the public constructors.
 
-::
+Every exception and warning class toolflow defines, its module (``_errors`` when none is
+given) and the exit code the CLI gives an error; ``tests/test_architecture.py`` fails when a
+class is missing, drawn under another base, or given another module or exit code::
 
-    ToolflowError                 base of everything toolflow raises on purpose
-    ├── UsageError                a command line or API misuse          (exit 2)
-    ├── ConfigError               bad [tool.toolflow] configuration     (exit 2)
-    └── SpecError                 spec files with error diagnostics     (exit 1)
+    Exception
+    ├── ToolflowError                 base of everything toolflow raises on purpose   (exit 2)
+    │   ├── UsageError                a command line or API misuse                     (exit 2)
+    │   ├── ConfigError               bad [tool.toolflow] configuration                (exit 2)
+    │   ├── SpecError                 spec files with error diagnostics                (exit 1)
+    │   ├── TemplateError             a template that does not compile or render       (exit 1)  _templates
+    │   ├── PluginError               a broken plugin or lazy implementation           (exit 2)  _plugins
+    │   ├── RegistryError             specs and plugins that do not fit together       (exit 1)  _registry
+    │   ├── UnknownToolError          no such tool; also a LookupError                 (exit 2)  _registry
+    │   │   ├── UnknownToolsetError   no such toolset                                  (exit 2)  _registry
+    │   │   └── UnknownCategoryError  no such category                                 (exit 2)  _registry
+    │   └── ProviderError             a model provider failed to answer                (exit 1)  _providers
+    └── DocumentError                 unusable YAML; the loader makes it a diagnostic            _yaml
+    UserWarning
+    ├── PluginLoadWarning             a plugin could not be loaded; toolflow goes on without it  _plugins
+    ├── CacheWarning                  a cache store is unusable; the call ran without it         _cache
+    ├── CallHookWarning               a plugin's call hook raised; the call went on              _executor
+    └── ApprovalWarning               an approver raised; the call was refused                   _approval
 
 Each error carries the object it is about, and an ``exit_code`` used by the CLI.
 

@@ -73,7 +73,6 @@ __all__ = [
     "ExportFormat",
     "anthropic_tool",
     "description",
-    "export_tool",
     "export_tools",
     "input_schema",
     "mcp_annotations",
@@ -170,15 +169,6 @@ def _exporter(format: str) -> Callable[[ToolSpec], dict[str, Any]]:  # noqa: A00
     return exporter
 
 
-def export_tool(spec: ToolSpec, format: str) -> dict[str, Any]:  # noqa: A002
-    """Export one tool in *format* (``openai``, ``anthropic`` or ``mcp``).
-
-    Raises:
-        UsageError: *format* is not one of :data:`EXPORT_FORMATS`.
-    """
-    return _exporter(format)(spec)
-
-
 def export_tools(specs: Iterable[ToolSpec], format: str) -> list[dict[str, Any]]:  # noqa: A002
     """Export every tool of *specs*, in order, in *format*.
 
@@ -214,30 +204,43 @@ def _strict_schema(schema: object, depth: int, counts: dict[str, int]) -> bool:
         return False
     if is_object_schema(schema):
         depth += 1
-        if depth > OPENAI_STRICT_MAX_DEPTH or schema.get("additionalProperties") is not False:
+        if not _strict_object(schema, depth, counts):
             return False
-        properties = schema.get("properties", {})
-        required = schema.get("required", [])
-        if not isinstance(properties, Mapping) or not isinstance(required, list):
-            return False
-        if not set(properties) <= set(required):
-            return False
-        counts["properties"] += len(properties)
+    children = _subschemas(schema)
+    return children is not None and all(_strict_schema(child, depth, counts) for child in children)
+
+
+def _strict_object(schema: Mapping[str, Any], depth: int, counts: dict[str, int]) -> bool:
+    """An object schema strict mode accepts at *depth*: closed, every property required; counts its properties."""
+    if depth > OPENAI_STRICT_MAX_DEPTH or schema.get("additionalProperties") is not False:
+        return False
+    properties = schema.get("properties", {})
+    required = schema.get("required", [])
+    if not isinstance(properties, Mapping) or not isinstance(required, list):
+        return False
+    if not set(properties) <= set(required):
+        return False
+    counts["properties"] += len(properties)
+    return True
+
+
+def _subschemas(schema: Mapping[str, Any]) -> list[object] | None:
+    """The schemas directly below *schema*; None when one of its schema maps or lists is not one."""
     children: list[object] = []
     for key in _SCHEMA_MAPS:
         value = schema.get(key)
         if value is None:
             continue
         if not isinstance(value, Mapping):
-            return False
+            return None
         children.extend(value.values())
     for key in _SCHEMA_LISTS:
         value = schema.get(key)
         if value is None:
             continue
         if not isinstance(value, list):
-            return False
+            return None
         children.extend(value)
     if "items" in schema:
         children.append(schema["items"])
-    return all(_strict_schema(child, depth, counts) for child in children)
+    return children

@@ -28,7 +28,7 @@ import os
 import re
 import sys
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -521,46 +521,67 @@ def load_plugins(
     expect(project_root, (str, os.PathLike, type(None)), "load_plugins: project_root", "a directory or None")
     expect(environ, (Mapping, type(None)), "load_plugins: environ", "a mapping or None")
     env = os.environ if environ is None else environ
-    allow, block = _names(env.get(LOAD_ENV)), _names(env.get(DISABLE_ENV)) or frozenset()
+    chosen = _Choice(allow=_names(env.get(LOAD_ENV)), block=_names(env.get(DISABLE_ENV)) or frozenset())
     plugins = Plugins(manager=make_manager(), strict=strict)
-
-    def wanted(*names: str | None, allow_list: bool = True) -> bool:
-        named = {_normal(n) for n in names if n}
-        if named & block:
-            return False
-        return allow is None or not allow_list or bool(named & allow)
-
     if builtins:
-        for module_name in DEFAULT_PLUGINS:
-            info: dict[str, Any] = {"distribution": "toolflow", "version": __version__, "module": module_name}
-            if not wanted(module_name, allow_list=False):
-                plugins.infos.append(PluginInfo(name=module_name, source="builtin", status="disabled", **info))
-                continue
-            plugins.register(importlib.import_module(module_name), module_name, source="builtin", **info)
+        _load_builtins(plugins, chosen)
     if entry_points:
-        found = importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
-        for entry_point in sorted(found, key=lambda e: (e.name, e.dist.name if e.dist else "")):
-            dist = entry_point.dist
-            info = {
-                "distribution": dist.name if dist else None,
-                "version": dist.version if dist else None,
-                "module": entry_point.value,
-            }
-            if not wanted(entry_point.name, info["distribution"], entry_point.module):
-                plugins.infos.append(PluginInfo(name=entry_point.name, source="entry-point", status="disabled", **info))
-                continue
-            try:
-                plugin = entry_point.load()
-            except Exception as exc:  # noqa: BLE001 - any import failure is reported, not raised
-                plugins.fail(entry_point.name, "entry-point", exc, **info)
-                continue
-            plugins.register(plugin, entry_point.name, source="entry-point", **info)
+        _load_entry_points(plugins, chosen)
     if project_plugins and project_root is not None:
         folder = os.fspath(Path(project_root).resolve())
         if folder not in sys.path:
             sys.path.insert(0, folder)
-    for module_name in project_plugins:
-        if not wanted(module_name):
+    _load_project_plugins(plugins, project_plugins, chosen)
+    return plugins
+
+
+@attrs.frozen(kw_only=True)
+class _Choice:
+    """The allow-list (None: everything) and the block-list of plugin names, compared by :func:`_normal`."""
+
+    allow: frozenset[str] | None
+    block: frozenset[str]
+
+    def wants(self, *names: str | None, allow_list: bool = True) -> bool:
+        """Whether a plugin known by any of *names* is loaded (the builtins ignore the allow-list)."""
+        named = {_normal(n) for n in names if n}
+        if named & self.block:
+            return False
+        return self.allow is None or not allow_list or bool(named & self.allow)
+
+
+def _load_builtins(plugins: Plugins, chosen: _Choice) -> None:
+    for module_name in DEFAULT_PLUGINS:
+        info: dict[str, Any] = {"distribution": "toolflow", "version": __version__, "module": module_name}
+        if not chosen.wants(module_name, allow_list=False):
+            plugins.infos.append(PluginInfo(name=module_name, source="builtin", status="disabled", **info))
+            continue
+        plugins.register(importlib.import_module(module_name), module_name, source="builtin", **info)
+
+
+def _load_entry_points(plugins: Plugins, chosen: _Choice) -> None:
+    found = importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
+    for entry_point in sorted(found, key=lambda e: (e.name, e.dist.name if e.dist else "")):
+        dist = entry_point.dist
+        info: dict[str, Any] = {
+            "distribution": dist.name if dist else None,
+            "version": dist.version if dist else None,
+            "module": entry_point.value,
+        }
+        if not chosen.wants(entry_point.name, info["distribution"], entry_point.module):
+            plugins.infos.append(PluginInfo(name=entry_point.name, source="entry-point", status="disabled", **info))
+            continue
+        try:
+            plugin = entry_point.load()
+        except Exception as exc:  # noqa: BLE001 - any import failure is reported, not raised
+            plugins.fail(entry_point.name, "entry-point", exc, **info)
+            continue
+        plugins.register(plugin, entry_point.name, source="entry-point", **info)
+
+
+def _load_project_plugins(plugins: Plugins, module_names: Sequence[str], chosen: _Choice) -> None:
+    for module_name in module_names:
+        if not chosen.wants(module_name):
             plugins.infos.append(PluginInfo(name=module_name, source="project", status="disabled", module=module_name))
             continue
         try:
@@ -569,12 +590,3 @@ def load_plugins(
             plugins.fail(module_name, "project", exc, module=module_name)
             continue
         plugins.register(plugin, module_name, source="project", module=module_name)
-    return plugins
-
-
-def iter_conflicts(found: Mapping[str, Iterable[Any]]) -> Iterator[tuple[str, list[str]]]:
-    """``(name, plugin names)`` for every name registered by more than one plugin."""
-    for name, items in found.items():
-        owners = [getattr(item, "plugin", item) for item in items]
-        if len(owners) > 1:
-            yield name, owners

@@ -120,20 +120,25 @@ def plain(value: Any, *, within: Container[int] | None = None) -> Any:
     if within is not None and id(value) not in within:
         return value
     if kind is dict or (kind is not list and kind is not tuple and kind is not str and isinstance(value, Mapping)):
-        changed: dict[Any, Any] | None = None
-        for key, item in value.items():
-            new = plain(item, within=within)
-            if new is not item:
-                if changed is None:
-                    changed = dict(value)
-                changed[key] = new
-        return value if changed is None else changed
+        return _plain_mapping(value, within)
     if kind is list or kind is tuple:
         items = [plain(item, within=within) for item in value]
         if all(new is old for new, old in zip(items, value, strict=True)):
             return value
         return items if kind is list else tuple(items)
     return value
+
+
+def _plain_mapping(value: Mapping[Any, Any], within: Container[int] | None) -> Mapping[Any, Any]:
+    """:func:`plain` of a mapping: *value* itself, or a dict copy when an item changed."""
+    changed: dict[Any, Any] | None = None
+    for key, item in value.items():
+        new = plain(item, within=within)
+        if new is not item:
+            if changed is None:
+                changed = dict(value)
+            changed[key] = new
+    return value if changed is None else changed
 
 
 def exact_types(function: Callable[[Any], _T], value: Any) -> _T:

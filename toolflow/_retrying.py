@@ -233,25 +233,36 @@ def _import_class(entry: str) -> type[BaseException] | None:
     return target
 
 
+def _is_network_error(error: Exception) -> bool:
+    return isinstance(error, socket.gaierror | socket.herror) or (
+        isinstance(error, OSError) and error.errno in _NETWORK_ERRNOS
+    )
+
+
+def _is_temporary_error(error: Exception) -> bool:
+    return (
+        isinstance(error, OSError)
+        and not isinstance(error, _PERMANENT_OS_ERRORS)
+        and error.errno not in _PERMANENT_ERRNOS
+    )
+
+
+_CLASS_KINDS: dict[str, tuple[Callable[[Exception], bool], str]] = {
+    "timeout": (lambda error: isinstance(error, TimeoutError), "is a timeout"),
+    "connection": (lambda error: isinstance(error, ConnectionError), "is a connection error"),
+    "network": (_is_network_error, "is a network error"),
+    "temporary": (_is_temporary_error, "is an operating-system error a retry may mend"),
+}
+"""The ``retry.on`` kinds matched by the error's class: the test, and what the reason says."""
+
+
 def _class_match(kind: str, error: Exception) -> str | None:
     """The reason *error* is of *kind* by its class, or ``None``."""
     name = type(error).__name__
-    if kind == "timeout" and isinstance(error, TimeoutError):
-        return f"{name} is a timeout"
-    if kind == "connection" and isinstance(error, ConnectionError):
-        return f"{name} is a connection error"
-    if kind == "network" and (
-        isinstance(error, socket.gaierror | socket.herror)
-        or (isinstance(error, OSError) and error.errno in _NETWORK_ERRNOS)
-    ):
-        return f"{name} is a network error"
-    if (
-        kind == "temporary"
-        and isinstance(error, OSError)
-        and not isinstance(error, _PERMANENT_OS_ERRORS)
-        and error.errno not in _PERMANENT_ERRNOS
-    ):
-        return f"{name} is an operating-system error a retry may mend"
+    known = _CLASS_KINDS.get(kind)
+    if known is not None:
+        matches, what = known
+        return f"{name} {what}" if matches(error) else None
     if ":" in kind:
         cls = _import_class(kind)
         if cls is not None and isinstance(error, cls):

@@ -36,7 +36,7 @@ import re
 import socket
 import stat
 import tomllib
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
@@ -215,6 +215,11 @@ def _read_token_file(path: str) -> list[tuple[str, Principal]]:
         lines = (line.strip() for line in data.decode("utf-8", "replace").splitlines())
         tokens = [line for line in lines if line and not line.startswith("#")]
         return [(token, Principal(id=f"token-{hashlib.sha256(token.encode()).hexdigest()[:12]}")) for token in tokens]
+    return _toml_principals(data, path)
+
+
+def _toml_principals(data: bytes, path: str) -> list[tuple[str, Principal]]:
+    """The ``[principals.<id>]`` tables of a TOML token file, each a token and its principal."""
     try:
         document = tomllib.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
@@ -371,6 +376,15 @@ def _security(settings: HTTPSettings, ip: ipaddress.IPv4Address | ipaddress.IPv6
         if settings.host != str(ip):
             names.append(_bracketed(settings.host))  # the name it was given, such as a host name
     names.extend(_bracketed(host) for host in settings.allowed_hosts)
+    hosts, origins = _hosts_and_origins(names)
+    origins.extend(origin.lower().rstrip("/") for origin in settings.allowed_origins)
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=list(dict.fromkeys(origins))
+    )
+
+
+def _hosts_and_origins(names: Sequence[str]) -> tuple[list[str], list[str]]:
+    """The Host values and browser Origins of the host *names*: any port unless a name has its own."""
     hosts: list[str] = []
     origins: list[str] = []
     for name in dict.fromkeys(name.lower() for name in names):
@@ -380,10 +394,7 @@ def _security(settings: HTTPSettings, ip: ipaddress.IPv4Address | ipaddress.IPv6
         else:
             hosts.extend((name, f"{name}:*"))
             origins.extend(f"{scheme}://{name}{port}" for scheme in ("http", "https") for port in ("", ":*"))
-    origins.extend(origin.lower().rstrip("/") for origin in settings.allowed_origins)
-    return TransportSecuritySettings(
-        enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=list(dict.fromkeys(origins))
-    )
+    return hosts, origins
 
 
 def _bracketed(host: str) -> str:

@@ -131,13 +131,18 @@ def answer_for(line: str, error: ValidationError) -> list[JSONRPCError] | None:
         return [_error(ident, INVALID_REQUEST, text) for ident in ids] or [_error(None, INVALID_REQUEST, text)]
     if not isinstance(raw, dict):
         return [_error(None, INVALID_REQUEST, "Invalid Request: a message is a JSON object")]
+    return _answer_for_object(raw, first["type"] == "json_invalid", summary)
+
+
+def _answer_for_object(raw: dict[str, Any], json_invalid: bool, summary: str) -> list[JSONRPCError] | None:
+    """:func:`answer_for` of a JSON object the adapter refused (*json_invalid*: its strict parser did)."""
     if "method" not in raw:
         if "result" in raw or "error" in raw:
             return None  # a malformed response: never answered
         return [_error(_id_of(raw), INVALID_REQUEST, "Invalid Request: a request has a method")]
     if "id" not in raw:
         return None  # a malformed notification: never answered
-    if first["type"] == "json_invalid":  # valid JSON to a lenient parser: a number too large
+    if json_invalid:  # valid JSON to a lenient parser: a number too large
         return [_error(raw["id"], PARSE_ERROR, f"Parse error: {summary}")]
     params = raw.get("params")
     if params is not None and not isinstance(params, dict):

@@ -59,13 +59,11 @@ class Interrupts:
     Attributes:
         grace: Seconds between the stop and the kill.
         signal: The first signal received, if any.
-        killed: Whether the calls in flight were killed (by the grace period or a second signal).
         second: The second signal, when one came before the grace period was over.
     """
 
     grace: float = DEFAULT_GRACE
     signal: Signals | None = None
-    killed: bool = False
     second: Signals | None = None
 
     @property
@@ -127,7 +125,6 @@ async def watch_signals(
         else:
             ending = f"{interrupts.second.name} again"
         print(f"toolflow: {ending}: killing the calls in flight", file=stderr, flush=True)
-        interrupts.killed = True
         kill()
         async for _ in signals:
             pass

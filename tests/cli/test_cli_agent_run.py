@@ -106,6 +106,15 @@ def test_the_end_names_the_call_that_ended_the_loop(project: Path) -> None:
     ]
 
 
+def test_specs_default_to_the_project_setting(project: Path) -> None:
+    """Without --specs, `run` reads `[tool.toolflow] specs` of pyproject.toml, as every other command does."""
+    (project / "specs").rename(project / "tools")
+    (project / "pyproject.toml").write_text('[tool.toolflow]\nspecs = ["tools"]\n', encoding="utf-8")
+    code, out, err = toolflow("run", "--model", transcript(project, TURNS, prompt="go"))
+    assert (code, err) == (0, "")
+    assert out.splitlines()[-1] == "loop ended: terminal ('done' ended the loop) after 2 turns, 2 tool calls"
+
+
 @pytest.mark.parametrize("fmt", ["openai", "anthropic", "fallback", "text"])
 def test_json_output_has_the_history(project: Path, fmt: str) -> None:
     """`--output json` is one document: answer, reason, turns with calls and results, the whole history."""

@@ -106,10 +106,38 @@ def create_provider(
     if not model:
         msg = "the openai provider needs a model name: --model openai:MODEL"
         raise UsageError(msg)
+    url = _base_url(base_url)
+    _check_options(timeout, response_timeout, max_tokens, temperature, extra_body)
+    from toolflow.default_plugins._openai_chat import OpenAIProvider  # noqa: PLC0415 - httpx only when used
+
+    key = os.environ.get("OPENAI_API_KEY") if api_key is None else api_key
+    options = {
+        name: value for name, value in (("max_tokens", max_tokens), ("temperature", temperature)) if value is not None
+    }
+    return OpenAIProvider(
+        model=model,
+        base_url=url,
+        api_key=key or None,
+        stream=bool(stream),
+        timeout=float(timeout),
+        response_timeout=float(response_timeout),
+        options={**options, **(extra_body or {})},
+    )
+
+
+def _base_url(base_url: str | None) -> str:
+    """*base_url*, ``$OPENAI_BASE_URL`` or the default, without a trailing slash; it must be HTTP(S)."""
     url = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).strip().rstrip("/")
     if not url.lower().startswith(("http://", "https://")):
         msg = f"the openai base URL must start with http:// or https://, got {url!r}"
         raise UsageError(msg)
+    return url
+
+
+def _check_options(
+    timeout: object, response_timeout: object, max_tokens: object, temperature: object, extra_body: object
+) -> None:
+    """Raise :class:`~toolflow.UsageError` for an option out of range or of the wrong type."""
     for option, seconds in (("timeout", timeout), ("response_timeout", response_timeout)):
         if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not 0 < seconds < math.inf:
             msg = f"{option} must be a positive number of seconds, got {seconds!r}"
@@ -125,20 +153,3 @@ def create_provider(
     if extra_body is not None and not isinstance(extra_body, Mapping):
         msg = f"extra_body must be a mapping, got {type(extra_body).__name__}"
         raise UsageError(msg)
-    from toolflow.default_plugins._openai_chat import OpenAIProvider  # noqa: PLC0415 - httpx only when used
-
-    key = os.environ.get("OPENAI_API_KEY") if api_key is None else api_key
-    options: dict[str, Any] = {}
-    if max_tokens is not None:
-        options["max_tokens"] = max_tokens
-    if temperature is not None:
-        options["temperature"] = temperature
-    return OpenAIProvider(
-        model=model,
-        base_url=url,
-        api_key=key or None,
-        stream=bool(stream),
-        timeout=float(timeout),
-        response_timeout=float(response_timeout),
-        options={**options, **(extra_body or {})},
-    )

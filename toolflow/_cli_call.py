@@ -1,0 +1,137 @@
+"""``toolflow call``: one tool call through the engine, printed as JSON.
+
+Kept apart from :mod:`toolflow._cli` so that ``toolflow --help`` and ``toolflow lint`` never
+import the engine or trio; :mod:`toolflow._cli` imports it only when ``call`` runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import sys
+import time
+from collections.abc import Iterator
+from typing import TextIO
+
+import attrs
+import trio
+
+from toolflow._calls import MalformedCall, parse_tool_call
+from toolflow._cli_support import approver, project_cache_settings, run_trio, shutdown_grace, spec_paths
+from toolflow._errors import UsageError
+from toolflow._executor import open_engine
+from toolflow._loader import load_specs
+from toolflow._plugins import Plugins
+from toolflow._policy import Policy
+from toolflow._registry import Registry, without_caches
+from toolflow._results import ToolResult
+from toolflow._shutdown import Interrupts, open_signal_watch
+
+__all__ = ["CallRequest", "call_request", "command"]
+
+CallRequest = tuple[str, object, tuple[str, ...], str]
+"""NAME, the arguments, the parse warnings and the call id of one ``toolflow call``."""
+
+_TRACE_KEYS = ("attempts", "cached")
+"""Bookkeeping keys the engine adds to a result; ``toolflow call`` reports them with ``--trace`` only."""
+
+
+def call_request(args: argparse.Namespace, stdout: TextIO) -> CallRequest | None:
+    """NAME, arguments, parse warnings and call id of ``toolflow call``; None once a malformed call is printed."""
+    # With --raw, a single positional is the call itself: NAME is then optional.
+    name, text = (None, args.name) if args.raw and args.arguments is None else (args.name, args.arguments)
+    text = sys.stdin.read() if text == "-" else text
+    try:
+        arguments = json.loads(text) if text else {}
+    except json.JSONDecodeError as exc:
+        msg = f"{'the tool call' if args.raw else 'ARGS_JSON'} is not valid JSON: {exc}"
+        raise UsageError(msg) from None
+    warnings: tuple[str, ...] = ()
+    call_id = "call_0"
+    if args.raw:
+        call = parse_tool_call(arguments)
+        if isinstance(call, MalformedCall):
+            stdout.write(json.dumps(call.to_result().to_dict(), indent=2, ensure_ascii=False) + "\n")
+            return None
+        if name is not None and name != call.name:
+            msg = f"NAME {name!r} is not the tool of the call, {call.name!r}"
+            raise UsageError(msg)
+        name, arguments, warnings, call_id = call.name, call.arguments, call.warnings, call.id
+    if name is None:
+        msg = "call: NAME is required (or give a whole tool call with --raw)"
+        raise UsageError(msg)
+    return name, arguments, warnings, call_id
+
+
+def _trace_line(name: str, success: bool, attempts: object, elapsed: float, scope: str | None, *, cached: bool) -> str:
+    """The ``--trace`` line: ``toolflow: trace: NAME: success, 1 attempt, 12.3ms, cache miss (session)``."""
+    cache_text = "no cache" if scope is None else f"cache {'hit' if cached else 'miss'} ({scope})"
+    noun = "attempt" if attempts == 1 else "attempts"
+    outcome = "success" if success else "failure"
+    return f"toolflow: trace: {name}: {outcome}, {attempts} {noun}, {elapsed * 1000:.1f}ms, {cache_text}"
+
+
+def command(args: argparse.Namespace, request: CallRequest, plugins: Plugins, stdout: TextIO, stderr: TextIO) -> int:
+    """Run ``toolflow call`` for the parsed *request*; return the exit code (0, 1 on failure, 128+N on signal N)."""
+    name, arguments, warnings, call_id = request
+    specs = load_specs(spec_paths(args.specs or []), kinds=plugins.kind_schemas())
+    registry = Registry.build(specs, plugins)
+    policy = Policy.from_specs(specs)
+    approve = approver(args.approve, stderr)
+    if args.no_cache:
+        registry = without_caches(registry)
+    tool = registry.get(name)  # an unknown tool is a usage error (exit 2), before the engine opens
+    cache = project_cache_settings()
+    interrupts = Interrupts(grace=shutdown_grace(args))
+    elapsed = 0.0
+
+    async def run_call() -> ToolResult:
+        nonlocal elapsed
+        async with open_engine(registry, plugins=plugins, policy=policy, approve=approve, **cache) as engine:
+            attempt = trio.CancelScope()  # a kill cancels it: the call ends as `cancelled`
+            stopping = (
+                f"stopping after the call in flight (at most {interrupts.grace_text()}; a second signal kills it)"
+            )
+            async with open_signal_watch(
+                interrupts, stop=engine.request_stop, kill=attempt.cancel, stderr=stderr, stopping=stopping
+            ):
+                started = time.perf_counter()
+                try:
+                    with attempt:
+                        result = await engine.call(name, arguments, call_id=call_id)
+                finally:
+                    elapsed = time.perf_counter() - started
+        return interrupts.cancelled() if attempt.cancelled_caught else result
+
+    with _attempts_traced(stderr) if args.trace else contextlib.nullcontext():
+        result = run_trio(run_call, stderr)
+    if warnings:
+        result = attrs.evolve(result, warnings=(*warnings, *result.warnings))
+    if args.trace:
+        scope = tool.spec.cache.scope.value if tool.spec.cache is not None else None
+        attempts = result.extra.get("attempts", 0)
+        cached = result.extra.get("cached") is True
+        print(_trace_line(name, result.success, attempts, elapsed, scope, cached=cached), file=stderr)
+    printed = attrs.evolve(result, extra={k: v for k, v in result.extra.items() if k not in _TRACE_KEYS})
+    stdout.write(json.dumps(printed.to_dict(), indent=2, ensure_ascii=False, default=str) + "\n")
+    if interrupts.exit_code is not None:
+        return interrupts.exit_code
+    return 0 if result.success else 1
+
+
+@contextlib.contextmanager
+def _attempts_traced(stderr: TextIO) -> Iterator[None]:
+    """Print the engine's log of failed attempts (``toolflow.attempts``) as ``toolflow: trace: ...`` lines."""
+    handler = logging.StreamHandler(stderr)
+    handler.setFormatter(logging.Formatter("toolflow: trace: %(message)s"))
+    attempts = logging.getLogger("toolflow.attempts")
+    level = attempts.level
+    attempts.addHandler(handler)
+    attempts.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        attempts.removeHandler(handler)
+        attempts.setLevel(level)

@@ -1,0 +1,105 @@
+"""What the subcommands that read specs or run tools share, apart from the argument parser.
+
+:mod:`toolflow._cli` (the parser and the light subcommands), :mod:`toolflow._cli_call`
+(``toolflow call``) and :mod:`toolflow._cli_run` (``toolflow run``) import from here, and this
+module imports none of them, so the three import one way. Everything heavy (trio, the project
+file, the cache) is imported inside the function that needs it: ``toolflow lint`` imports this
+module and must still never import trio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
+
+if TYPE_CHECKING:
+    from toolflow._calls import ToolCall
+
+__all__ = ["approver", "project_cache_settings", "run_trio", "shutdown_grace", "spec_paths"]
+
+_T = TypeVar("_T")
+
+
+def spec_paths(paths: Sequence[str]) -> list[str]:
+    """The PATH arguments, or ``[tool.toolflow] specs`` from pyproject.toml, or ``specs/``."""
+    if paths:
+        return list(paths)
+    from toolflow._project import load_project  # noqa: PLC0415
+
+    return list(load_project().specs)
+
+
+def shutdown_grace(args: argparse.Namespace) -> float:
+    """``--shutdown-grace``, else ``[tool.toolflow] shutdown-grace``, else 10 seconds."""
+    from toolflow._project import load_project  # noqa: PLC0415
+    from toolflow._shutdown import DEFAULT_GRACE, parse_grace  # noqa: PLC0415
+
+    if args.shutdown_grace is not None:
+        return parse_grace(args.shutdown_grace, where="--shutdown-grace")
+    configured = load_project().shutdown_grace
+    return DEFAULT_GRACE if configured is None else configured
+
+
+def project_cache_settings() -> dict[str, Any]:
+    """The persistent cache's settings of the project (``[tool.toolflow.cache]``), as ``open_engine`` takes them."""
+    from toolflow._cache import default_cache_path  # noqa: PLC0415
+    from toolflow._project import load_project  # noqa: PLC0415
+
+    project = load_project()
+    path = project.cache_path if project.cache_path is not None else default_cache_path(project.root)
+    return {
+        "cache_path": os.fspath(path),
+        "cache_backend": project.cache_backend,
+        "cache_options": project.cache_options,
+    }
+
+
+def run_trio(main: Callable[[], Awaitable[_T]], stderr: TextIO) -> _T:
+    """``trio.run(main)``, printing the engine's call-hook and cache warnings as ``toolflow: warning: ...``."""
+    import warnings  # noqa: PLC0415
+
+    import trio  # noqa: PLC0415
+
+    from toolflow._cache import CacheWarning  # noqa: PLC0415
+    from toolflow._invoke import CallHookWarning  # noqa: PLC0415
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", CallHookWarning)
+        warnings.simplefilter("always", CacheWarning)
+        result = trio.run(main)
+    for warning in caught:
+        print(f"toolflow: warning: {warning.message}", file=stderr)
+    return result
+
+
+def approver(mode: str | None, out: TextIO) -> Any:
+    """The approver of ``--approve ask|yes|no`` (None: the plugins decide); ``ask`` prompts on *out*.
+
+    Without ``--approve``, ask when standard input is a terminal.
+    """
+    if mode == "yes":
+        return lambda _call, _category: True
+    if mode == "no":
+        return lambda _call, _category: False
+    if mode == "ask" or (mode is None and sys.stdin.isatty()):
+        import trio  # noqa: PLC0415
+
+        async def ask(call: ToolCall, category: str) -> bool:
+            arguments = json.dumps(dict(call.arguments), ensure_ascii=False)
+            out.write(f"approve {category} call {call.name} {arguments}? [y/N] ")
+            out.flush()
+            try:
+                # A blocked readline() cannot be interrupted: on Ctrl-C (a stop or a kill cancels
+                # the wait) the thread is left to end with the process.
+                answer = await trio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True)
+            except trio.Cancelled:
+                out.write("\n")  # end the unanswered prompt's line before the trace goes on
+                raise
+            return answer.strip().lower() in {"y", "yes"}
+
+        return ask
+    return None
