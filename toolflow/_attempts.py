@@ -73,10 +73,6 @@ class CallHookWarning(UserWarning):
     """A plugin's call hook raised; the call went on without it."""
 
 
-class _TimedOutError(TimeoutError):
-    """An attempt reached its deadline (told apart from a TimeoutError the tool raised)."""
-
-
 def first_verdict(plugins: Plugins | None, hook_name: str, **kwargs: Any) -> bool | None:
     """The first ``True``/``False`` of a ``firstresult`` decision hook, in registration order.
 
@@ -345,24 +341,15 @@ class Attempts:
     ) -> ToolResult:
         """Run the attempts of one call; :data:`KILLED` or :data:`STOPPED` when a kill or a stop ended it."""
         kills = self.kills
-        timeout = plan.spec.timeout
         logs = logger.isEnabledFor(logging.INFO)
         started = trio.current_time() if logs else 0.0
         attempt = 1
         while True:
             if not self._take_free_slots(plan) and not await self._wait_for_slots(plan, stoppable=attempt == 1):
                 return KILLED if self.kills != kills else STOPPED
-            error: Exception | None = None
             attempt_started = trio.current_time()
             try:
-                deadline = attempt_started + timeout
-                value = await self._attempt(plan, function, cleaned, call, call_id, attempt, deadline)
-            except _TimedOutError as exc:
-                result, error = self._failure(str(exc), attempt), exc
-            except Exception as exc:  # noqa: BLE001 - a failing tool is a result the model sees; Cancelled is not an Exception
-                result, error = self._failure(f"{type(exc).__name__}: {exc}", attempt), exc
-            else:
-                result = self._normalized(plan, value, attempt)
+                result, error = await self._attempt(plan, function, cleaned, call, call_id, attempt, attempt_started)
             finally:
                 self._release_slots(plan)
             if self.kills != kills:
@@ -390,14 +377,18 @@ class Attempts:
         call: ToolCall | None,
         call_id: str,
         attempt: int,
-        deadline: float,
-    ) -> Any:
-        """The implementation's value; TimeoutError at the deadline (the scope a kill cancels, too)."""
+        started: float,
+    ) -> tuple[ToolResult, Exception | None]:
+        """One attempt under the tool's deadline: its result, and the exception behind a failure.
+
+        The deadline's scope is one that a kill cancels too (the caller tells a kill by the count).
+        """
+        deadline = started + plan.spec.timeout
         kwargs = cleaned
         if plan.with_context:
             context = CallContext.current(call_id=call_id, tool=plan.name, attempt=attempt, deadline=deadline)
             kwargs = {**cleaned, "ctx": context}  # the context wins over an argument named ctx
-        scope = trio.CancelScope(deadline=deadline)  # the scope a kill cancels, too
+        scope = trio.CancelScope(deadline=deadline)
         self.scopes.add(scope)
         try:
             with scope:
@@ -407,12 +398,14 @@ class Attempts:
                     value = await function(**kwargs)
                 else:
                     value = await self._in_thread(functools.partial(function, **kwargs))
+            if scope.cancelled_caught:
+                message = f"timed out after {_seconds(plan.spec.timeout)}"
+                return self._failure(message, attempt), TimeoutError(message)
+            return self._normalized(plan, value, attempt), None
+        except Exception as exc:  # noqa: BLE001 - a failing tool is a result the model sees; Cancelled is not an Exception
+            return self._failure(f"{type(exc).__name__}: {exc}", attempt), exc
         finally:
             self.scopes.discard(scope)
-        if scope.cancelled_caught:
-            msg = f"timed out after {_seconds(plan.spec.timeout)}"
-            raise _TimedOutError(msg)
-        return value
 
     async def _wrapped(
         self, plan: Plan, function: Callable[..., Any], kwargs: Mapping[str, Any], call: ToolCall

@@ -160,26 +160,34 @@ async def execute_batch(runner: Runner, calls: Sequence[ParsedCall]) -> BatchOut
     kills = runner.kills
     if concurrent:
         await _concurrently(runner, concurrent, entries)
-    for index, item in one_by_one:
+    await _one_by_one(runner, one_by_one, entries)
+    if runner.kills != kills:
+        return Abort(reason="killed", message=_KILLED_BATCH, call_ids=_ids(calls))
+    if None in entries:  # a stop kept some calls from running
+        done = tuple(item for item in entries if item is not None)
+        return Abort(reason="stopped", message=_STOPPED_BATCH, call_ids=_ids(calls), finished=done)
+    return cast("tuple[HistoryEntry, ...]", tuple(entries))
+
+
+async def _one_by_one(runner: Runner, calls: list[tuple[int, ToolCall]], entries: list[HistoryEntry | None]) -> None:
+    """Run *calls* one after another, at most ``dangerous_per_tick`` dangerous ones; fill *entries*.
+
+    A call a stop keeps from running leaves its entry ``None``.
+    """
+    for index, call in calls:
         if runner.stopping:
-            continue  # not run: its entry stays None
-        dangerous = runner.is_dangerous(item.name)
+            continue
+        dangerous = runner.is_dangerous(call.name)
         limit = runner.dangerous_per_tick
         if dangerous and limit is not None and runner.dangerous_this_tick >= limit:
-            result = ToolResult.failure(ONE_DANGEROUS_PER_TURN.format(name=item.name), extra={"status": "blocked"})
-            entries[index] = entry(item, result)
+            result = ToolResult.failure(ONE_DANGEROUS_PER_TURN.format(name=call.name), extra={"status": "blocked"})
+            entries[index] = entry(call, result)
             continue
-        done = entries[index] = await runner.run_entry(item)
+        done = entries[index] = await runner.run_entry(call)
         if dangerous and done is not None and done.result.extra.get("attempts", 0):
             # Only a call that ran is the tick's dangerous action: one that the gates, the
             # validator or the cache answered, or that a stop kept from running, changed nothing.
             runner.ran_dangerous()
-    if runner.kills != kills:
-        return Abort(reason="killed", message=_KILLED_BATCH, call_ids=_ids(calls))
-    if None in entries:  # a stop kept some calls from running
-        done_entries = tuple(item for item in entries if item is not None)
-        return Abort(reason="stopped", message=_STOPPED_BATCH, call_ids=_ids(calls), finished=done_entries)
-    return cast("tuple[HistoryEntry, ...]", tuple(entries))
 
 
 async def _concurrently(runner: Runner, calls: list[tuple[int, ToolCall]], entries: list[HistoryEntry | None]) -> None:

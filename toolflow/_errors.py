@@ -20,7 +20,7 @@ class is missing, drawn under another base, or given another module or exit code
     UserWarning
     ├── PluginLoadWarning             a plugin could not be loaded; toolflow goes on without it  _plugins
     ├── CacheWarning                  a cache store is unusable; the call ran without it         _cache
-    ├── CallHookWarning               a plugin's call hook raised; the call went on              _executor
+    ├── CallHookWarning               a plugin's call hook raised; the call went on              _attempts
     └── ApprovalWarning               an approver raised; the call was refused                   _approval
 
 Each error carries the object it is about, and an ``exit_code`` used by the CLI.

@@ -408,17 +408,20 @@ class Engine:
             # The tool's result (if any) is dropped: not cached; after_call still sees how the
             # call it saw start ended.
             return self._finish(plan, result, call_id, cleaned, call, ())
-        cache, key = prepared.cache, prepared.key
-        if cache is not None and key is not None and result.success:
-            if isinstance(cache, _Persistent):
-                # Not killable: the tool has finished, and the wait is bounded. A store the call
-                # stops waiting for still completes in its thread, unless the store hangs.
-                if cache.allowance > 0:
-                    store = cast("PersistentStore", cache.store)
-                    await self._off_loop(functools.partial(store.set, key, result, plan.ttl), cache.allowance)
-            else:
-                cache.set(key, result, plan.ttl)
+        if result.success and prepared.key is not None:
+            await self._store_result(plan, prepared, result)
         return self._finish(plan, result, call_id, cleaned, call, warnings)
+
+    async def _store_result(self, plan: Plan, prepared: _Prepared, result: ToolResult) -> None:
+        """Keep a success in the call's cache, if it has one."""
+        cache, key = prepared.cache, cast("str", prepared.key)
+        if isinstance(cache, MemoryCache):
+            cache.set(key, result, plan.ttl)
+        elif cache is not None and cache.allowance > 0:
+            # Not killable: the tool has finished, and the wait is bounded. A store the call
+            # stops waiting for still completes in its thread, unless the store hangs.
+            store = cast("PersistentStore", cache.store)
+            await self._off_loop(functools.partial(store.set, key, result, plan.ttl), cache.allowance)
 
     def _prepare(
         self, plan: Plan, arguments: object, call_id: str, missed: _Persistent | None = None

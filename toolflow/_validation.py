@@ -186,6 +186,68 @@ def _convert_or_raise(value: str, wanted: str) -> object:
 # --- arguments -------------------------------------------------------------------------
 
 
+def _in_place_subschemas(node: Mapping[str, Any]) -> list[object]:
+    """The subschemas of *node* that apply to the same instance (``allOf``, ``if``, ``dependentSchemas``, ...)."""
+    children: list[object] = []
+    for keyword in ("allOf", "anyOf", "oneOf"):
+        if isinstance(node.get(keyword), list):
+            children.extend(node[keyword])
+    children.extend(node[k] for k in ("if", "then", "else") if k in node)
+    for keyword in ("dependentSchemas", "dependencies"):
+        if isinstance(node.get(keyword), Mapping):
+            children.extend(node[keyword].values())
+    return children
+
+
+def _extra_keys(parameters: Mapping[str, Any]) -> Literal["drop", "reject", "keep"]:
+    """What the validator does with undeclared keys: ``reject`` or ``keep`` them as the schema says, else ``drop``."""
+    extra: Literal["drop", "reject", "keep"] = "drop"
+    for keyword in ("additionalProperties", "unevaluatedProperties"):
+        if keyword in parameters:
+            if parameters[keyword] is False:
+                return "reject"
+            extra = "keep"
+    return extra
+
+
+def _coercions_and_defaults(
+    properties: Mapping[str, Any], *, strict: bool
+) -> tuple[dict[str, tuple[str, ...]], list[tuple[str, Any, bool]]]:
+    """The types of the parameters whose values may be coerced, and the defaults (with whether to copy each)."""
+    coercions: dict[str, tuple[str, ...]] = {}
+    defaults: list[tuple[str, Any, bool]] = []
+    for name, schema in properties.items():
+        if not isinstance(name, str) or not isinstance(schema, Mapping):
+            continue
+        types = _types(schema.get("type"))
+        if not strict and "string" not in types and any(t in _COERCIBLE for t in types):
+            coercions[name] = types
+        if "default" in schema:
+            default = schema["default"]
+            defaults.append((name, default, isinstance(default, list | dict)))
+    return coercions, defaults
+
+
+def _result_of_dict(value: Mapping[Any, Any]) -> tuple[ToolResult, object]:
+    """The result a tool wrote as a ``{"success": ...}`` dictionary, and the payload its output schema checks."""
+    success, error = value["success"], value.get("error")
+    if not isinstance(success, bool):
+        return ToolResult.failure(f"invalid tool result: 'success' must be a boolean, got {show(success)}"), None
+    if error is not None and not isinstance(error, str):
+        return ToolResult.failure(f"invalid tool result: 'error' must be a string, got {show(error)}"), None
+    if not success and not error:
+        error = "the tool reported a failure without an error message"
+    warnings = value.get("warnings")
+    if warnings is None:
+        warnings = ()
+    elif not isinstance(warnings, list | tuple):
+        warnings = (warnings,)
+    extra = {str(k): v for k, v in value.items() if k not in RESERVED_RESULT_KEYS}
+    data = value.get("data")
+    result = ToolResult(success=success, data=data, error=error, warnings=tuple(str(w) for w in warnings), extra=extra)
+    return result, (data if "data" in value else extra)
+
+
 def _declared_names(schema: Mapping[str, Any]) -> tuple[frozenset[str] | None, tuple[str, ...]]:
     """Property names and patterns the object schema declares anywhere it applies to the arguments.
 
@@ -207,15 +269,7 @@ def _declared_names(schema: Mapping[str, Any]) -> tuple[frozenset[str] | None, t
         pattern_properties = node.get("patternProperties")
         if isinstance(pattern_properties, Mapping):
             patterns.extend(k for k in pattern_properties if isinstance(k, str))
-        children: list[object] = []
-        for keyword in ("allOf", "anyOf", "oneOf"):
-            if isinstance(node.get(keyword), list):
-                children.extend(node[keyword])
-        children.extend(node[k] for k in ("if", "then", "else") if k in node)
-        for keyword in ("dependentSchemas", "dependencies"):
-            if isinstance(node.get(keyword), Mapping):
-                children.extend(node[keyword].values())
-        return all(walk(child) for child in children)
+        return all(walk(child) for child in _in_place_subschemas(node))
 
     if not walk(schema):
         return None, ()
@@ -253,24 +307,8 @@ class ArgumentValidator:
         properties = parameters.get("properties")
         properties = properties if isinstance(properties, Mapping) else {}
         declared, patterns = _declared_names(compiled.schema)
-        extra: Literal["drop", "reject", "keep"] = "drop"
-        for keyword in ("additionalProperties", "unevaluatedProperties"):
-            if keyword in parameters:
-                if parameters[keyword] is False:
-                    extra = "reject"
-                    break
-                extra = "keep"
-        coercions: dict[str, tuple[str, ...]] = {}
-        defaults: list[tuple[str, Any, bool]] = []
-        for name, schema in properties.items():
-            if not isinstance(name, str) or not isinstance(schema, Mapping):
-                continue
-            types = _types(schema.get("type"))
-            if not spec.strict and "string" not in types and any(t in _COERCIBLE for t in types):
-                coercions[name] = types
-            if "default" in schema:
-                default = schema["default"]
-                defaults.append((name, default, isinstance(default, list | dict)))
+        extra = _extra_keys(parameters)
+        coercions, defaults = _coercions_and_defaults(properties, strict=spec.strict)
         return cls(
             name=spec.name,
             strict=spec.strict,
@@ -466,24 +504,7 @@ class ResultValidator:
             return value, value.data
         if not isinstance(value, Mapping) or "success" not in value:
             return ToolResult(success=True, data=value), value
-        success, error = value["success"], value.get("error")
-        if not isinstance(success, bool):
-            return ToolResult.failure(f"invalid tool result: 'success' must be a boolean, got {show(success)}"), None
-        if error is not None and not isinstance(error, str):
-            return ToolResult.failure(f"invalid tool result: 'error' must be a string, got {show(error)}"), None
-        if not success and not error:
-            error = "the tool reported a failure without an error message"
-        warnings = value.get("warnings")
-        if warnings is None:
-            warnings = ()
-        elif not isinstance(warnings, list | tuple):
-            warnings = (warnings,)
-        extra = {str(k): v for k, v in value.items() if k not in RESERVED_RESULT_KEYS}
-        data = value.get("data")
-        result = ToolResult(
-            success=success, data=data, error=error, warnings=tuple(str(w) for w in warnings), extra=extra
-        )
-        return result, (data if "data" in value else extra)
+        return _result_of_dict(value)
 
     def _check_output(self, result: ToolResult, payload: object) -> ToolResult:
         compiled = cast("CompiledSchema", self.compiled)
