@@ -205,7 +205,7 @@ async def test_context_wins_over_an_argument_named_ctx(setup: Setup) -> None:
     assert result.data == "CallContext"
 
 
-async def test_invoke_passes_a_context_with_the_tools_deadline(setup: Setup, autojump_clock: Any) -> None:
+async def test_invoke_passes_a_context_with_the_tools_deadline(setup: Setup) -> None:
     """toolflow.invoke gives attempt 1 and the time left of the tool's own 4 s timeout."""
     registry, plugins, tools = setup
     result = await toolflow.invoke(registry.get("sync_tool"), {}, plugins=plugins, call_id="call_3")
