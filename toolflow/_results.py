@@ -42,7 +42,8 @@ _EMPTY: Mapping[str, Any] = MappingProxyType({})
 def _freeze_extra(value: Mapping[str, Any] | None) -> Mapping[str, Any]:
     if not value:
         return _EMPTY
-    expect(value, Mapping, "ToolResult: extra", "a mapping or None")
+    if type(value) is not dict:  # a dict needs no check (the ABC's isinstance costs more than the copy)
+        expect(value, Mapping, "ToolResult: extra", "a mapping or None")
     return MappingProxyType(dict(value))
 
 
