@@ -204,6 +204,9 @@ async def _concurrently(runner: Runner, calls: list[tuple[int, ToolCall]], entri
             if index in done:  # however the call ended, the calls waiting for it go on
                 done[index].set()
 
+    if len(calls) == 1:  # the agent loop's usual turn: a nursery and its task cost several times a quick call
+        await run_one(*calls[0])
+        return
     async with trio.open_nursery() as nursery:
         for index, call in calls:
             nursery.start_soon(run_one, index, call)
