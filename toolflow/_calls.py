@@ -219,6 +219,8 @@ def _items(raw_calls: Iterable[object] | None) -> Iterable[object]:
     """The calls of *raw_calls*: none for ``None``, one for a single call (a mapping or JSON text)."""
     if raw_calls is None:
         return ()
+    if isinstance(raw_calls, _SEQUENCE_TYPES):  # the usual, asked first: the ABCs below run Python code
+        return raw_calls
     if isinstance(raw_calls, _ONE_CALL_TYPES) or not isinstance(raw_calls, Iterable):
         return (raw_calls,)
     return raw_calls

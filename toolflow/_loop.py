@@ -34,11 +34,10 @@ neither the prompt, the model's answer nor the results enter the history.
 
 from __future__ import annotations
 
-import functools
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import attrs
 import trio
@@ -60,7 +59,6 @@ from toolflow._providers import (
     ProviderError,
     Usage,
 )
-from toolflow._registry import RegisteredTool
 from toolflow._results import DEFAULT_MAX_RESULT_CHARS, ToolResult
 from toolflow._retrying import Decision, next_delay
 
@@ -93,8 +91,6 @@ _NO_TOOLS_NOW = ToolResult.failure(
     extra={"status": "not_run"},
 )
 _NOTHING: frozenset[str] = frozenset()
-
-_T = TypeVar("_T")
 
 
 @attrs.frozen(kw_only=True)
@@ -179,11 +175,7 @@ class _RunState:
 def _usage_dict(usage: Usage | None) -> dict[str, int] | None:
     if usage is None:
         return None
-    return {
-        "prompt_tokens": usage.prompt_tokens,
-        "completion_tokens": usage.completion_tokens,
-        "total_tokens": usage.total_tokens,
-    }
+    return {**attrs.asdict(usage), "total_tokens": usage.total_tokens}
 
 
 def _turn_dict(turn: TurnRecord) -> dict[str, Any]:
@@ -222,27 +214,24 @@ def _entry(call: ParsedCall, result: ToolResult) -> HistoryEntry:
     return HistoryEntry(call_id=call.id, tool_name=call.name or "", call=call, result=result, success=result.success)
 
 
-def _check_arguments(  # noqa: PLR0917 - Agent's arguments, in its order
-    engine: object,
-    provider: object,
-    policy: object,
-    system: object,
-    deliberate: object,
-    model: object,
-    provider_retry: object,
-    callbacks: tuple[object, object],
-) -> None:
-    """The type checks of :class:`Agent`'s arguments (a wrong one would fail later, deep in a turn)."""
-    expect(engine, Engine, "Agent: engine", "a toolflow.Engine (from toolflow.open_engine())")
-    expect(provider, ModelProvider, "Agent: provider", "a toolflow.ModelProvider (from toolflow.load_provider())")
-    expect(policy, (Policy, type(None)), "Agent: policy", "a toolflow.Policy or None")
-    expect(system, (str, type(None)), "Agent: system", "a string or None")
-    expect(deliberate, bool, "Agent: deliberate", "True or False")
-    expect(model, str, "Agent: model", "a string")
-    expect(provider_retry, RetryPolicy, "Agent: provider_retry", "a toolflow.RetryPolicy")
-    for name, value in zip(("approve", "on_turn"), callbacks, strict=True):
-        if value is not None and not callable(value):
-            msg = f"Agent: {name} must be a function or None, got {type(value).__name__!r}"
+_ARGUMENT_TYPES: tuple[tuple[str, type | tuple[type, ...], str], ...] = (
+    ("engine", Engine, "a toolflow.Engine (from toolflow.open_engine())"),
+    ("provider", ModelProvider, "a toolflow.ModelProvider (from toolflow.load_provider())"),
+    ("policy", (Policy, type(None)), "a toolflow.Policy or None"),
+    ("system", (str, type(None)), "a string or None"),
+    ("deliberate", bool, "True or False"),
+    ("model", str, "a string"),
+    ("provider_retry", RetryPolicy, "a toolflow.RetryPolicy"),
+)
+
+
+def _check_arguments(arguments: Mapping[str, object]) -> None:
+    """The type checks of :class:`Agent`'s *arguments* (a wrong one would fail later, deep in a turn)."""
+    for name, types, what in _ARGUMENT_TYPES:
+        expect(arguments[name], types, f"Agent: {name}", what)
+    for name in ("approve", "on_turn"):
+        if arguments[name] is not None and not callable(arguments[name]):
+            msg = f"Agent: {name} must be a function or None, got {type(arguments[name]).__name__!r}"
             raise TypeError(msg)
 
 
@@ -301,7 +290,7 @@ class Agent:
         provider_retry: RetryPolicy = PROVIDER_RETRY,
         on_turn: Callable[[TurnRecord], None] | None = None,
     ) -> None:
-        _check_arguments(engine, provider, policy, system, deliberate, model, provider_retry, (approve, on_turn))
+        _check_arguments(locals())  # the parameters, by name
         expect_count(max_result_chars, "Agent: max_result_chars", minimum=1)
         _check_format(format, provider)
         self.engine = engine
@@ -309,7 +298,7 @@ class Agent:
         self.policy = policy if policy is not None else Policy()
         # The policy's prompt texts are shown to the model: a string from ${...} shows its reference.
         self.format: HistoryFormat = get_format(format, text_protocol_template=masked(self.policy.text_protocol))
-        self.tools = _exposed(engine, self.policy, deliberate=deliberate)
+        self.tools = tuple(engine.registry.exposed(self.policy, deliberate=deliberate))
         self._allowlist = frozenset(tool.name for tool in self.tools)
         # Each tool's category and what the policy makes of it, looked up once rather than per call.
         self._categories = {tool.name: (tool.category, self.policy.category(tool.category)) for tool in engine.registry}
@@ -319,14 +308,13 @@ class Agent:
         self._end_on_failure = frozenset(n for n, (_, b) in self._categories.items() if b.ends(success=False))
         self._soft_warn_at = self.policy.soft_warn_at
         self._writes_ids = self.format.name in ("openai", "anthropic")  # fallback and text have no call ids
-        specs = [tool.spec for tool in self.tools]
         self._base_system = masked(system if system is not None else self.policy.system_prompt)
-        self._specs = specs
+        self._specs = [tool.spec for tool in self.tools]
         self._prompted = False
         self.system = ""
         """The system prompt, written by the first :meth:`run` or :meth:`reflect`."""
         self._answer_system = ""
-        self._definitions = tuple(self.format.tool_definitions(specs))
+        self._definitions = tuple(self.format.tool_definitions(self._specs))
         engine.policy = self.policy
         if approve is not None:
             engine.approve = approve
@@ -441,7 +429,7 @@ class Agent:
         self._messages.append(self._with_call_ids(response.message, raw_calls, calls))
         ended_by: tuple[str, ...] = ()
         if calls:
-            entries, decision, ended_by = await self._answer(calls, iteration, response, state)
+            entries, decision, ended_by = await self._answer(state, calls, response)
         else:
             entries = ()
             decision = LoopDecision(
@@ -450,35 +438,38 @@ class Agent:
                 message="the model answered without calling tools",
                 iterations_remaining=max(0, self.policy.max_iterations - iteration),
             )
-        state.turns.append(
-            self._record(
-                iteration=iteration,
-                text=text,
-                entries=entries,
-                response=response,
-                decision=decision,
-                started=started,
-                tools_offered=tools_offered,
-                ended_by=ended_by,
-            )
+        duration = time.perf_counter() - started
+        record = TurnRecord(
+            turn=iteration,
+            text=text,
+            entries=entries,
+            usage=response.usage,
+            decision=decision,
+            duration=duration,
+            tools_offered=tools_offered,
+            ended_by=ended_by,
         )
+        state.turns.append(record)
+        if self.on_turn is not None:
+            self.on_turn(record)
         if decision.reason == "token_critical" and tools_offered and calls:
             state.tools_offered = False  # one last turn, without tools, to answer
             return None
         return None if decision.should_continue else decision
 
     async def _answer(
-        self, calls: list[ParsedCall], iteration: int, response: ModelResponse, state: _RunState
+        self, state: _RunState, calls: list[ParsedCall], response: ModelResponse
     ) -> tuple[tuple[HistoryEntry, ...], LoopDecision, tuple[str, ...]]:
         """Run (or refuse) the turn's *calls*, decide, and append one result per call to the history.
 
         Returns the entries, the decision and the calls that ended the loop.
         """
         try:
-            entries, uncounted = await self._run_calls(calls) if state.tools_offered else _refused(calls)
-            decision, state.errors, ended_by = self._decide(
-                iteration, entries, response, state.errors, uncounted, tools_offered=state.tools_offered
-            )
+            if state.tools_offered:
+                entries, uncounted = await self._run_calls(calls)
+            else:  # the turn without tools: none of them runs
+                entries, uncounted = tuple(_entry(call, _NO_TOOLS_NOW) for call in calls), _NOTHING
+            decision, ended_by = self._decide(state, entries, response, uncounted)
             entries = self._advise(entries, decision)
             self._messages.extend(self.format.result_messages(entries, max_chars=self.max_result_chars))
         except BaseException:
@@ -493,58 +484,20 @@ class Agent:
         """Run one turn in reflection mode: its calls run, but nothing of it enters the history."""
         await self._write_system_prompts()
         started = time.perf_counter()
-        request = ModelRequest(
-            format=self.format.name,
-            system=self.system,
-            messages=HistoryView(self._messages, (self.format.user_message(prompt),)),
-            tools=self._definitions,
-            turn=0,
-            model=self.model,
-        )
-        response = await self._ask(request)
+        response = await self._ask(self._request(0, tools_offered=True, then=prompt))
         decision = LoopDecision(should_continue=True, reason="normal", message="reflection")
-        if response is None:
-            return TurnRecord(turn=0, text="", entries=(), usage=None, decision=decision, duration=0, reflection=True)
-        text, raw_calls = self.format.read_response(response.message)
-        calls = parse_tool_calls(raw_calls)
-        entries = (await self._run_calls(calls))[0] if calls else ()
+        text, usage = "", None
+        entries: tuple[HistoryEntry, ...] = ()
+        if response is not None:  # not killed meanwhile
+            text, raw_calls = self.format.read_response(response.message)
+            calls = parse_tool_calls(raw_calls)
+            entries, usage = (await self._run_calls(calls))[0] if calls else (), response.usage
+        duration = time.perf_counter() - started
         return TurnRecord(
-            turn=0,
-            text=text,
-            entries=entries,
-            usage=response.usage,
-            decision=decision,
-            duration=time.perf_counter() - started,
-            reflection=True,
+            turn=0, text=text, entries=entries, usage=usage, decision=decision, duration=duration, reflection=True
         )
 
     # --- steps -----------------------------------------------------------------------------
-
-    def _record(
-        self,
-        *,
-        iteration: int,
-        text: str,
-        entries: tuple[HistoryEntry, ...],
-        response: ModelResponse,
-        decision: LoopDecision,
-        started: float,
-        tools_offered: bool,
-        ended_by: tuple[str, ...] = (),
-    ) -> TurnRecord:
-        record = TurnRecord(
-            turn=iteration,
-            text=text,
-            entries=entries,
-            usage=response.usage,
-            decision=decision,
-            duration=time.perf_counter() - started,
-            tools_offered=tools_offered,
-            ended_by=ended_by,
-        )
-        if self.on_turn is not None:
-            self.on_turn(record)
-        return record
 
     def _with_call_ids(
         self, message: Mapping[str, Any], raw_calls: Sequence[object], calls: Sequence[ParsedCall]
@@ -562,7 +515,7 @@ class Agent:
         ids = {  # the calls whose id is not (or not yet) the one their result answers
             id(raw): call.id
             for raw, call in zip(raw_calls, calls, strict=True)
-            if not isinstance(raw, Mapping) or raw.get("id") != call.id
+            if not isinstance(raw, dict) or raw.get("id") != call.id
         }
         for key in ("tool_calls", "content"):  # openai's calls, anthropic's tool_use blocks
             value = stored.get(key)
@@ -578,29 +531,28 @@ class Agent:
         return stored
 
     def _stopped(self, iteration: int) -> LoopDecision:
+        """The decision of a loop that a stop or a kill ended after turn *iteration*."""
         reason: LoopReason = "killed" if self._killed else "stopped"
-        message = "killed by the user" if self._killed else "stopped by the user"
+        remaining = max(0, self.policy.max_iterations - iteration)
         return LoopDecision(
-            should_continue=False,
-            reason=reason,
-            message=message,
-            iterations_remaining=max(0, self.policy.max_iterations - iteration),
+            should_continue=False, reason=reason, message=f"{reason} by the user", iterations_remaining=remaining
         )
 
-    def _request(self, iteration: int, *, tools_offered: bool) -> ModelRequest:
-        """The request of turn *iteration*: the history so far, and the tools unless none may be called.
+    def _request(self, turn: int, *, tools_offered: bool, then: str | None = None) -> ModelRequest:
+        """The request of *turn*: the history so far, then the user's message *then*, and the tools if offered.
 
         The request shows the history through a view rather than a copy, so that a turn costs
         the same however long the run; the history is only ever appended to, so the view keeps
-        showing the messages of this turn.
+        showing the messages of this turn. Without tools, the model is told to answer now.
         """
-        tail = () if tools_offered else (self.format.user_message(_LAST_TURN),)
+        if not tools_offered:
+            then = _LAST_TURN
         return ModelRequest(
             format=self.format.name,
             system=self.system if tools_offered else self._answer_system,
-            messages=HistoryView(self._messages, tail),
+            messages=HistoryView(self._messages, () if then is None else (self.format.user_message(then),)),
             tools=self._definitions if tools_offered else (),
-            turn=iteration,
+            turn=turn,
             model=self.model,
         )
 
@@ -636,7 +588,7 @@ class Agent:
                 if delay is None:
                     raise
                 logger.warning("%s; retrying in %.1fs (attempt %d)", exc, delay, attempt + 1)
-                await self._unless_stopped(functools.partial(trio.sleep, delay))
+                await self._back_off(delay)
                 if self._stop:
                     return None
             else:
@@ -645,17 +597,16 @@ class Agent:
                 # the turn short anyway.
                 return None if self._killed else response
 
-    async def _unless_stopped(self, wait: Callable[[], Awaitable[_T]]) -> _T | None:
-        """Await ``wait()`` in a cancel scope that a stop or a kill cancels; ``None`` when one did (or had come)."""
+    async def _back_off(self, delay: float) -> None:
+        """Sleep *delay* seconds before a retry, in a cancel scope that a stop or a kill cancels."""
         if self._stop:
-            return None
+            return
         with trio.CancelScope() as scope:
             self._wait_scope = scope
             try:
-                return await wait()
+                await trio.sleep(delay)
             finally:
                 self._wait_scope = None
-        return None
 
     async def _run_calls(self, calls: Sequence[ParsedCall]) -> tuple[tuple[HistoryEntry, ...], frozenset[str]]:
         """Gate *calls* by category, run the rest as one batch; one entry per call, in order.
@@ -689,7 +640,7 @@ class Agent:
         if outcome.reason == "killed":
             result = _KILLED
         elif outcome.reason == "stopped":
-            result = self._not_run()
+            result = _KILLED_BEFORE if self._killed else _STOPPED  # kept from running
         else:
             result = ToolResult.failure(outcome.message, extra={"status": "aborted"})
         ran = {entry.call_id: entry for entry in outcome.finished}
@@ -734,52 +685,36 @@ class Agent:
             to_run.append(call)
         return to_run, decided, uncounted
 
-    def _not_run(self) -> ToolResult:
-        """The result of a call that a stop or a kill kept from running."""
-        return _KILLED_BEFORE if self._killed else _STOPPED
-
     def _decide(
-        self,
-        iteration: int,
-        entries: tuple[HistoryEntry, ...],
-        response: ModelResponse,
-        consecutive_errors: int,
-        uncounted: frozenset[str],
-        *,
-        tools_offered: bool,
-    ) -> tuple[LoopDecision, int, tuple[str, ...]]:
-        """The decision after a turn, the failed calls in a row so far, and the calls that ended the loop."""
+        self, state: _RunState, entries: tuple[HistoryEntry, ...], response: ModelResponse, uncounted: frozenset[str]
+    ) -> tuple[LoopDecision, tuple[str, ...]]:
+        """The decision after a turn and the calls that ended the loop; counts the failed calls in a row in *state*."""
         policy = self.policy
         ends: list[HistoryEntry] = []
         for entry in entries:
             if entry.call_id not in uncounted:
-                consecutive_errors = 0 if entry.success else consecutive_errors + 1
+                state.errors = 0 if entry.success else state.errors + 1
             if entry.tool_name in (self._end_on_success if entry.success else self._end_on_failure):
                 ends.append(entry)
         tokens = response.usage.total_tokens if response.usage is not None else None
-        base = check_loop_continuation(policy=policy, iteration=iteration, tokens_used=tokens)
+        base = check_loop_continuation(policy=policy, iteration=state.iteration, tokens_used=tokens)
         if self._stop:
-            return self._stopped(iteration), consecutive_errors, ()
-        ended_by: tuple[str, ...] = ()
+            return self._stopped(state.iteration), ()
         if ends:
             reason: LoopReason = "terminal"
             message = f"{', '.join(repr(entry.tool_name) for entry in ends)} ended the loop"
-            ended_by = tuple(entry.call_id for entry in ends)
-        elif consecutive_errors >= policy.max_consecutive_errors:
+        elif state.errors >= policy.max_consecutive_errors:
             reason = "error_cap"
-            message = f"{consecutive_errors} failed tool calls in a row (at most {policy.max_consecutive_errors})"
-        elif not tools_offered:
+            message = f"{state.errors} failed tool calls in a row (at most {policy.max_consecutive_errors})"
+        elif not state.tools_offered:
             reason, message = "token_critical", "the model used its last turn for tool calls"
         else:
-            return base, consecutive_errors, ()
+            return base, ()
+        advisory, remaining = base.advisory, base.iterations_remaining
         decision = LoopDecision(
-            should_continue=False,
-            reason=reason,
-            message=message,
-            advisory=base.advisory,
-            iterations_remaining=base.iterations_remaining,
+            should_continue=False, reason=reason, message=message, advisory=advisory, iterations_remaining=remaining
         )
-        return decision, consecutive_errors, ended_by
+        return decision, tuple(entry.call_id for entry in ends)
 
     def _advise(self, entries: tuple[HistoryEntry, ...], decision: LoopDecision) -> tuple[HistoryEntry, ...]:
         """Put the token advisory, and from the soft-warn turn on the loop advisory, on the turn's last result."""
@@ -804,11 +739,6 @@ class Agent:
         return (*entries[:-1], attrs.evolve(last, result=result))
 
 
-def _refused(calls: Sequence[ParsedCall]) -> tuple[tuple[HistoryEntry, ...], frozenset[str]]:
-    """The answers to calls made on the turn without tools: none of them runs."""
-    return tuple(_entry(call, _NO_TOOLS_NOW) for call in calls), _NOTHING
-
-
 def _with_id(raw: object, call_id: str) -> object:
     """A copy of the raw call or block *raw* (a mapping or a pydantic model) with ``id`` *call_id*."""
     if isinstance(raw, Mapping):
@@ -817,8 +747,3 @@ def _with_id(raw: object, call_id: str) -> object:
     if callable(dump):
         return {**dump(), "id": call_id}
     return raw  # neither: nothing to write an id into (a call the provider sent as bare text)
-
-
-def _exposed(engine: Engine, policy: Policy, *, deliberate: bool) -> tuple[RegisteredTool, ...]:
-    """The tools the model sees under *policy*, in registry order (:meth:`toolflow.Registry.exposed`)."""
-    return tuple(engine.registry.exposed(policy, deliberate=deliberate))

@@ -109,7 +109,8 @@ class HistoryView(Sequence[Mapping[str, Any]]):
 
 
 def _messages(value: Any) -> Sequence[Mapping[str, Any]]:
-    return value if isinstance(value, tuple | HistoryView) else tuple(value)
+    # The view by its type: isinstance() of an ABC's subclass runs Python code, on every turn.
+    return value if isinstance(value, tuple) or type(value) is HistoryView else tuple(value)
 
 
 @attrs.frozen(kw_only=True)
