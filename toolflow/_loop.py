@@ -427,11 +427,10 @@ class Agent:
         state.final_answer = text
         calls = parse_tool_calls(raw_calls)
         self._messages.append(self._with_call_ids(response.message, raw_calls, calls))
-        ended_by: tuple[str, ...] = ()
         if calls:
             entries, decision, ended_by = await self._answer(state, calls, response)
         else:
-            entries = ()
+            entries, ended_by = (), ()
             decision = LoopDecision(
                 should_continue=False,
                 reason="final_answer" if tools_offered else "token_critical",
@@ -517,6 +516,8 @@ class Agent:
             for raw, call in zip(raw_calls, calls, strict=True)
             if not isinstance(raw, dict) or raw.get("id") != call.id
         }
+        if not ids:
+            return stored
         for key in ("tool_calls", "content"):  # openai's calls, anthropic's tool_use blocks
             value = stored.get(key)
             if isinstance(value, Mapping) and id(value) in ids:  # one openai call, not in a list
