@@ -395,7 +395,8 @@ Function = tuple[str, str]
 # The steps of a turn: (label, [(function, its callers to count, or () for all)]). Each entry is
 # the cumulative time of the function when called from those callers, so a function the engine
 # also calls (parse_tool_calls) is counted once, where the loop calls it.
-_RUN: Function = ("_loop.py", "run")
+_TURN: Function = ("_loop.py", "_turn")
+_ANSWER: Function = ("_loop.py", "_answer")
 _BATCH: Function = ("_executor.py", "execute_batch")
 _RUN_ONE: Function = ("_executor.py", "run_one")
 STEPS: tuple[tuple[str, tuple[tuple[Function, tuple[Function, ...]], ...]], ...] = (
@@ -403,19 +404,18 @@ STEPS: tuple[tuple[str, tuple[tuple[Function, tuple[Function, ...]], ...]], ...]
         "provider: `ScriptedProvider.complete` (writes the turn's assistant message)",
         ((("_scripted.py", "complete"), ()),),
     ),
-    ("request: `Agent._request` (history copy, `ModelRequest`)", ((("_loop.py", "_request"), ()),)),
+    ("request: `Agent._request` (a view of the history, `ModelRequest`)", ((("_loop.py", "_request"), ()),)),
     (
         "parse: `format.read_response` + `parse_tool_calls`",
-        ((("_history.py", "read_response"), (_RUN,)), (("_calls.py", "parse_tool_calls"), (_RUN,))),
+        ((("_history.py", "read_response"), (_TURN,)), (("_calls.py", "parse_tool_calls"), (_TURN,))),
     ),
     ("gate: `Agent._run_calls` without the engine (`tick`, category gate)", ((("_loop.py", "_run_calls"), ()),)),
     (
         "engine: `Engine.execute_batch` (and the batch's task: `Engine.call`)",
         ((("_executor.py", "execute_batch"), (("_loop.py", "_run_calls"),)), (("_executor.py", "run_one"), ())),
     ),
-    ("history: `format.result_messages` (the result JSON)", ((("_history.py", "result_messages"), (_RUN,)),)),
+    ("history: `format.result_messages` (the result JSON)", ((("_history.py", "result_messages"), (_ANSWER,)),)),
     ("decision: `Agent._decide` + `Agent._advise`", ((("_loop.py", "_decide"), ()), (("_loop.py", "_advise"), ()))),
-    ("turn record: `Agent._record`", ((("_loop.py", "_record"), ()),)),
 )
 # What to subtract from a step's time: its callees that are steps of their own.
 _MINUS: dict[str, tuple[tuple[Function, Function], ...]] = {
