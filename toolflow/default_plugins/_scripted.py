@@ -110,8 +110,8 @@ class ScriptedProvider:
         system: The transcript's system prompt (``""`` when it has none).
         prompt: The transcript's user message (``""`` when it has none).
         requests: Every request received, in order, when made with ``record_requests=True``
-            (for tests); else empty. Each request holds a snapshot of the whole history, so a
-            long session that keeps them all keeps the history once per turn.
+            (for tests); else empty. Each request's messages show the history as it was at its
+            turn (a view of the loop's history, not a copy).
     """
 
     name = "scripted"
