@@ -16,10 +16,6 @@ from toolflow._calls import (
     DEFAULT_MAX_ARGUMENT_BYTES,
     MalformedCall,
     ToolCall,
-    _parse,
-    _plain_anthropic_call,
-    _plain_call,
-    _plain_openai_call,
     parse_tool_call,
     parse_tool_calls,
 )
@@ -598,96 +594,33 @@ def test_batch_ids_are_unique(raws: list[object]) -> None:
 
 @settings(max_examples=200, deadline=None)
 @given(raw=JSON_LIKE | JSON_LIKE.map(json.dumps))
-def test_parsed_call_equals_the_attrs_record(raw: object) -> None:
-    """A parsed call, built slot by slot, is what ToolCall(...) with its converters builds from the same fields."""
+def test_parsed_call_fields_are_in_their_final_form(raw: object) -> None:
+    """A parsed call's arguments are its own dict, its warnings a tuple, its reasoning a string."""
     parsed = parse_tool_call(raw)
     if isinstance(parsed, ToolCall):
-        fields = attrs.asdict(parsed, recurse=False)
-        rebuilt = ToolCall(**fields)
-        assert parsed == rebuilt
-        assert parsed.raw is rebuilt.raw
         assert type(parsed.arguments) is dict
         assert type(parsed.warnings) is tuple
         assert isinstance(parsed.reasoning, str)
+        assert parsed.raw is raw
 
 
-_PLAIN_OPENAI = st.fixed_dictionaries(
-    {
-        "id": st.just("call_1") | st.sampled_from(["", " ", "c 2 ", 7]) | st.text(max_size=4),
-        "function": st.fixed_dictionaries(
-            {
-                "name": st.just("add") | st.sampled_from([" add", "add ", "", "a b", " "]) | st.text(max_size=4),
-                "arguments": st.dictionaries(st.text(max_size=3), SCALARS, max_size=3).map(json.dumps)
-                | st.sampled_from(['{"a": 1}', "{", '{"a": NaN}', "{}", " {}", '"{}"', "[1]", '{"a": 1} x'])
-                | JSON_LIKE.map(json.dumps)
-                | JSON_LIKE,
-            },
-            optional={"extra": SCALARS},
-        ),
-    },
-    optional={"type": st.sampled_from(["function", "function", "tool_use", None])},
-)
-_OPENAI_LIKE = _PLAIN_OPENAI | st.builds(
-    lambda call, name, given: {**call, "name": name, "input": given}, _PLAIN_OPENAI, SCALARS, JSON_LIKE
-)
-"""OpenAI tool calls, mostly plain, with every way of not being plain (and some top-level Anthropic keys)."""
+def test_parse_tool_calls_passes_parsed_calls_through() -> None:
+    """Calls parsed already are handed back as they are (the engine does not parse the loop's calls again)."""
+    first = call({"id": "call_a", "type": "function", "function": {"name": "add", "arguments": "{}"}})
+    second = malformed({"tool": 7})
+    again = parse_tool_calls([first, second])
+    assert again[0] is first
+    assert again[1] is second
 
 
-_ANTHROPIC_LIKE = st.fixed_dictionaries(
-    {
-        "type": st.just("tool_use") | SCALARS,
-        "id": st.just("toolu_1") | st.sampled_from(["", " ", "t 2 ", 7]) | st.text(max_size=4),
-        "name": st.just("add") | st.sampled_from([" add", "add ", "", "a b", " "]) | st.text(max_size=4),
-        "input": st.dictionaries(st.text(max_size=3), SCALARS, max_size=3) | JSON_LIKE | ODD,
-    },
-    optional={"function": JSON_LIKE, "args": SCALARS, "arguments": SCALARS},
-)
-
-
-_MODEL_LIKE = st.builds(
-    lambda names, name, arguments, reasoning, more: {
-        names[0]: name,
-        names[1]: arguments,
-        **({} if reasoning is None else {"reasoning": reasoning}),
-        **more,
-    },
-    st.sampled_from([("tool", "parameters"), ("name", "args")]),
-    st.just("add") | st.sampled_from([" add", "", 7]) | st.text(max_size=4),
-    st.dictionaries(st.text(max_size=3), SCALARS, max_size=3) | JSON_LIKE,
-    st.none() | st.just("because") | SCALARS,
-    st.just({}) | st.dictionaries(KEYS, SCALARS, max_size=2),
-)
-"""Calls in the fallback and text shapes, mostly plain, some with stray keys, odd names or arguments."""
-
-
-@settings(max_examples=800, deadline=None)
-@given(
-    raw=_OPENAI_LIKE | _ANTHROPIC_LIKE | _MODEL_LIKE | _MODEL_LIKE.map(json.dumps) | JSON_LIKE,
-    limit=st.sampled_from([8, 64, DEFAULT_MAX_ARGUMENT_BYTES]),
-)
-def test_plain_calls_take_a_shortcut_to_the_same_call(raw: object, limit: int) -> None:
-    """The shortcut for calls in their plain form makes exactly the general parser's call, or leaves it."""
-    plain = _plain_call(raw, "call_0", limit)
-    if plain is not None:
-        fast, fast_given = plain
-        general, given_id = _parse(raw, "call_0", limit)
-        assert fast_given == given_id
-        assert fast == general
-        assert attrs.asdict(fast, recurse=False) == attrs.asdict(general, recurse=False)
-        assert fast.raw is raw
-
-
-def test_the_shortcuts_take_what_providers_send() -> None:
-    """A call as OpenAI-compatible servers and the Messages API write it is read by a shortcut."""
+def test_a_call_of_the_provider_shape_keeps_its_own_arguments() -> None:
+    """A call as OpenAI-compatible servers and the Messages API write it; its arguments are its own copy."""
     raw = {"id": "call_1", "type": "function", "function": {"name": "add", "arguments": '{"a": 1, "b": 2}'}}
-    assert _plain_openai_call(raw, DEFAULT_MAX_ARGUMENT_BYTES) == ToolCall(
-        id="call_1", name="add", arguments={"a": 1, "b": 2}, format="openai"
-    )
+    assert call(raw) == ToolCall(id="call_1", name="add", arguments={"a": 1, "b": 2}, format="openai")
     block = {"type": "tool_use", "id": "toolu_1", "name": "add", "input": {"a": 1}}
-    fast = _plain_anthropic_call(block, DEFAULT_MAX_ARGUMENT_BYTES)
-    assert fast == ToolCall(id="toolu_1", name="add", arguments={"a": 1}, format="anthropic")
-    assert fast is not None
-    assert fast.arguments is not block["input"]  # the call's own copy
+    parsed = call(block)
+    assert parsed == ToolCall(id="toolu_1", name="add", arguments={"a": 1}, format="anthropic")
+    assert parsed.arguments is not block["input"]
 
 
 # -- toolflow call --raw -----------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from _loop_support import Setup, call, check_openai_history
 import toolflow
 from toolflow._loop import Agent
 from toolflow._policy import Policy
+from toolflow._providers import HistoryView
 
 
 @pytest.fixture
@@ -491,3 +492,49 @@ async def test_the_turn_record_names_the_call_that_ended_the_loop(setup: Setup) 
     assert first.ended_by == ()
     assert last.ended_by == (last.entries[0].call_id,)
     assert result.to_dict()["turns"][1]["ended_by"] == [last.entries[0].call_id]
+
+
+async def test_each_request_shows_the_history_of_its_turn(tmp_path: Path) -> None:
+    """Later turns do not change what an earlier request shows; the answer turn's request ends with its own message."""
+    setup = Setup(tmp_path, "policy:\n  tokens: {context_window: 1000}\n")
+    turns = [
+        {"tool_calls": [call("look")]},
+        {"tool_calls": [call("look"), call("look")], "usage": {"prompt_tokens": 900}},
+        {"text": "answer"},
+    ]
+    result, provider = await setup.run(turns)
+    assert result.reason == "token_critical"
+    first, second, last = provider.requests
+    history = result.messages
+    assert first.messages == history[:1]
+    assert second.messages == history[:3]
+    assert len(last.messages) == len(history)  # the history before the answer, and the request to answer
+    assert last.messages[:-1] == history[:-1]
+    assert last.messages[-1]["role"] == "user"
+    assert last.messages[-1] not in history
+    assert [m["role"] for m in second.messages] == ["user", "assistant", "tool"]
+    assert list(second.messages) == list(history[:3])
+    with pytest.raises(TypeError):
+        hash(first)  # messages are dicts, and requests are as hashable as before: not at all
+
+
+def test_a_history_view_is_a_read_only_sequence() -> None:
+    """A view shows the list's first messages as they were, then its tail; it compares and slices as a tuple."""
+    history: list[Mapping[str, Any]] = [{"n": 0}, {"n": 1}]
+    view = HistoryView(history, ({"n": "tail"},))
+    history.append({"n": 2})
+    assert len(view) == 3
+    assert view == ({"n": 0}, {"n": 1}, {"n": "tail"})
+    assert view != [{"n": 0}, {"n": 1}, {"n": "tail"}]  # as a tuple: not equal to a list
+    assert view == HistoryView(history[:2], ({"n": "tail"},))
+    assert (view[0], view[-1], view[-3]) == ({"n": 0}, {"n": "tail"}, {"n": 0})
+    assert view[1:] == ({"n": 1}, {"n": "tail"})
+    assert view[::-1] == tuple(reversed(view))
+    assert {"n": 2} not in view
+    for index in (3, -4):
+        with pytest.raises(IndexError):
+            view[index]
+    assert repr(HistoryView([{"n": 0}])) == "HistoryView(({'n': 0},))"
+    request = toolflow.ModelRequest(format="openai", messages=view)
+    assert request.messages is view
+    assert toolflow.ModelRequest(format="openai", messages=[{"n": 0}]).messages == ({"n": 0},)

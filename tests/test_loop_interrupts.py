@@ -111,3 +111,41 @@ async def test_a_stop_ends_a_provider_back_off_at_once(
     assert result.reason == reason
     assert len(provider.requests) == 1
     assert result.turns == ()
+
+
+class _SlowModel:
+    """The transcript's answers, each after *seconds* of thinking (a provider waiting for the network)."""
+
+    name = "slow"
+    formats: tuple[str, ...] = ("openai",)
+
+    def __init__(self, provider: toolflow.ModelProvider, seconds: float) -> None:
+        self._provider = provider
+        self._seconds = seconds
+        self.asked = 0
+
+    async def complete(self, request: toolflow.ModelRequest) -> toolflow.ModelResponse:
+        self.asked += 1
+        await trio.sleep(self._seconds)
+        return await self._provider.complete(request)
+
+    async def aclose(self) -> None:
+        await self._provider.aclose()
+
+
+async def test_a_kill_cancels_the_model_request_of_any_turn(
+    setup: Setup, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A kill while the model thinks about a later turn cancels that request at once; the earlier turns stay."""
+    provider = _SlowModel(setup.transcript([{"tool_calls": [call("look")]}, {"text": "never"}]), seconds=3)
+    async with toolflow.open_engine(setup.registry, plugins=setup.plugins) as engine:
+        agent = Agent(engine, provider, policy=setup.policy)
+        with trio.fail_after(600):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_later, 4, agent.kill)  # the second request began at 3 s
+                result = await agent.run("go")
+                ended = trio.current_time()
+    assert ended == pytest.approx(4)
+    assert provider.asked == 2
+    assert (result.reason, len(result.turns)) == ("killed", 1)
+    check_openai_history(result.messages)

@@ -280,7 +280,7 @@ async def test_the_agent_loop_never_sends_a_value(project: Path, history_format:
             agent = Agent(engine, provider, policy=toolflow.Policy.from_specs(loaded), format=history_format)
             result = await agent.run("go")
     assert result.reason == "final_answer"
-    sent = json.dumps([{"messages": r.messages, "tools": r.tools, "system": r.system} for r in provider.requests])
+    sent = json.dumps([{"messages": list(r.messages), "tools": r.tools, "system": r.system} for r in provider.requests])
     _no_value(sent)
     assert "You help ${TF_SECRET}" in sent
     assert "Look things up for ${TF_SECRET}" in sent

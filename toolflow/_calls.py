@@ -55,12 +55,11 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
-from typing import Any, TypeAlias
+from typing import Any, NamedTuple, TypeAlias
 
 import attrs
 
 from toolflow._json import loads
-from toolflow._records import unchecked_init
 from toolflow._results import ToolResult
 
 __all__ = [
@@ -167,11 +166,6 @@ ParsedCall: TypeAlias = ToolCall | MalformedCall
 
 _PARSED_TYPES = (ToolCall, MalformedCall)
 
-_new_call = unchecked_init(ToolCall)
-"""``ToolCall(...)`` for fields in their final form (*arguments* the call's own ``dict``, *warnings*
-a tuple): every call a model makes is parsed, and the attrs ``__init__`` with its converters
-costs twice this."""
-
 
 def parse_tool_call(
     raw: object,
@@ -213,23 +207,30 @@ def parse_tool_calls(
     Raises:
         ValueError: *max_argument_bytes* is not positive.
     """
-    if max_argument_bytes <= 0:
-        _check_limit(max_argument_bytes)
-    if raw_calls is None:
-        return []
-    items: Iterable[object]
-    if type(raw_calls) is list:
-        items = raw_calls
-    elif isinstance(raw_calls, _ONE_CALL_TYPES) or not isinstance(raw_calls, Iterable):
-        items = [raw_calls]
-    else:
-        items = raw_calls
-    if type(items) is list and len(items) == 1:  # one call: its id is unique whoever made it
-        return [_parse_safely(items[0], f"{id_prefix}0", max_argument_bytes)[0]]
-    parsed = [_parse_safely(raw, f"{id_prefix}{n}", max_argument_bytes) for n, raw in enumerate(items)]
+    _check_limit(max_argument_bytes)
+    parsed = [_parse_safely(raw, f"{id_prefix}{n}", max_argument_bytes) for n, raw in enumerate(_items(raw_calls))]
     provided = {call.id for call, given in parsed if given}
     if len(provided) == len(parsed):  # every call brought its own id, and no two share one
         return [call for call, _ in parsed]
+    return _unique_ids(parsed, provided, id_prefix)
+
+
+def _items(raw_calls: Iterable[object] | None) -> Iterable[object]:
+    """The calls of *raw_calls*: none for ``None``, one for a single call (a mapping or JSON text)."""
+    if raw_calls is None:
+        return ()
+    if isinstance(raw_calls, _SEQUENCE_TYPES):  # the usual, asked first: the ABCs below run Python code
+        return raw_calls
+    if isinstance(raw_calls, _ONE_CALL_TYPES) or not isinstance(raw_calls, Iterable):
+        return (raw_calls,)
+    return raw_calls
+
+
+def _unique_ids(parsed: list[tuple[ParsedCall, bool]], provided: set[str], id_prefix: str) -> list[ParsedCall]:
+    """The calls of *parsed*, a call that repeats an earlier id or has none given a fresh one.
+
+    *provided* holds the ids the provider gave, which a generated id must not take.
+    """
     used: set[str] = set()
     calls: list[ParsedCall] = []
     for n, (call, given) in enumerate(parsed):
@@ -261,11 +262,8 @@ def _check_limit(limit: int) -> None:
 
 def _parse_safely(raw: object, default_id: str, limit: int) -> tuple[ParsedCall, bool]:
     """Parse *raw*; also say whether the call's id came from the provider."""
-    if isinstance(raw, _PARSED_TYPES):  # parsed already (the agent loop parses before it gates)
+    if isinstance(raw, _PARSED_TYPES):  # parsed already: the agent loop parses before it gates
         return raw, True
-    plain = _plain_call(raw, default_id, limit)
-    if plain is not None:
-        return plain
     try:
         return _parse(raw, default_id, limit)
     except Exception as exc:  # noqa: BLE001 - odd objects (a mapping whose items() raises, ...) are malformed calls
@@ -273,183 +271,81 @@ def _parse_safely(raw: object, default_id: str, limit: int) -> tuple[ParsedCall,
         return MalformedCall(id=default_id, error=error, format="unknown", raw=raw), False
 
 
+class _Shape(NamedTuple):
+    """The parts of a call as its format writes them, not yet checked."""
+
+    format: str
+    id: object = None
+    name: object = None
+    arguments: object = None
+    reasoning: object = None
+    warnings: tuple[str, ...] = ()
+    problem: str | None = None
+    """Why the call cannot be read any further, if it cannot."""
+
+
 def _parse(raw: object, default_id: str, limit: int) -> tuple[ParsedCall, bool]:
     value, error = _load(raw, limit)
     if error is not None or not isinstance(value, _MAPPING_TYPES):
         error = error or f"Error: Unrecognised tool call - {_EXPECTED}; got {_kind(value, article=True)}"
         return MalformedCall(id=default_id, error=error, format="unknown", raw=raw), False
-
-    kind = value.get("type")
-    reasoning: object = None
-    warnings: tuple[str, ...] = ()
-    if kind == "tool_use" or (
-        "name" in value and isinstance(value.get("input"), _MAPPING_TYPES) and "args" not in value
-    ):
-        fmt, call_id, name, arguments = "anthropic", value.get("id"), value.get("name"), value.get("input")
-    elif "function" in value:
-        fmt, call_id, function = "openai", value.get("id"), value["function"]
-        problem = None
-        if kind is not None and kind != "function":
-            problem = f"Error: Unsupported tool call type {kind!r} - only 'function' tool calls can be run"
-        elif not isinstance(function, _MAPPING_TYPES):
-            problem = f"Error: 'function' must be an object with 'name' and 'arguments', got {_kind(function)}"
-        if problem is not None:
-            given = _id(call_id)
-            return MalformedCall(id=given or default_id, error=problem, format=fmt, raw=raw), given is not None
-        name, arguments = function.get("name"), function.get("arguments")
-    elif kind == "function_call":  # the Responses API
-        fmt, call_id = "openai", value.get("call_id", value.get("id"))
-        name, arguments = value.get("name"), value.get("arguments")
-    elif "tool" in value:
-        fmt, call_id = "fallback", None
-        name, arguments, reasoning, warnings = _defensive(value, "tool", "parameters", _FALLBACK_KEYS)
-    elif "name" in value and "arguments" in value:  # a legacy function_call
-        fmt, call_id, name, arguments = "openai", value.get("id"), value["name"], value["arguments"]
-    elif "name" in value:
-        fmt, call_id = "text", None
-        name, arguments, reasoning, warnings = _defensive(value, "name", "args", _TEXT_KEYS)
-    else:
-        error = f"Error: Unrecognised tool call - {_EXPECTED}; got {_kind(value, article=True)}"
-        return MalformedCall(id=default_id, error=error, format="unknown", raw=raw), False
-
-    given = _id(call_id)
+    shape = _shape(value)
+    given = _id(shape.id)
     ident = given or default_id
-    if call_id is not None and given is None:
-        warnings = (*warnings, f"call id {call_id!r} is not a non-empty string; using {ident!r}")
-    checked, problem = _check_name(name)
+    if shape.problem is not None:
+        return MalformedCall(id=ident, error=shape.problem, format=shape.format, raw=raw), given is not None
+    warnings = shape.warnings
+    if shape.id is not None and given is None:
+        warnings = (*warnings, f"call id {shape.id!r} is not a non-empty string; using {ident!r}")
+    name, problem = _check_name(shape.name)
     if problem is not None:
-        return MalformedCall(id=ident, error=problem, format=fmt, raw=raw), given is not None
-    decoded, problem, notes = _decode_arguments(arguments, limit)
+        return MalformedCall(id=ident, error=problem, format=shape.format, raw=raw), given is not None
+    arguments, problem, notes = _decode_arguments(shape.arguments, limit)
     if problem is not None:
-        return MalformedCall(id=ident, name=checked, error=problem, format=fmt, raw=raw), given is not None
-    # JSON text decoded just now is the call's own dict already; anything else is copied.
-    own = decoded if type(decoded) is dict and decoded is not arguments else dict(decoded)
-    call = _new_call(
+        return MalformedCall(id=ident, name=name, error=problem, format=shape.format, raw=raw), given is not None
+    call = ToolCall(
         id=ident,
-        name=checked,
-        arguments=own,
-        reasoning=_reasoning(reasoning),
-        format=fmt,
+        name=name,
+        arguments=arguments,
+        reasoning=_reasoning(shape.reasoning),
+        format=shape.format,
         warnings=(*warnings, *notes),
         raw=raw,
     )
     return call, given is not None
 
 
-def _plain_call(raw: object, default_id: str, limit: int) -> tuple[ToolCall, bool] | None:
-    """A call in the plain form of its format, with whether its id was given; ``None`` leaves *raw* to :func:`_parse`.
-
-    What providers and well-behaved models send, read in a third of the general parser's steps:
-    the call is the one :func:`_parse` would make (``tests/test_calls.py`` compares the two).
-    """
-    call: ToolCall | None
-    if type(raw) is dict:
-        if raw.get("type") == "tool_use":
-            call = _plain_anthropic_call(raw, limit)
-        elif "function" in raw:
-            call = _plain_openai_call(raw, limit)
-        elif "tool" in raw:
-            call = _plain_model_call(raw, "tool", "parameters", "fallback", limit, default_id)
-            return None if call is None else (call, False)
-        else:
-            return None
-        return None if call is None else (call, True)
-    if type(raw) is str and raw.startswith('{"name"') and len(raw) * 4 <= limit:
-        try:
-            value = loads(raw)
-        except (ValueError, RecursionError):
-            return None
-        if type(value) is not dict:
-            return None
-        call = _plain_model_call(value, "name", "args", "text", limit, default_id, raw=raw)
-        return None if call is None else (call, False)
-    return None
-
-
-def _plain_model_call(  # noqa: PLR0917 - the two formats differ by their keys
-    value: dict[str, Any], name_key: str, arguments_key: str, fmt: str, limit: int, call_id: str, raw: object = None
-) -> ToolCall | None:
-    """A ``fallback`` or ``text`` call in its plain form: the name, an object of arguments, maybe a reasoning."""
-    name = value.get(name_key)
-    arguments = value.get(arguments_key)
-    reasoning = value.get("reasoning", "")
-    if (
-        len(value) > 2 + ("reasoning" in value)  # no other keys: _defensive would look at them
-        or type(name) is not str
-        or type(arguments) is not dict
-        or type(reasoning) is not str
-        or not name
-        or name.strip() != name
-        or _object_problem(arguments, limit) is not None
+def _shape(value: Mapping[Any, Any]) -> _Shape:
+    """Which of the module docs' formats the call *value* is written in, and its parts."""
+    kind = value.get("type")
+    if kind == "tool_use" or (
+        "name" in value and isinstance(value.get("input"), _MAPPING_TYPES) and "args" not in value
     ):
-        return None
-    return _new_call(
-        id=call_id,
-        name=name,
-        arguments=dict(arguments),
-        reasoning=reasoning,
-        format=fmt,
-        warnings=(),
-        raw=value if raw is None else raw,
-    )
+        return _Shape("anthropic", value.get("id"), value.get("name"), value.get("input"))
+    if "function" in value:
+        return _openai_shape(value, kind)
+    if kind == "function_call":  # the Responses API
+        return _Shape("openai", value.get("call_id", value.get("id")), value.get("name"), value.get("arguments"))
+    if "tool" in value:
+        return _defensive(value, "fallback", "tool", "parameters", _FALLBACK_KEYS)
+    if "name" in value and "arguments" in value:  # a legacy function_call
+        return _Shape("openai", value.get("id"), value["name"], value["arguments"])
+    if "name" in value:
+        return _defensive(value, "text", "name", "args", _TEXT_KEYS)
+    error = f"Error: Unrecognised tool call - {_EXPECTED}; got {_kind(value, article=True)}"
+    return _Shape("unknown", problem=error)
 
 
-def _plain_openai_call(raw: dict[str, Any], limit: int) -> ToolCall | None:
-    """An OpenAI tool call in its plain form, what every OpenAI-compatible server sends.
-
-    ``type`` ``function`` (or none), a non-empty ``id``, a name without blanks around it, and
-    ``arguments`` as JSON text of an object, far below the size limit.
-    """
-    function = raw.get("function")
-    call_id = raw.get("id")
-    if (
-        type(function) is not dict
-        or type(call_id) is not str
-        or raw.get("type", "function") != "function"
-        or "name" in raw  # _parse reads a top-level name and input as Anthropic's block
-    ):
-        return None
-    name = function.get("name")
-    arguments = function.get("arguments")
-    if (
-        type(name) is not str
-        or type(arguments) is not str
-        or not name
-        or name.strip() != name
-        or not call_id.strip()
-        or not arguments.startswith("{")
-        or len(arguments) * 4 > limit  # UTF-8 takes at most 4 bytes a character
-    ):
-        return None
-    try:
-        decoded = loads(arguments)
-    except (ValueError, RecursionError):
-        return None
-    if type(decoded) is not dict:
-        return None
-    return _new_call(id=call_id, name=name, arguments=decoded, reasoning="", format="openai", warnings=(), raw=raw)
-
-
-def _plain_anthropic_call(raw: dict[str, Any], limit: int) -> ToolCall | None:
-    """An Anthropic ``tool_use`` block in its plain form, what the Messages API sends.
-
-    A non-empty ``id``, a name without blanks around it and an ``input`` object within the size limit.
-    """
-    call_id = raw.get("id")
-    name = raw.get("name")
-    arguments = raw.get("input")
-    if (
-        type(call_id) is not str
-        or type(name) is not str
-        or type(arguments) is not dict
-        or not name
-        or name.strip() != name
-        or not call_id.strip()
-        or _object_problem(arguments, limit) is not None
-    ):
-        return None
-    own = dict(arguments)
-    return _new_call(id=call_id, name=name, arguments=own, reasoning="", format="anthropic", warnings=(), raw=raw)
+def _openai_shape(value: Mapping[Any, Any], kind: object) -> _Shape:
+    """A Chat Completions tool call ``{"id", "type": "function", "function": {"name", "arguments"}}``."""
+    call_id, function = value.get("id"), value["function"]
+    if kind is not None and kind != "function":
+        problem = f"Error: Unsupported tool call type {kind!r} - only 'function' tool calls can be run"
+        return _Shape("openai", call_id, problem=problem)
+    if not isinstance(function, _MAPPING_TYPES):
+        problem = f"Error: 'function' must be an object with 'name' and 'arguments', got {_kind(function)}"
+        return _Shape("openai", call_id, problem=problem)
+    return _Shape("openai", call_id, function.get("name"), function.get("arguments"))
 
 
 def _load(raw: object, limit: int) -> tuple[object, str | None]:
@@ -468,10 +364,8 @@ def _load(raw: object, limit: int) -> tuple[object, str | None]:
     return raw, None
 
 
-def _defensive(
-    value: Mapping[Any, Any], name_key: str, arguments_key: str, meta: frozenset[str]
-) -> tuple[object, object, object, tuple[str, ...]]:
-    """Read a ``fallback`` or ``text`` call: ``(name, arguments, reasoning, warnings)``.
+def _defensive(value: Mapping[Any, Any], fmt: str, name_key: str, arguments_key: str, meta: frozenset[str]) -> _Shape:
+    """Read a ``fallback`` or ``text`` call (it has no id).
 
     Stray top-level keys become the arguments when the call has none (seed 000's defensive parsing).
     """
@@ -479,9 +373,9 @@ def _defensive(
     arguments = value.get(arguments_key)
     if stray and _is_empty(arguments):
         note = f"parameters were sent at the top level of the call; accepted: {_names(stray)}"
-        return value.get(name_key), stray, value.get("reasoning"), (note,)
+        return _Shape(fmt, None, value.get(name_key), stray, value.get("reasoning"), (note,))
     warnings = (f"keys outside {arguments_key!r} were ignored: {_names(stray)}",) if stray else ()
-    return value.get(name_key), arguments, value.get("reasoning"), warnings
+    return _Shape(fmt, None, value.get(name_key), arguments, value.get("reasoning"), warnings)
 
 
 def _is_empty(arguments: object) -> bool:

@@ -34,11 +34,10 @@ neither the prompt, the model's answer nor the results enter the history.
 
 from __future__ import annotations
 
-import functools
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import attrs
 import trio
@@ -51,9 +50,15 @@ from toolflow._history import HistoryFormat, get_format
 from toolflow._model import RetryPolicy
 from toolflow._policy import LoopDecision, LoopReason, Policy, check_loop_continuation
 from toolflow._provenance import masked
-from toolflow._providers import HISTORY_FORMATS, ModelProvider, ModelRequest, ModelResponse, ProviderError, Usage
-from toolflow._records import unchecked_init
-from toolflow._registry import RegisteredTool
+from toolflow._providers import (
+    HISTORY_FORMATS,
+    HistoryView,
+    ModelProvider,
+    ModelRequest,
+    ModelResponse,
+    ProviderError,
+    Usage,
+)
 from toolflow._results import DEFAULT_MAX_RESULT_CHARS, ToolResult
 from toolflow._retrying import Decision, next_delay
 
@@ -86,8 +91,6 @@ _NO_TOOLS_NOW = ToolResult.failure(
     extra={"status": "not_run"},
 )
 _NOTHING: frozenset[str] = frozenset()
-
-_T = TypeVar("_T")
 
 
 @attrs.frozen(kw_only=True)
@@ -156,14 +159,23 @@ class LoopResult:
         }
 
 
+@attrs.define
+class _RunState:
+    """What one :meth:`Agent.run` carries from turn to turn."""
+
+    iteration: int = 0
+    tools_offered: bool = True
+    errors: int = 0
+    """Failed calls in a row (see ``max_consecutive_errors``)."""
+    final_answer: str = ""
+    usage: Usage = attrs.Factory(Usage)
+    turns: list[TurnRecord] = attrs.Factory(list)
+
+
 def _usage_dict(usage: Usage | None) -> dict[str, int] | None:
     if usage is None:
         return None
-    return {
-        "prompt_tokens": usage.prompt_tokens,
-        "completion_tokens": usage.completion_tokens,
-        "total_tokens": usage.total_tokens,
-    }
+    return {**attrs.asdict(usage), "total_tokens": usage.total_tokens}
 
 
 def _turn_dict(turn: TurnRecord) -> dict[str, Any]:
@@ -198,39 +210,41 @@ def _add_usage(total: Usage, usage: Usage | None) -> Usage:
     )
 
 
-_new_record = unchecked_init(TurnRecord)
-_new_request = unchecked_init(ModelRequest)
-_new_decision = unchecked_init(LoopDecision)
-
-
 def _entry(call: ParsedCall, result: ToolResult) -> HistoryEntry:
     return HistoryEntry(call_id=call.id, tool_name=call.name or "", call=call, result=result, success=result.success)
 
 
-def _check_arguments(
-    *,
-    engine: object,
-    provider: object,
-    policy: object,
-    system: object,
-    deliberate: object,
-    approve: object,
-    model: object,
-    provider_retry: object,
-    on_turn: object,
-) -> None:
-    """The type checks of :class:`Agent`'s arguments (a wrong one would fail later, deep in a turn)."""
-    expect(engine, Engine, "Agent: engine", "a toolflow.Engine (from toolflow.open_engine())")
-    expect(provider, ModelProvider, "Agent: provider", "a toolflow.ModelProvider (from toolflow.load_provider())")
-    expect(policy, (Policy, type(None)), "Agent: policy", "a toolflow.Policy or None")
-    expect(system, (str, type(None)), "Agent: system", "a string or None")
-    expect(deliberate, bool, "Agent: deliberate", "True or False")
-    expect(model, str, "Agent: model", "a string")
-    expect(provider_retry, RetryPolicy, "Agent: provider_retry", "a toolflow.RetryPolicy")
-    for name, value in (("approve", approve), ("on_turn", on_turn)):
-        if value is not None and not callable(value):
-            msg = f"Agent: {name} must be a function or None, got {type(value).__name__!r}"
+_ARGUMENT_TYPES: tuple[tuple[str, type | tuple[type, ...], str], ...] = (
+    ("engine", Engine, "a toolflow.Engine (from toolflow.open_engine())"),
+    ("provider", ModelProvider, "a toolflow.ModelProvider (from toolflow.load_provider())"),
+    ("policy", (Policy, type(None)), "a toolflow.Policy or None"),
+    ("system", (str, type(None)), "a string or None"),
+    ("deliberate", bool, "True or False"),
+    ("model", str, "a string"),
+    ("provider_retry", RetryPolicy, "a toolflow.RetryPolicy"),
+)
+
+
+def _check_arguments(arguments: Mapping[str, object]) -> None:
+    """The type checks of :class:`Agent`'s *arguments* (a wrong one would fail later, deep in a turn)."""
+    for name, types, what in _ARGUMENT_TYPES:
+        expect(arguments[name], types, f"Agent: {name}", what)
+    for name in ("approve", "on_turn"):
+        if arguments[name] is not None and not callable(arguments[name]):
+            msg = f"Agent: {name} must be a function or None, got {type(arguments[name]).__name__!r}"
             raise TypeError(msg)
+
+
+def _check_format(name: str, provider: ModelProvider) -> None:
+    """Refuse a history format that does not exist or that *provider* cannot speak."""
+    if name not in HISTORY_FORMATS:
+        msg = f"unknown history format {name!r}; expected one of {', '.join(HISTORY_FORMATS)}"
+        raise UsageError(msg)
+    if name not in provider.formats:
+        msg = (
+            f"the {provider.name!r} provider cannot speak the {name!r} format; it speaks {', '.join(provider.formats)}"
+        )
+        raise UsageError(msg)
 
 
 class Agent:
@@ -276,57 +290,31 @@ class Agent:
         provider_retry: RetryPolicy = PROVIDER_RETRY,
         on_turn: Callable[[TurnRecord], None] | None = None,
     ) -> None:
-        _check_arguments(
-            engine=engine,
-            provider=provider,
-            policy=policy,
-            system=system,
-            deliberate=deliberate,
-            approve=approve,
-            model=model,
-            provider_retry=provider_retry,
-            on_turn=on_turn,
-        )
+        _check_arguments(locals())  # the parameters, by name
         expect_count(max_result_chars, "Agent: max_result_chars", minimum=1)
-        if format not in HISTORY_FORMATS:
-            msg = f"unknown history format {format!r}; expected one of {', '.join(HISTORY_FORMATS)}"
-            raise UsageError(msg)
-        if format not in provider.formats:
-            msg = (
-                f"the {provider.name!r} provider cannot speak the {format!r} format; "
-                f"it speaks {', '.join(provider.formats)}"
-            )
-            raise UsageError(msg)
+        _check_format(format, provider)
         self.engine = engine
         self.provider = provider
         self.policy = policy if policy is not None else Policy()
         # The policy's prompt texts are shown to the model: a string from ${...} shows its reference.
         self.format: HistoryFormat = get_format(format, text_protocol_template=masked(self.policy.text_protocol))
-        self.tools = _exposed(engine, self.policy, deliberate=deliberate)
+        self.tools = tuple(engine.registry.exposed(self.policy, deliberate=deliberate))
         self._allowlist = frozenset(tool.name for tool in self.tools)
         # Each tool's category and what the policy makes of it, looked up once rather than per call.
         self._categories = {tool.name: (tool.category, self.policy.category(tool.category)) for tool in engine.registry}
-        # Tools the category gate lets through as they are: allowed, no per-turn limit (approval
-        # is the engine's: it asks after the gates, the validator and the cache).
-        self._ungated = frozenset(
-            name
-            for name, (_, behaviour) in self._categories.items()
-            if name in self._allowlist and behaviour.per_turn is None
-        )
         self._restricted = len(self._allowlist) != len(engine.registry)
         # The tools whose successful (failed) calls end the loop, and the first turn to advise on.
         self._end_on_success = frozenset(n for n, (_, b) in self._categories.items() if b.ends(success=True))
         self._end_on_failure = frozenset(n for n, (_, b) in self._categories.items() if b.ends(success=False))
         self._soft_warn_at = self.policy.soft_warn_at
         self._writes_ids = self.format.name in ("openai", "anthropic")  # fallback and text have no call ids
-        specs = [tool.spec for tool in self.tools]
         self._base_system = masked(system if system is not None else self.policy.system_prompt)
-        self._specs = specs
+        self._specs = [tool.spec for tool in self.tools]
         self._prompted = False
         self.system = ""
         """The system prompt, written by the first :meth:`run` or :meth:`reflect`."""
         self._answer_system = ""
-        self._definitions = tuple(self.format.tool_definitions(specs))
+        self._definitions = tuple(self.format.tool_definitions(self._specs))
         engine.policy = self.policy
         if approve is not None:
             engine.approve = approve
@@ -399,163 +387,116 @@ class Agent:
         raises :class:`~toolflow.UsageError` when the text format's template fails to render.
         """
         await self._start(prompt)
-        turns: list[TurnRecord] = []
-        total = Usage()
-        consecutive_errors = 0
-        tools_offered = True
-        final_answer = ""
-        iteration = 0
-        # One cancel scope for the whole loop rather than one per model request (a scope costs
-        # microseconds, a fair share of a turn with a quick tool): kill() cancels it only while the
-        # provider is being asked, so its Cancelled can only come out of _complete.
-        with trio.CancelScope() as scope:
-            while True:
-                iteration += 1
-                started = time.perf_counter()
-                if self._stop:
-                    decision = self._stopped(iteration - 1)
-                    break
-                try:
-                    response = await self._ask(self._request(iteration, tools_offered=tools_offered), scope)
-                except ProviderError as exc:
-                    decision = LoopDecision(
-                        should_continue=False,
-                        reason="provider_error",
-                        message=str(exc),
-                        iterations_remaining=max(0, self.policy.max_iterations - iteration + 1),
-                    )
-                    break
-                if response is None:  # killed while the model was answering
-                    decision = self._stopped(iteration - 1)
-                    break
-                total = _add_usage(total, response.usage)
-                text, raw_calls = self.format.read_response(response.message)
-                final_answer = text
-                calls = parse_tool_calls(raw_calls)
-                self._messages.append(self._with_call_ids(response.message, raw_calls, calls))
-                if not calls:
-                    decision = LoopDecision(
-                        should_continue=False,
-                        reason="token_critical" if not tools_offered else "final_answer",
-                        message="the model answered without calling tools",
-                        advisory=None,
-                        iterations_remaining=max(0, self.policy.max_iterations - iteration),
-                    )
-                    turns.append(
-                        self._record(
-                            iteration=iteration,
-                            text=text,
-                            entries=(),
-                            response=response,
-                            decision=decision,
-                            started=started,
-                            tools_offered=tools_offered,
-                        )
-                    )
-                    break
-                # Not in a method of its own: each coroutine between run() and the tools costs
-                # every checkpoint of every tool a frame to pass through.
-                try:
-                    entries, uncounted = await self._run_calls(calls) if tools_offered else _refused(calls)
-                    decision, consecutive_errors, ended_by = self._decide(
-                        iteration, entries, response, consecutive_errors, uncounted, tools_offered=tools_offered
-                    )
-                    entries = self._advise(entries, decision)
-                    self._messages.extend(self.format.result_messages(entries, max_chars=self.max_result_chars))
-                except BaseException:
-                    # An approver that raised, or a cancel scope outside run() (a timeout, a
-                    # nursery failing): answer the calls all the same, or the next run() would
-                    # send the provider a history with orphaned tool calls.
-                    self._messages.extend(self.format.result_messages([_entry(call, _ENDED) for call in calls]))
-                    raise
-                turns.append(
-                    self._record(
-                        iteration=iteration,
-                        text=text,
-                        entries=entries,
-                        response=response,
-                        decision=decision,
-                        started=started,
-                        tools_offered=tools_offered,
-                        ended_by=ended_by,
-                    )
-                )
-                if decision.reason == "token_critical" and tools_offered:
-                    tools_offered = False  # one last turn, without tools, to answer
-                    continue
-                if not decision.should_continue:
-                    break
-        if scope.cancelled_caught:  # killed while the model was answering
-            decision = self._stopped(iteration - 1)
+        state = _RunState()
+        decision = None
+        while decision is None:
+            decision = await self._turn(state)
         return LoopResult(
-            final_answer=final_answer,
+            final_answer=state.final_answer,
             reason=decision.reason,
             decision=decision,
-            turns=tuple(turns),
+            turns=tuple(state.turns),
             messages=tuple(self._messages),
             system=self.system,
             format=self.format.name,
-            usage=total,
+            usage=state.usage,
         )
 
-    async def reflect(self, prompt: str) -> TurnRecord:
-        """Run one turn in reflection mode: its calls run, but nothing of it enters the history."""
-        await self._write_system_prompts()
+    async def _turn(self, state: _RunState) -> LoopDecision | None:
+        """One turn of :meth:`run`: ask the model, run its calls, decide; ``None``: the model gets another turn.
+
+        Returns the decision that ends the loop, which the turn's record also carries when the
+        model was asked.
+        """
+        state.iteration += 1
+        iteration, tools_offered = state.iteration, state.tools_offered
         started = time.perf_counter()
-        request = ModelRequest(
-            format=self.format.name,
-            system=self.system,
-            messages=(*self._messages, self.format.user_message(prompt)),
-            tools=self._definitions,
-            turn=0,
-            model=self.model,
-        )
-        response: ModelResponse | None = None
-        with trio.CancelScope() as scope:
-            response = await self._ask(request, scope)
-        decision = LoopDecision(should_continue=True, reason="normal", message="reflection")
-        if response is None:
-            return TurnRecord(turn=0, text="", entries=(), usage=None, decision=decision, duration=0, reflection=True)
+        if self._stop:
+            return self._stopped(iteration - 1)
+        try:
+            response = await self._ask(self._request(iteration, tools_offered=tools_offered))
+        except ProviderError as exc:
+            remaining = max(0, self.policy.max_iterations - iteration + 1)
+            return LoopDecision(
+                should_continue=False, reason="provider_error", message=str(exc), iterations_remaining=remaining
+            )
+        if response is None:  # killed while the model was answering
+            return self._stopped(iteration - 1)
+        state.usage = _add_usage(state.usage, response.usage)
         text, raw_calls = self.format.read_response(response.message)
+        state.final_answer = text
         calls = parse_tool_calls(raw_calls)
-        entries = (await self._run_calls(calls))[0] if calls else ()
-        return TurnRecord(
-            turn=0,
-            text=text,
-            entries=entries,
-            usage=response.usage,
-            decision=decision,
-            duration=time.perf_counter() - started,
-            reflection=True,
-        )
-
-    # --- steps -----------------------------------------------------------------------------
-
-    def _record(
-        self,
-        *,
-        iteration: int,
-        text: str,
-        entries: tuple[HistoryEntry, ...],
-        response: ModelResponse,
-        decision: LoopDecision,
-        started: float,
-        tools_offered: bool,
-        ended_by: tuple[str, ...] = (),
-    ) -> TurnRecord:
-        record = _new_record(
+        self._messages.append(self._with_call_ids(response.message, raw_calls, calls))
+        if calls:
+            entries, decision, ended_by = await self._answer(state, calls, response)
+        else:
+            entries, ended_by = (), ()
+            decision = LoopDecision(
+                should_continue=False,
+                reason="final_answer" if tools_offered else "token_critical",
+                message="the model answered without calling tools",
+                iterations_remaining=max(0, self.policy.max_iterations - iteration),
+            )
+        duration = time.perf_counter() - started
+        record = TurnRecord(
             turn=iteration,
             text=text,
             entries=entries,
             usage=response.usage,
             decision=decision,
-            duration=time.perf_counter() - started,
+            duration=duration,
             tools_offered=tools_offered,
             ended_by=ended_by,
         )
+        state.turns.append(record)
         if self.on_turn is not None:
             self.on_turn(record)
-        return record
+        if decision.reason == "token_critical" and tools_offered and calls:
+            state.tools_offered = False  # one last turn, without tools, to answer
+            return None
+        return None if decision.should_continue else decision
+
+    async def _answer(
+        self, state: _RunState, calls: list[ParsedCall], response: ModelResponse
+    ) -> tuple[tuple[HistoryEntry, ...], LoopDecision, tuple[str, ...]]:
+        """Run (or refuse) the turn's *calls*, decide, and append one result per call to the history.
+
+        Returns the entries, the decision and the calls that ended the loop.
+        """
+        try:
+            if state.tools_offered:
+                entries, uncounted = await self._run_calls(calls)
+            else:  # the turn without tools: none of them runs
+                entries, uncounted = tuple(_entry(call, _NO_TOOLS_NOW) for call in calls), _NOTHING
+            decision, ended_by = self._decide(state, entries, response, uncounted)
+            entries = self._advise(entries, decision)
+            self._messages.extend(self.format.result_messages(entries, max_chars=self.max_result_chars))
+        except BaseException:
+            # An approver that raised, or a cancel scope outside run() (a timeout, a nursery
+            # failing): answer the calls all the same, or the next run() would send the provider
+            # a history with orphaned tool calls.
+            self._messages.extend(self.format.result_messages([_entry(call, _ENDED) for call in calls]))
+            raise
+        return entries, decision, ended_by
+
+    async def reflect(self, prompt: str) -> TurnRecord:
+        """Run one turn in reflection mode: its calls run, but nothing of it enters the history."""
+        await self._write_system_prompts()
+        started = time.perf_counter()
+        response = await self._ask(self._request(0, tools_offered=True, then=prompt))
+        decision = LoopDecision(should_continue=True, reason="normal", message="reflection")
+        text, usage = "", None
+        entries: tuple[HistoryEntry, ...] = ()
+        if response is not None:  # not killed meanwhile
+            text, raw_calls = self.format.read_response(response.message)
+            calls = parse_tool_calls(raw_calls)
+            entries, usage = (await self._run_calls(calls))[0] if calls else (), response.usage
+        duration = time.perf_counter() - started
+        return TurnRecord(
+            turn=0, text=text, entries=entries, usage=usage, decision=decision, duration=duration, reflection=True
+        )
+
+    # --- steps -----------------------------------------------------------------------------
 
     def _with_call_ids(
         self, message: Mapping[str, Any], raw_calls: Sequence[object], calls: Sequence[ParsedCall]
@@ -570,13 +511,13 @@ class Agent:
         stored = dict(message)
         if not self._writes_ids:
             return stored
-        for raw, call in zip(raw_calls, calls, strict=True):
-            # A plain loop and a dict check: a generator and the Mapping ABC cost each turn a microsecond.
-            if type(raw) is not dict or raw.get("id") != call.id:
-                break
-        else:
-            return stored  # every call kept its id
-        ids = {id(raw): call.id for raw, call in zip(raw_calls, calls, strict=True)}
+        ids = {  # the calls whose id is not (or not yet) the one their result answers
+            id(raw): call.id
+            for raw, call in zip(raw_calls, calls, strict=True)
+            if not isinstance(raw, dict) or raw.get("id") != call.id
+        }
+        if not ids:
+            return stored
         for key in ("tool_calls", "content"):  # openai's calls, anthropic's tool_use blocks
             value = stored.get(key)
             if isinstance(value, Mapping) and id(value) in ids:  # one openai call, not in a list
@@ -591,76 +532,82 @@ class Agent:
         return stored
 
     def _stopped(self, iteration: int) -> LoopDecision:
+        """The decision of a loop that a stop or a kill ended after turn *iteration*."""
         reason: LoopReason = "killed" if self._killed else "stopped"
-        message = "killed by the user" if self._killed else "stopped by the user"
+        remaining = max(0, self.policy.max_iterations - iteration)
         return LoopDecision(
-            should_continue=False,
-            reason=reason,
-            message=message,
-            iterations_remaining=max(0, self.policy.max_iterations - iteration),
+            should_continue=False, reason=reason, message=f"{reason} by the user", iterations_remaining=remaining
         )
 
-    def _request(self, iteration: int, *, tools_offered: bool) -> ModelRequest:
-        """The request of turn *iteration*: the history so far, and the tools unless none may be called."""
-        messages: tuple[Mapping[str, Any], ...] = tuple(self._messages)
+    def _request(self, turn: int, *, tools_offered: bool, then: str | None = None) -> ModelRequest:
+        """The request of *turn*: the history so far, then the user's message *then*, and the tools if offered.
+
+        The request shows the history through a view rather than a copy, so that a turn costs
+        the same however long the run; the history is only ever appended to, so the view keeps
+        showing the messages of this turn. Without tools, the model is told to answer now.
+        """
         if not tools_offered:
-            messages = (*messages, self.format.user_message(_LAST_TURN))
-        return _new_request(
+            then = _LAST_TURN
+        return ModelRequest(
             format=self.format.name,
             system=self.system if tools_offered else self._answer_system,
-            messages=messages,
+            messages=HistoryView(self._messages, () if then is None else (self.format.user_message(then),)),
             tools=self._definitions if tools_offered else (),
-            turn=iteration,
+            turn=turn,
             model=self.model,
         )
 
-    async def _ask(self, request: ModelRequest, scope: trio.CancelScope) -> ModelResponse | None:
-        """The provider's response, retrying retryable errors; a kill meanwhile cancels *scope*.
+    async def _ask(self, request: ModelRequest) -> ModelResponse | None:
+        """The provider's response, retrying retryable errors, in a cancel scope of its own that a kill cancels.
 
-        ``None`` when a kill cancelled *scope* meanwhile, or when a stop (or a kill) came before
-        a retry: the back-off ends at once and the model is not asked again.
+        ``None`` when a kill cancelled the request meanwhile, or when a stop (or a kill) came
+        before a retry: the back-off ends at once and the model is not asked again.
 
         Raises:
             ProviderError: The provider failed, and retrying did not help or is not allowed.
         """
-        attempt = 0
-        self._provider_scope = scope
-        if self._killed:
-            scope.cancel()
-        try:
-            while True:
-                attempt += 1
-                try:
-                    response = await self.provider.complete(request)
-                except ProviderError as exc:
-                    decision = Decision(retryable=exc.retryable, reason=str(exc), retry_after=exc.retry_after)
-                    delay = next_delay(self.provider_retry, attempt, decision)
-                    if delay is None:
-                        raise
-                    logger.warning("%s; retrying in %.1fs (attempt %d)", exc, delay, attempt + 1)
-                    await self._unless_stopped(functools.partial(trio.sleep, delay))
-                    if self._stop:
-                        return None
-                else:
-                    # A provider that answered all the same (it shielded the request, say) is not
-                    # heard: the next checkpoint in the cancelled scope would cut the turn short.
-                    # Only kill() cancels *scope* (it has no deadline): the flag says so without
-                    # the clock reading of scope.cancel_called.
-                    return None if self._killed else response
-        finally:
-            self._provider_scope = None
+        with trio.CancelScope() as scope:
+            self._provider_scope = scope
+            if self._killed:
+                scope.cancel()
+            try:
+                return await self._complete(request)
+            finally:
+                self._provider_scope = None
+        return None  # killed while the model was answering
 
-    async def _unless_stopped(self, wait: Callable[[], Awaitable[_T]]) -> _T | None:
-        """Await ``wait()`` in a cancel scope that a stop or a kill cancels; ``None`` when one did (or had come)."""
+    async def _complete(self, request: ModelRequest) -> ModelResponse | None:
+        """:meth:`_ask`'s attempts: ``None`` when a stop or a kill came before a retry, or a kill meanwhile."""
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                response = await self.provider.complete(request)
+            except ProviderError as exc:
+                decision = Decision(retryable=exc.retryable, reason=str(exc), retry_after=exc.retry_after)
+                delay = next_delay(self.provider_retry, attempt, decision)
+                if delay is None:
+                    raise
+                logger.warning("%s; retrying in %.1fs (attempt %d)", exc, delay, attempt + 1)
+                await self._back_off(delay)
+                if self._stop:
+                    return None
+            else:
+                # A provider that answered all the same (it shielded the request, say) is not heard:
+                # the kill ends the loop, and the next checkpoint in the cancelled scope would cut
+                # the turn short anyway.
+                return None if self._killed else response
+
+    async def _back_off(self, delay: float) -> None:
+        """Sleep *delay* seconds before a retry, in a cancel scope that a stop or a kill cancels."""
         if self._stop:
-            return None
+            return
         with trio.CancelScope() as scope:
             self._wait_scope = scope
             try:
-                return await wait()
+                await trio.sleep(delay)
             finally:
                 self._wait_scope = None
-        return None
 
     async def _run_calls(self, calls: Sequence[ParsedCall]) -> tuple[tuple[HistoryEntry, ...], frozenset[str]]:
         """Gate *calls* by category, run the rest as one batch; one entry per call, in order.
@@ -674,36 +621,37 @@ class Agent:
             engine.request_stop()
         engine.allowlist = self._allowlist if self._restricted else None
         engine.dangerous_per_tick = None  # the category gate applies the policy's per_turn
-        ungated = self._ungated
-        to_run: Sequence[ParsedCall]
-        for call in calls:
-            if call.name not in ungated:
-                to_run, decided, uncounted = self._gate(calls)
-                break
-        else:  # the gate would let every call through (malformed and unknown ones go to the engine)
-            to_run, decided, uncounted = calls, {}, set()
+        to_run, decided, uncounted = self._gate(calls)
         outcome = await engine.execute_batch(to_run) if to_run else ()
         if isinstance(outcome, Abort):
-            ran = {entry.call_id: entry for entry in outcome.finished}
-            if outcome.reason == "killed":
-                result = _KILLED
-            elif outcome.reason == "stopped":
-                result = self._not_run()
-            else:
-                result = ToolResult.failure(outcome.message, extra={"status": "aborted"})
-            for call in to_run:
-                entry = ran.get(call.id)
-                if entry is None:
-                    entry = _entry(call, result)
-                    if outcome.reason != "malformed_calls":
-                        uncounted.add(call.id)
-                decided[call.id] = entry
+            self._aborted(outcome, to_run, decided, uncounted)
         elif not decided:
             return outcome, _NOTHING  # every call ran, and the engine answers in call order
         else:
-            for entry in outcome:
-                decided[entry.call_id] = entry
+            decided.update((entry.call_id, entry) for entry in outcome)
         return tuple(decided[call.id] for call in calls), frozenset(uncounted)
+
+    def _aborted(
+        self, outcome: Abort, to_run: Sequence[ParsedCall], decided: dict[str, HistoryEntry], uncounted: set[str]
+    ) -> None:
+        """Answer each call of *to_run* in *decided* after the batch ended early.
+
+        The calls a kill or a stop kept from running go into *uncounted*.
+        """
+        if outcome.reason == "killed":
+            result = _KILLED
+        elif outcome.reason == "stopped":
+            result = _KILLED_BEFORE if self._killed else _STOPPED  # kept from running
+        else:
+            result = ToolResult.failure(outcome.message, extra={"status": "aborted"})
+        ran = {entry.call_id: entry for entry in outcome.finished}
+        for call in to_run:
+            entry = ran.get(call.id)
+            if entry is None:
+                entry = _entry(call, result)
+                if outcome.reason != "malformed_calls":
+                    uncounted.add(call.id)
+            decided[call.id] = entry
 
     def _gate(self, calls: Sequence[ParsedCall]) -> tuple[list[ParsedCall], dict[str, HistoryEntry], set[str]]:
         """The calls to run, the answers of those over a ``per_turn`` limit (no error of the model's).
@@ -738,52 +686,36 @@ class Agent:
             to_run.append(call)
         return to_run, decided, uncounted
 
-    def _not_run(self) -> ToolResult:
-        """The result of a call that a stop or a kill kept from running."""
-        return _KILLED_BEFORE if self._killed else _STOPPED
-
     def _decide(
-        self,
-        iteration: int,
-        entries: tuple[HistoryEntry, ...],
-        response: ModelResponse,
-        consecutive_errors: int,
-        uncounted: frozenset[str],
-        *,
-        tools_offered: bool,
-    ) -> tuple[LoopDecision, int, tuple[str, ...]]:
-        """The decision after a turn, the failed calls in a row so far, and the calls that ended the loop."""
+        self, state: _RunState, entries: tuple[HistoryEntry, ...], response: ModelResponse, uncounted: frozenset[str]
+    ) -> tuple[LoopDecision, tuple[str, ...]]:
+        """The decision after a turn and the calls that ended the loop; counts the failed calls in a row in *state*."""
         policy = self.policy
         ends: list[HistoryEntry] = []
         for entry in entries:
             if entry.call_id not in uncounted:
-                consecutive_errors = 0 if entry.success else consecutive_errors + 1
+                state.errors = 0 if entry.success else state.errors + 1
             if entry.tool_name in (self._end_on_success if entry.success else self._end_on_failure):
                 ends.append(entry)
         tokens = response.usage.total_tokens if response.usage is not None else None
-        base = check_loop_continuation(policy=policy, iteration=iteration, tokens_used=tokens)
+        base = check_loop_continuation(policy=policy, iteration=state.iteration, tokens_used=tokens)
         if self._stop:
-            return self._stopped(iteration), consecutive_errors, ()
-        ended_by: tuple[str, ...] = ()
+            return self._stopped(state.iteration), ()
         if ends:
             reason: LoopReason = "terminal"
             message = f"{', '.join(repr(entry.tool_name) for entry in ends)} ended the loop"
-            ended_by = tuple(entry.call_id for entry in ends)
-        elif consecutive_errors >= policy.max_consecutive_errors:
+        elif state.errors >= policy.max_consecutive_errors:
             reason = "error_cap"
-            message = f"{consecutive_errors} failed tool calls in a row (at most {policy.max_consecutive_errors})"
-        elif not tools_offered:
+            message = f"{state.errors} failed tool calls in a row (at most {policy.max_consecutive_errors})"
+        elif not state.tools_offered:
             reason, message = "token_critical", "the model used its last turn for tool calls"
         else:
-            return base, consecutive_errors, ()
-        decision = _new_decision(
-            should_continue=False,
-            reason=reason,
-            message=message,
-            advisory=base.advisory,
-            iterations_remaining=base.iterations_remaining,
+            return base, ()
+        advisory, remaining = base.advisory, base.iterations_remaining
+        decision = LoopDecision(
+            should_continue=False, reason=reason, message=message, advisory=advisory, iterations_remaining=remaining
         )
-        return decision, consecutive_errors, ended_by
+        return decision, tuple(entry.call_id for entry in ends)
 
     def _advise(self, entries: tuple[HistoryEntry, ...], decision: LoopDecision) -> tuple[HistoryEntry, ...]:
         """Put the token advisory, and from the soft-warn turn on the loop advisory, on the turn's last result."""
@@ -808,11 +740,6 @@ class Agent:
         return (*entries[:-1], attrs.evolve(last, result=result))
 
 
-def _refused(calls: Sequence[ParsedCall]) -> tuple[tuple[HistoryEntry, ...], frozenset[str]]:
-    """The answers to calls made on the turn without tools: none of them runs."""
-    return tuple(_entry(call, _NO_TOOLS_NOW) for call in calls), _NOTHING
-
-
 def _with_id(raw: object, call_id: str) -> object:
     """A copy of the raw call or block *raw* (a mapping or a pydantic model) with ``id`` *call_id*."""
     if isinstance(raw, Mapping):
@@ -821,8 +748,3 @@ def _with_id(raw: object, call_id: str) -> object:
     if callable(dump):
         return {**dump(), "id": call_id}
     return raw  # neither: nothing to write an id into (a call the provider sent as bare text)
-
-
-def _exposed(engine: Engine, policy: Policy, *, deliberate: bool) -> tuple[RegisteredTool, ...]:
-    """The tools the model sees under *policy*, in registry order (:meth:`toolflow.Registry.exposed`)."""
-    return tuple(engine.registry.exposed(policy, deliberate=deliberate))

@@ -34,7 +34,6 @@ import attrs
 
 from toolflow._errors import expect, expect_count, expect_names, expect_number
 from toolflow._model import Category, LoadResult
-from toolflow._records import unchecked_init
 
 __all__ = [
     "DEFAULT_CATEGORY_POLICIES",
@@ -298,10 +297,6 @@ class Policy:
         return policy
 
 
-_new_decision = unchecked_init(LoopDecision)
-"""``LoopDecision(...)`` without the frozen ``__init__``: the agent loop decides after every turn."""
-
-
 def check_loop_continuation(*, policy: Policy, iteration: int, tokens_used: int | None = None) -> LoopDecision:
     """Seed 001's continuation check after turn *iteration* (from 1), with *tokens_used* of the context.
 
@@ -333,6 +328,4 @@ def check_loop_continuation(*, policy: Policy, iteration: int, tokens_used: int 
             advisory=advisory,
             iterations_remaining=remaining,
         )
-    return _new_decision(
-        should_continue=True, reason="normal", message="continue", advisory=None, iterations_remaining=remaining
-    )
+    return LoopDecision(should_continue=True, reason="normal", message="continue", iterations_remaining=remaining)

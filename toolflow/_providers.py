@@ -26,8 +26,9 @@ and ``openai`` providers are default plugins.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Protocol, runtime_checkable
+import itertools
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, Protocol, overload, runtime_checkable
 
 import attrs
 
@@ -37,6 +38,7 @@ from toolflow._schemas import did_you_mean
 
 __all__ = [
     "HISTORY_FORMATS",
+    "HistoryView",
     "ModelProvider",
     "ModelRequest",
     "ModelResponse",
@@ -53,6 +55,62 @@ HISTORY_FORMATS = ("openai", "anthropic", "fallback", "text")
 
 def _tuple_of_dicts(value: Any) -> tuple[Mapping[str, Any], ...]:
     return value if isinstance(value, tuple) else tuple(value)
+
+
+class HistoryView(Sequence[Mapping[str, Any]]):
+    """The messages of an append-only history up to a point, and maybe a few after it; read-only.
+
+    The agent loop's request of each turn shows the history as it was at that turn without
+    copying it, so that a turn costs the same however long the run: the loop only ever appends
+    to its history list, so the first messages, as many as the list held when the view was
+    made, never change. *tail* holds messages that follow them in this view only (the last
+    turn's request to answer without tools, a reflection's prompt).
+
+    It compares equal to a tuple or a view of the same messages; slices are tuples.
+    """
+
+    __slots__ = ("_items", "_length", "_tail")
+
+    def __init__(self, items: list[Mapping[str, Any]], tail: tuple[Mapping[str, Any], ...] = ()) -> None:
+        self._items = items
+        self._length = len(items)
+        self._tail = tail
+
+    def __len__(self) -> int:
+        return self._length + len(self._tail)
+
+    @overload
+    def __getitem__(self, index: int) -> Mapping[str, Any]: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[Mapping[str, Any], ...]: ...
+
+    def __getitem__(self, index: int | slice) -> Mapping[str, Any] | tuple[Mapping[str, Any], ...]:
+        if isinstance(index, slice):
+            return tuple(self[i] for i in range(len(self))[index])
+        position = index + len(self) if index < 0 else index
+        if not 0 <= position < len(self):
+            msg = "HistoryView index out of range"
+            raise IndexError(msg)
+        return self._items[position] if position < self._length else self._tail[position - self._length]
+
+    def __iter__(self) -> Iterator[Mapping[str, Any]]:
+        return itertools.chain(itertools.islice(self._items, self._length), self._tail)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, tuple | HistoryView):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+
+    __hash__ = None  # type: ignore[assignment] # messages are dicts: a view is no more hashable than its tuple
+
+    def __repr__(self) -> str:
+        return f"HistoryView({tuple(self)!r})"
+
+
+def _messages(value: Any) -> Sequence[Mapping[str, Any]]:
+    # The view by its type: isinstance() of an ABC's subclass runs Python code, on every turn.
+    return value if isinstance(value, tuple) or type(value) is HistoryView else tuple(value)
 
 
 @attrs.frozen(kw_only=True)
@@ -80,7 +138,9 @@ class ModelRequest:
     Attributes:
         format: The history format the messages, tools and expected response are written in.
         system: The system prompt (for ``fallback`` and ``text`` it includes the tool protocol).
-        messages: The conversation so far, without the system prompt; read-only.
+        messages: The conversation so far, without the system prompt; a read-only sequence: a
+            tuple (any other iterable given is made one), or the agent loop's
+            :class:`HistoryView` of its history at this turn, which later turns do not change.
         tools: Tool definitions the model may call this turn; empty when it may call none (a
             ``fallback``/``text`` request, or the last turn before a hard stop).
         turn: The loop's iteration, from 1.
@@ -89,7 +149,7 @@ class ModelRequest:
 
     format: str
     system: str = ""
-    messages: tuple[Mapping[str, Any], ...] = attrs.field(default=(), converter=_tuple_of_dicts)
+    messages: Sequence[Mapping[str, Any]] = attrs.field(default=(), converter=_messages)
     tools: tuple[Mapping[str, Any], ...] = attrs.field(default=(), converter=_tuple_of_dicts)
     turn: int = 1
     model: str = ""

@@ -23,9 +23,17 @@ time of the thread (less disturbed by the other work on a shared machine). Targe
 most 50 us per call (issue 5 puts the hand-written loop at about 22 us here). ``--profile``
 adds where the time of the openai loop goes, step by step, from a cProfile of 5 sessions.
 
+``--long-run`` measures instead whether a turn's cost grows with the length of the run (issue
+15): one session of 5,000 turns through ``Agent.run``, each turn timed from the end of the one
+before (``on_turn``), and the hand-written loop over as many turns; it reports the median turn
+of turns 1-100 and of the last 100, and their ratio (target: at most 1.15x), for each of
+``--rounds`` sessions and their median. To set another version of toolflow beside this one, run
+the same command with ``PYTHONPATH`` pointing at its checkout, alternately.
+
 Run it from the repository root (it is not collected by pytest)::
 
     .venv/bin/python tests/bench/bench_loop.py
+    .venv/bin/python tests/bench/bench_loop.py --long-run --rounds 3
     .venv/bin/python tests/bench/bench_loop.py --rounds 40 --format openai --format text
     .venv/bin/python tests/bench/bench_loop.py --profile loop.prof   # also profile the openai loop
 """
@@ -36,6 +44,7 @@ import argparse
 import cProfile
 import gc
 import io
+import itertools
 import json
 import os
 import platform
@@ -47,6 +56,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+import attrs
 import trio
 import yaml
 
@@ -286,6 +296,97 @@ async def _measure(
     return times
 
 
+# --- the long run -----------------------------------------------------------------------------
+
+WINDOW = 100
+"""Turns at each end of a long run whose median is compared."""
+
+
+_clock = time.thread_time
+"""The CPU time of the thread: the other tenants of a shared machine disturb it less than wall time,
+and a window of 100 turns at the start and one at the end of a session cannot be interleaved."""
+
+
+def _turn_costs(stamps: list[float]) -> list[float]:
+    """The seconds of each turn, from the time stamps of the start and of each turn's end."""
+    return [later - earlier for earlier, later in itertools.pairwise(stamps)]
+
+
+def _ends(costs: list[float]) -> tuple[float, float]:
+    """The median turn of the first and of the last :data:`WINDOW` turns (the final answer left out)."""
+    return statistics.median(costs[:WINDOW]), statistics.median(costs[-WINDOW:])
+
+
+async def _long_toolflow(engine: Engine, policy: Policy, path: str, document: Mapping[str, Any]) -> list[float]:
+    stamps: list[float] = []
+    provider = ScriptedProvider(path, document)
+    agent = Agent(engine, provider, policy=policy, format="openai", on_turn=lambda _: stamps.append(_clock()))
+    gc.collect()
+    stamps.append(_clock())
+    result = await agent.run(str(document["prompt"]))
+    _check_toolflow(result, len(document["turns"]) - 1)
+    return _turn_costs(stamps)[:-1]
+
+
+async def _long_hand(turns: list[dict[str, Any]]) -> list[float]:
+    """The hand-written loop of :func:`_hand_loop`, each turn timed."""
+    stamps = [_clock()]
+    history: list[dict[str, Any]] = [{"role": "user", "content": "Add them up."}]
+    for message in turns[:-1]:
+        history.append(message)
+        for call in message["tool_calls"]:
+            function = call["function"]
+            arguments = json.loads(function["arguments"])
+            a, b = arguments.get("a"), arguments.get("b")
+            if type(a) is not int or type(b) is not int:
+                content = json.dumps({"success": False, "error": "a and b must be integers"})
+            else:
+                with trio.fail_after(TIMEOUT):
+                    value = await add(a=a, b=b)
+                content = json.dumps({"success": True, "data": value})
+            history.append({"role": "tool", "tool_call_id": call["id"], "content": content})
+        stamps.append(_clock())
+    return _turn_costs(stamps)
+
+
+async def _long_runs(
+    registry: toolflow.Registry, plugins: toolflow.Plugins, policy: Policy, path: str, rounds: int, turns: int
+) -> dict[str, list[tuple[float, float]]]:
+    """*rounds* long sessions of each contender, interleaved: (first, last) median turn of each."""
+    document = _transcript(turns)
+    policy = attrs.evolve(policy, max_iterations=turns + 1)
+    hand_turns = _assistant_messages(turns)
+    ends: dict[str, list[tuple[float, float]]] = {"toolflow `Agent.run`, format openai": [], HAND: []}
+    async with open_engine(registry, plugins=plugins) as engine:
+        await _toolflow_round(engine, policy, path, _transcript(CALLS), "openai")(CALLS)  # warm up
+        for _ in range(rounds):
+            ends["toolflow `Agent.run`, format openai"].append(
+                _ends(await _long_toolflow(engine, policy, path, document))
+            )
+            gc.collect()
+            ends[HAND].append(_ends(await _long_hand(hand_turns)))
+    return ends
+
+
+def _print_long_runs(ends: dict[str, list[tuple[float, float]]], turns: int) -> None:
+    print(
+        f"Python {platform.python_version()}, trio {trio.__version__}, toolflow from "
+        f"{Path(toolflow.__file__).parent.parent}; {len(next(iter(ends.values())))} interleaved sessions of "
+        f"{turns} turns of one tool call each; load average {', '.join(f'{x:.1f}' for x in os.getloadavg())}\n"
+    )
+    print(
+        f"| median turn, CPU | turns 1-{WINDOW} (µs) | turns {turns - WINDOW + 1}-{turns} (µs) "
+        "| last / first, each session | median ratio |"
+    )
+    print("|---|---:|---:|---|---:|")
+    for name, values in ends.items():
+        first = statistics.median(f for f, _ in values)
+        last = statistics.median(la for _, la in values)
+        ratios = [la / f for f, la in values]
+        each = ", ".join(f"{r:.2f}x" for r in ratios)
+        print(f"| {name} | {_us(first)} | {_us(last)} | {each} | **{statistics.median(ratios):.2f}x** |")
+
+
 # --- the profile ----------------------------------------------------------------------------
 
 Function = tuple[str, str]
@@ -294,7 +395,8 @@ Function = tuple[str, str]
 # The steps of a turn: (label, [(function, its callers to count, or () for all)]). Each entry is
 # the cumulative time of the function when called from those callers, so a function the engine
 # also calls (parse_tool_calls) is counted once, where the loop calls it.
-_RUN: Function = ("_loop.py", "run")
+_TURN: Function = ("_loop.py", "_turn")
+_ANSWER: Function = ("_loop.py", "_answer")
 _BATCH: Function = ("_executor.py", "execute_batch")
 _RUN_ONE: Function = ("_executor.py", "run_one")
 STEPS: tuple[tuple[str, tuple[tuple[Function, tuple[Function, ...]], ...]], ...] = (
@@ -302,19 +404,18 @@ STEPS: tuple[tuple[str, tuple[tuple[Function, tuple[Function, ...]], ...]], ...]
         "provider: `ScriptedProvider.complete` (writes the turn's assistant message)",
         ((("_scripted.py", "complete"), ()),),
     ),
-    ("request: `Agent._request` (history copy, `ModelRequest`)", ((("_loop.py", "_request"), ()),)),
+    ("request: `Agent._request` (a view of the history, `ModelRequest`)", ((("_loop.py", "_request"), ()),)),
     (
         "parse: `format.read_response` + `parse_tool_calls`",
-        ((("_history.py", "read_response"), (_RUN,)), (("_calls.py", "parse_tool_calls"), (_RUN,))),
+        ((("_history.py", "read_response"), (_TURN,)), (("_calls.py", "parse_tool_calls"), (_TURN,))),
     ),
     ("gate: `Agent._run_calls` without the engine (`tick`, category gate)", ((("_loop.py", "_run_calls"), ()),)),
     (
         "engine: `Engine.execute_batch` (and the batch's task: `Engine.call`)",
         ((("_executor.py", "execute_batch"), (("_loop.py", "_run_calls"),)), (("_executor.py", "run_one"), ())),
     ),
-    ("history: `format.result_messages` (the result JSON)", ((("_history.py", "result_messages"), (_RUN,)),)),
+    ("history: `format.result_messages` (the result JSON)", ((("_history.py", "result_messages"), (_ANSWER,)),)),
     ("decision: `Agent._decide` + `Agent._advise`", ((("_loop.py", "_decide"), ()), (("_loop.py", "_advise"), ()))),
-    ("turn record: `Agent._record`", ((("_loop.py", "_record"), ()),)),
 )
 # What to subtract from a step's time: its callees that are steps of their own.
 _MINUS: dict[str, tuple[tuple[Function, Function], ...]] = {
@@ -400,11 +501,23 @@ def main() -> None:
         help="history format of toolflow's loop; repeat for several (default: all four)",
     )
     parser.add_argument("--profile", metavar="OUT", help="also profile the openai loop; save the pstats to OUT")
+    parser.add_argument(
+        "--long-run",
+        metavar="TURNS",
+        type=int,
+        nargs="?",
+        const=5000,
+        help="instead: is a turn's cost flat over one session of TURNS turns (default 5000)? --rounds sessions",
+    )
     options = parser.parse_args()
     formats = options.formats or list(FORMATS)
     with tempfile.TemporaryDirectory() as folder:
         registry, plugins, policy = _setup(Path(folder))
         path = str(Path(folder) / "session.yaml")
+        if options.long_run:
+            ends = trio.run(_long_runs, registry, plugins, policy, path, options.rounds, options.long_run)
+            _print_long_runs(ends, options.long_run)
+            return
         Path(path).write_text(yaml.safe_dump(_transcript(options.calls)), encoding="utf-8")
         times = trio.run(_measure, registry, plugins, policy, path, formats, options.rounds, options.calls)
         print(

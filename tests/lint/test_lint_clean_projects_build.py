@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import tempfile
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import hypothesis.strategies as st
@@ -21,7 +20,6 @@ from hypothesis import HealthCheck, event, given, settings
 from toolflow._lint._config import LintConfig
 from toolflow._lint._engine import lint_paths
 from toolflow._loader import load_specs
-from toolflow._loop import _exposed
 from toolflow._plugins import load_plugins
 from toolflow._policy import Policy
 from toolflow._registry import Registry
@@ -129,4 +127,4 @@ def test_a_project_lint_passes_builds_and_resolves(files: list[dict[str, Any]]) 
             assert callable(tool.resolve()), tool.name
         # The agent loop takes the policy: its toolset and tool names must all exist.
         policy = Policy.from_specs(specs)
-        _exposed(SimpleNamespace(registry=registry), policy, deliberate=policy.deliberate is not None)  # type: ignore[arg-type]
+        tuple(registry.exposed(policy, deliberate=policy.deliberate is not None))

@@ -12,7 +12,6 @@ from toolflow._calls import MalformedCall, ToolCall, parse_tool_call
 from toolflow._errors import UsageError
 from toolflow._history import HistoryFormat, get_format
 from toolflow._providers import ModelRequest, ModelResponse, ProviderError, Usage
-from toolflow._records import unchecked_init
 
 __all__ = ["ScriptedProvider", "open_scripted"]
 
@@ -36,6 +35,25 @@ def _usage(path: str, where: str, value: object) -> Usage | None:
     )
 
 
+def _calls(path: str, number: int, raw_calls: object) -> list[ToolCall]:
+    """The tool calls of turn *number*, each parsed once, as the transcript writes them."""
+    if not isinstance(raw_calls, list):
+        raise _fail(path, f"turn {number}", "'tool_calls' must be a list")
+    calls: list[ToolCall] = []
+    for index, item in enumerate(raw_calls):
+        if isinstance(item, Mapping) and "name" in item and "arguments" in item and "function" not in item:
+            item = {"name": item["name"], "args": item["arguments"]}  # noqa: PLW2901 - the short form
+        call = parse_tool_call(item, index=index, id_prefix=f"call_{number}_")
+        if isinstance(call, MalformedCall):
+            raise _fail(
+                path,
+                f"turn {number}, call {index + 1}",
+                f"{call.error}; to script a malformed call, write the turn's 'message' verbatim",
+            )
+        calls.append(call)
+    return calls
+
+
 class _Turn:
     __slots__ = ("calls", "error", "message", "text", "usage")
 
@@ -56,21 +74,7 @@ class _Turn:
         self.error = raw.get("error")
         if self.error is not None and not isinstance(self.error, Mapping | str):
             raise _fail(path, where, "'error' must be a message or a mapping with 'message', 'status', 'retryable'")
-        raw_calls = raw.get("tool_calls") or []
-        if not isinstance(raw_calls, list):
-            raise _fail(path, where, "'tool_calls' must be a list")
-        self.calls: list[ToolCall] = []
-        for index, item in enumerate(raw_calls):
-            if isinstance(item, Mapping) and "name" in item and "arguments" in item and "function" not in item:
-                item = {"name": item["name"], "args": item["arguments"]}  # noqa: PLW2901 - the short form
-            call = parse_tool_call(item, index=index, id_prefix=f"call_{number}_")
-            if isinstance(call, MalformedCall):
-                raise _fail(
-                    path,
-                    f"{where}, call {index + 1}",
-                    f"{call.error}; to script a malformed call, write the turn's 'message' verbatim",
-                )
-            self.calls.append(call)
+        self.calls = _calls(path, number, raw.get("tool_calls") or [])
 
     def response(self, request: ModelRequest, formats: dict[str, HistoryFormat]) -> ModelResponse:
         if self.error is not None:
@@ -93,13 +97,7 @@ class _Turn:
             if writer is None:  # made once per format, not once per turn
                 writer = formats[request.format] = get_format(request.format)
             message = writer.assistant_message(self.text, self.calls)
-        return _new_response(message=message, usage=self.usage, finish_reason="tool_calls" if self.calls else "stop")
-
-
-_new_response = unchecked_init(ModelResponse)
-
-_YIELD_EVERY = 64
-"""The scripted provider lets other tasks run at every so many answers (see ``ScriptedProvider.complete``)."""
+        return ModelResponse(message=message, usage=self.usage, finish_reason="tool_calls" if self.calls else "stop")
 
 
 class ScriptedProvider:
@@ -112,8 +110,8 @@ class ScriptedProvider:
         system: The transcript's system prompt (``""`` when it has none).
         prompt: The transcript's user message (``""`` when it has none).
         requests: Every request received, in order, when made with ``record_requests=True``
-            (for tests); else empty. Each request holds a snapshot of the whole history, so a
-            long session that keeps them all keeps the history once per turn.
+            (for tests); else empty. Each request's messages show the history as it was at its
+            turn (a view of the loop's history, not a copy).
     """
 
     name = "scripted"
@@ -140,14 +138,13 @@ class ScriptedProvider:
         self._record = record_requests
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
-        """The next turn, written in *request*'s format; the first answer and every 64th let other tasks run first."""
-        if self._next % _YIELD_EVERY == 0:
-            # A real provider's I/O lets other tasks run; without this a session of quick tools would
-            # never yield, and Ctrl-C (the CLI's signal task), a stop or a kill would wait for its end.
-            # Not every turn: a checkpoint here costs a fifth of a whole turn of the loop.
-            import trio  # noqa: PLC0415 - imported when a model is asked, never when plugins load (toolflow lint)
+        """The next turn, written in *request*'s format; other tasks run first (a checkpoint)."""
+        # An async function always checkpoints (trio's rule), as a real provider's I/O does: a
+        # session of quick tools would otherwise never let Ctrl-C (the CLI's signal task), a stop
+        # or a kill in before its end.
+        import trio  # noqa: PLC0415 - imported when a model is asked, never when plugins load (toolflow lint)
 
-            await trio.lowlevel.checkpoint()
+        await trio.lowlevel.checkpoint()
         if self._record:
             self.requests.append(request)
         if self._next >= len(self._turns):
