@@ -10,9 +10,11 @@ running them, the result messages, the continuation decision and the turn record
 
 Side by side, in the same ``trio.run``, a minimal hand-written loop does the same work the
 simplest honest way: a list of pre-made OpenAI-style assistant messages with one tool call
-each; per turn it takes the next message, ``json.loads`` the arguments, checks the two ints by
-hand, awaits the tool under ``trio.fail_after``, and appends the assistant message and a
-``{"role": "tool", ...}`` message with ``json.dumps`` of the result to a history list.
+each; per turn it asks its model for the next message (an async function that checkpoints once,
+as trio asks of every async function and as the ``scripted`` provider does: issue 15), ``json.loads``
+the arguments, checks the two ints by hand, awaits the tool under ``trio.fail_after``, and
+appends the assistant message and a ``{"role": "tool", ...}`` message with ``json.dumps`` of the
+result to a history list.
 
 Two more rows show the engine's part of a turn on its own: ``Engine.execute_batch`` of one
 parsed call (as the loop runs it) and ``Engine.call``, 200 calls each.
@@ -222,10 +224,17 @@ def _assistant_messages(calls: int) -> list[dict[str, Any]]:
     return messages
 
 
+async def _hand_model(message: dict[str, Any]) -> dict[str, Any]:
+    """The hand-written loop's model: the next pre-made message, after one checkpoint (a model call always has one)."""
+    await trio.lowlevel.checkpoint()
+    return message
+
+
 async def _hand_loop(turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
     history: list[dict[str, Any]] = [{"role": "user", "content": "Add them up."}]
     tools = {"add": add}
-    for message in turns:
+    for turn in turns:
+        message = await _hand_model(turn)
         history.append(message)
         if not message.get("tool_calls"):
             break
@@ -332,7 +341,8 @@ async def _long_hand(turns: list[dict[str, Any]]) -> list[float]:
     """The hand-written loop of :func:`_hand_loop`, each turn timed."""
     stamps = [_clock()]
     history: list[dict[str, Any]] = [{"role": "user", "content": "Add them up."}]
-    for message in turns[:-1]:
+    for turn in turns[:-1]:
+        message = await _hand_model(turn)
         history.append(message)
         for call in message["tool_calls"]:
             function = call["function"]
