@@ -23,7 +23,7 @@ import contextlib
 import functools
 import logging
 import warnings
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any, cast
 
 import attrs
@@ -339,7 +339,11 @@ class Attempts:
     async def run(
         self, plan: Plan, function: Callable[..., Any], cleaned: Mapping[str, Any], call: ToolCall | None, call_id: str
     ) -> ToolResult:
-        """Run the attempts of one call; :data:`KILLED` or :data:`STOPPED` when a kill or a stop ended it."""
+        """Run the attempts of one call; :data:`KILLED` or :data:`STOPPED` when a kill or a stop ended it.
+
+        Each attempt runs under a cancel scope with the tool's deadline, which a kill cancels too
+        (a kill is told by the kill count).
+        """
         kills = self.kills
         logs = logger.isEnabledFor(logging.INFO)
         started = trio.current_time() if logs else 0.0
@@ -348,9 +352,21 @@ class Attempts:
             if not self._take_free_slots(plan) and not await self._wait_for_slots(plan, stoppable=attempt == 1):
                 return KILLED if self.kills != kills else STOPPED
             attempt_started = trio.current_time()
+            scope = trio.CancelScope(deadline=attempt_started + plan.spec.timeout)
+            self.scopes.add(scope)
+            error: Exception | None = None
             try:
-                result, error = await self._attempt(plan, function, cleaned, call, call_id, attempt, attempt_started)
+                with scope:
+                    value = await self._dispatch(plan, function, cleaned, call, call_id, attempt, scope.deadline)
+                if scope.cancelled_caught:
+                    error = TimeoutError(f"timed out after {_seconds(plan.spec.timeout)}")
+                    result = self._failure(str(error), attempt)
+                else:
+                    result = self._normalized(plan, value, attempt)
+            except Exception as exc:  # noqa: BLE001 - a failing tool is a result the model sees; Cancelled is not an Exception
+                result, error = self._failure(f"{type(exc).__name__}: {exc}", attempt), exc
             finally:
+                self.scopes.discard(scope)
                 self._release_slots(plan)
             if self.kills != kills:
                 return KILLED
@@ -369,7 +385,7 @@ class Attempts:
             logger.info("Function call completed: %s (%dms)", plan.name, round(elapsed_ms))
         return result
 
-    async def _attempt(  # noqa: PLR0917 - one attempt's whole context
+    def _dispatch(  # noqa: PLR0917 - one attempt's whole context
         self,
         plan: Plan,
         function: Callable[..., Any],
@@ -377,35 +393,18 @@ class Attempts:
         call: ToolCall | None,
         call_id: str,
         attempt: int,
-        started: float,
-    ) -> tuple[ToolResult, Exception | None]:
-        """One attempt under the tool's deadline: its result, and the exception behind a failure.
-
-        The deadline's scope is one that a kill cancels too (the caller tells a kill by the count).
-        """
-        deadline = started + plan.spec.timeout
+        deadline: float,
+    ) -> Awaitable[Any]:
+        """The awaitable of one attempt: the implementation awaited, in a worker thread, or inside the wrappers."""
         kwargs = cleaned
         if plan.with_context:
             context = CallContext.current(call_id=call_id, tool=plan.name, attempt=attempt, deadline=deadline)
             kwargs = {**cleaned, "ctx": context}  # the context wins over an argument named ctx
-        scope = trio.CancelScope(deadline=deadline)
-        self.scopes.add(scope)
-        try:
-            with scope:
-                if self.hooks.wraps:
-                    value = await self._wrapped(plan, function, kwargs, cast("ToolCall", call))
-                elif plan.awaited:
-                    value = await function(**kwargs)
-                else:
-                    value = await self._in_thread(functools.partial(function, **kwargs))
-            if scope.cancelled_caught:
-                message = f"timed out after {_seconds(plan.spec.timeout)}"
-                return self._failure(message, attempt), TimeoutError(message)
-            return self._normalized(plan, value, attempt), None
-        except Exception as exc:  # noqa: BLE001 - a failing tool is a result the model sees; Cancelled is not an Exception
-            return self._failure(f"{type(exc).__name__}: {exc}", attempt), exc
-        finally:
-            self.scopes.discard(scope)
+        if self.hooks.wraps:
+            return self._wrapped(plan, function, kwargs, cast("ToolCall", call))
+        if plan.awaited:
+            return cast("Awaitable[Any]", function(**kwargs))
+        return self._in_thread(functools.partial(function, **kwargs))
 
     async def _wrapped(
         self, plan: Plan, function: Callable[..., Any], kwargs: Mapping[str, Any], call: ToolCall

@@ -44,6 +44,10 @@ def _freeze_extra(value: Mapping[str, Any] | None) -> Mapping[str, Any]:
         return _EMPTY
     if type(value) is not dict:  # a dict needs no check (the ABC's isinstance costs more than the copy)
         expect(value, Mapping, "ToolResult: extra", "a mapping or None")
+    if not RESERVED_RESULT_KEYS.isdisjoint(value):
+        clash = sorted(RESERVED_RESULT_KEYS.intersection(value))
+        msg = f"extra keys must not be standard result keys, got {clash!r}"
+        raise ValueError(msg)
     return MappingProxyType(dict(value))
 
 
@@ -52,13 +56,6 @@ def _to_tuple(value: Iterable[str]) -> tuple[str, ...]:
         return value
     expect_names(value, "ToolResult: warnings", what="strings")
     return tuple(value)
-
-
-def _check_extra(instance: ToolResult, attribute: attrs.Attribute[Any], value: Mapping[str, Any]) -> None:
-    if not RESERVED_RESULT_KEYS.isdisjoint(value):
-        clash = sorted(RESERVED_RESULT_KEYS.intersection(value))
-        msg = f"extra keys must not be standard result keys, got {clash!r}"
-        raise ValueError(msg)
 
 
 @attrs.frozen(kw_only=True)
@@ -78,7 +75,7 @@ class ToolResult:
     data: Any = None
     error: str | None = None
     warnings: tuple[str, ...] = attrs.field(default=(), converter=_to_tuple)
-    extra: Mapping[str, Any] = attrs.field(default=_EMPTY, converter=_freeze_extra, validator=_check_extra)
+    extra: Mapping[str, Any] = attrs.field(default=_EMPTY, converter=_freeze_extra)
 
     def __attrs_post_init__(self) -> None:
         if self.success is not True and self.success is not False:
