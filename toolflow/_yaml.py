@@ -24,8 +24,8 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 import yaml
 from yaml.composer import Composer
@@ -502,11 +502,74 @@ def _unescape(token: str) -> str:
     return token.replace("~1", "/").replace("~0", "~")
 
 
+_Entry: TypeAlias = "tuple[int, int, int, int, str | None, _Children]"
+_Children: TypeAlias = "tuple[_Entry, ...] | dict[object, tuple[_Entry, _Entry]] | None"
+"""What a locator keeps of a node: 1-based start line and column, end line and column (as
+PyYAML marks them), the style of a scalar (``None`` when plain), and the children: ``None`` for a
+scalar, a tuple of entries for a sequence, ``{key: (key entry, value entry)}`` for a mapping.
+
+Plain tuples, ints and strings rather than PyYAML's nodes: each node is a handful of objects
+instead of a dozen (the node, two marks and their dictionaries), and tuples of ints leave the
+cyclic collector's view after its first pass, so a project's kept locators cost it nothing."""
+
+
+def _compact(root: Node) -> _Entry:
+    """The entries of *root*'s tree; an aliased collection is shared, one inside itself is a leaf there."""
+    done: dict[int, _Entry] = {}
+
+    def entry(node: Node) -> _Entry:
+        start, end = node.start_mark, node.end_mark
+        if type(node) is ScalarNode:  # scalars are never inside themselves: no look-up for them
+            return (start.line + 1, start.column + 1, end.line + 1, end.column + 1, node.style or None, None)
+        found = done.get(id(node))
+        if found is not None:
+            return found
+        head = (start.line + 1, start.column + 1, end.line + 1, end.column + 1, None)
+        done[id(node)] = (*head, None)
+        children: tuple[_Entry, ...] | dict[object, tuple[_Entry, _Entry]]
+        if type(node) is SequenceNode:
+            children = tuple(entry(item) for item in node.value)
+        else:
+            children = {}
+            pairs = node.value
+            # A pointer names the last of duplicate keys (the value kept); the others, and keys that
+            # are collections, stay under keys no pointer token equals, for in_string().
+            for index in range(len(pairs) - 1, -1, -1):
+                key_node, value_node = pairs[index]
+                name = key_node.value if type(key_node) is ScalarNode else None
+                slot = name if name is not None and name not in children else (index,)
+                children[slot] = (entry(key_node), entry(value_node))
+        made = done[id(node)] = (*head, children)
+        return made
+
+    return entry(root)
+
+
+def _entries(root: _Entry) -> Iterator[_Entry]:
+    """Every entry under *root*, once each (aliases are shared)."""
+    seen: set[int] = set()
+    stack = [root]
+    while stack:
+        found = stack.pop()
+        if id(found) in seen:
+            continue
+        seen.add(id(found))
+        yield found
+        children = found[5]
+        if isinstance(children, tuple):
+            stack.extend(children)
+        elif children is not None:
+            stack.extend(part for pair in children.values() for part in pair)
+
+
 class NodeLocator:
-    """Resolves JSON pointers into a composed document to source spans."""
+    """Resolves JSON pointers into a composed document to source spans.
+
+    It keeps the positions of the document's nodes (see :data:`_Entry`), not the node tree.
+    """
 
     def __init__(self, root: Node | None, text: str = "") -> None:
-        self._root = root
+        self._root = _compact(root) if root is not None else None
         self._text = text
         self._strings: list[tuple[tuple[int, int], tuple[int, int]]] | None = None
         self._end_of_text: tuple[int, int] | None = None
@@ -514,59 +577,71 @@ class NodeLocator:
     def in_string(self, line: int, column: int) -> bool:
         """True when the 1-based position lies inside a quoted or block scalar."""
         if self._strings is None:
-            self._strings = []
-            seen: set[int] = set()
-            stack = [self._root] if self._root is not None else []
-            while stack:
-                node = stack.pop()
-                if id(node) in seen:
-                    continue
-                seen.add(id(node))
-                if isinstance(node, ScalarNode):
-                    if node.style:  # plain scalars end before " #"; others can hold it
-                        start, end = node.start_mark, node.end_mark
-                        self._strings.append(((start.line + 1, start.column + 1), (end.line + 1, end.column + 1)))
-                elif isinstance(node, SequenceNode):
-                    stack.extend(node.value)
-                elif isinstance(node, MappingNode):
-                    stack.extend(n for pair in node.value for n in pair)
+            self._strings = [
+                ((found[0], found[1]), (found[2], found[3]))
+                for found in (_entries(self._root) if self._root is not None else ())
+                if found[4]  # plain scalars end before " #"; others can hold it
+            ]
         return any(start <= (line, column) < end for start, end in self._strings)
 
-    def node(self, pointer: str) -> tuple[Node | None, Node | None]:
-        """Return ``(node, key_node)`` for the deepest part of *pointer* that exists."""
-        node, key_node = self._root, None
-        if node is None or not pointer:
-            return node, None
+    def _find(self, pointer: str) -> tuple[_Entry | None, _Entry | None]:
+        """``(entry, key entry)`` of the deepest part of *pointer* that exists."""
+        found, key = self._root, None
+        if found is None or not pointer:
+            return found, None
         for raw in pointer.split("/")[1:]:
             token = _unescape(raw)
-            if isinstance(node, MappingNode):
-                for k, v in reversed(node.value):
-                    if isinstance(k, ScalarNode) and k.value == token:
-                        node, key_node = v, k
-                        break
-                else:
+            children = found[5]
+            if isinstance(children, dict):
+                pair = children.get(token)
+                if pair is None:
                     break
-            elif isinstance(node, SequenceNode) and token.isdigit() and int(token) < len(node.value):
-                node, key_node = node.value[int(token)], None
+                key, found = pair
+            elif isinstance(children, tuple) and token.isdigit() and int(token) < len(children):
+                found, key = children[int(token)], None
             else:
                 break
-        return node, key_node
+        return found, key
+
+    def kind(self, pointer: str) -> str | None:
+        """``"mapping"``, ``"sequence"`` or ``"scalar"``: what the deepest existing part of *pointer* is."""
+        found, _ = self._find(pointer)
+        if found is None:
+            return None
+        children = found[5]
+        return "scalar" if children is None else "sequence" if isinstance(children, tuple) else "mapping"
 
     def locate(self, pointer: str, *, key: bool = False) -> Span:
         """Return the span of the node at *pointer* (or of its key, with ``key=True``)."""
-        node, key_node = self.node(pointer)
-        target = key_node if key and key_node is not None else node
+        found, key_entry = self._find(pointer)
+        target = key_entry if key and key_entry is not None else found
         if target is None:
             return Span(line=1, column=1, end_line=1, end_column=1)
-        return self.span(target)
+        line, column, end_line, end_column = target[:4]
+        if self._text:
+            if self._end_of_text is None:
+                self._end_of_text = position_of(self._text, len(self._text))
+            end = self._end_of_text
+            if (end_line, end_column) > end:
+                end_line, end_column = end
+                line, column = min((line, column), end)
+        return Span(line=line, column=column, end_line=end_line, end_column=end_column)
 
-    def span(self, node: Node) -> Span:
-        """The span of *node*, within the text (see :func:`span_within`)."""
-        if not self._text:
-            return span_within(node, None)
-        if self._end_of_text is None:
-            self._end_of_text = position_of(self._text, len(self._text))
-        return span_within(node, self._end_of_text)
+    def value_position(self, pointer: str, line_in_value: int) -> tuple[int, int] | None:
+        """The file position of a 1-based line of the string at *pointer*; ``None`` when there is none.
+
+        A flow scalar written on one line can still hold several lines (through quoted newline
+        escapes); they all map to its start, as does a line past the scalar's end.
+        """
+        found, _ = self._find(pointer)
+        if found is None:
+            return None
+        start = (found[0], found[1])
+        block = found[5] is None and found[4] in ("|", ">")
+        if not block and found[0] == found[2]:
+            return start
+        line, column = self.scalar_line(pointer, line_in_value)
+        return (line, column) if line <= found[2] else start
 
     def scalar_line(self, pointer: str, line_in_value: int) -> tuple[int, int]:
         """Map a 1-based line inside a string value to a line and column of the file.
@@ -574,19 +649,19 @@ class NodeLocator:
         Block scalars (``|``, ``>``) start on the line after their indicator; the
         column is that of the first non-blank character of the mapped line.
         """
-        node, _ = self.node(pointer)
-        if node is None:
+        found, _ = self._find(pointer)
+        if found is None:
             return 1, 1
-        start = node.start_mark
-        if isinstance(node, ScalarNode) and node.style in ("|", ">"):
-            line0 = start.line + line_in_value
+        line0, column0 = found[0] - 1, found[1] - 1
+        if found[5] is None and found[4] in ("|", ">"):
+            line0 += line_in_value
         else:
-            line0 = start.line + line_in_value - 1
+            line0 += line_in_value - 1
         lines = self._text.splitlines()
         if 0 <= line0 < len(lines):
             text = lines[line0]
             column = len(text) - len(text.lstrip()) + 1
-            if line0 == start.line:
-                column = start.column + 1
+            if line0 == found[0] - 1:
+                column = column0 + 1
             return line0 + 1, column
-        return start.line + 1, start.column + 1
+        return found[0], found[1]

@@ -16,7 +16,6 @@ from collections.abc import Iterator
 import attrs
 import jinja2
 import jinja2.nodes
-from yaml.nodes import MappingNode, ScalarNode
 
 from toolflow._lint._rule import ToolMemo
 from toolflow._model import ToolSpec
@@ -82,8 +81,7 @@ def _facts(label: str, pointer: str, source: str, listed: frozenset[str] | None)
 def _is_mapping(tool: ToolSpec, pointer: str) -> bool:
     if not isinstance(tool.locator, NodeLocator):
         return False
-    node, _ = tool.locator.node(pointer)
-    return isinstance(node, MappingNode)
+    return tool.locator.kind(pointer) == "mapping"
 
 
 Analysis = tuple[tuple[TemplateProblem, ...], frozenset[str], tuple[str, ...]]
@@ -260,12 +258,4 @@ def file_position(tool: ToolSpec, pointer: str, line_in_template: int) -> tuple[
     locator = tool.locator
     if not isinstance(locator, NodeLocator):
         return None
-    node, _ = locator.node(pointer)
-    if node is None:
-        return None
-    start = (node.start_mark.line + 1, node.start_mark.column + 1)
-    block = isinstance(node, ScalarNode) and node.style in ("|", ">")
-    if not block and node.start_mark.line == node.end_mark.line:
-        return start
-    line, column = locator.scalar_line(pointer, line_in_template)
-    return (line, column) if line <= node.end_mark.line + 1 else start
+    return locator.value_position(pointer, line_in_template)
