@@ -188,38 +188,48 @@ def iter_spec_problems(
 def _map_spec_error(error: Any) -> Iterator[SchemaProblem]:
     path = list(error.absolute_path)
     pointer = json_pointer(path)
-    validator, instance, schema = error.validator, error.instance, error.schema
+    validator, instance = error.validator, error.instance
     name = path[-1] if path else None
     # "'timeout' in tool 'x'" for a key; "'command[1]' of tool 'x'" for a list item.
     label = f"{name!r} in {describe_location(path[:-1])}" if isinstance(name, str) else describe_location(path)
     if validator == "additionalProperties" and isinstance(instance, dict):
-        known = list(schema.get("properties", {}))
-        for key in instance:
-            if key not in known:
-                hint = did_you_mean(key, known)
-                message = f"unknown key {key!r} in {describe_location(path)}{hint}"
-                yield SchemaProblem(code="TF101", message=message, pointer=json_pointer([*path, key]), key=True)
+        yield from _unknown_keys(path, instance, error.schema)
     elif validator == "required" and isinstance(instance, dict):
-        for key in error.validator_value:
-            if key not in instance:
-                extra = " (the format version; add 'toolflow: 1')" if not path and key == "toolflow" else ""
-                message = f"{describe_location(path)} is missing required key {key!r}{extra}"
-                yield SchemaProblem(code="TF102", message=message, pointer=pointer, key=bool(path))
+        yield from _missing_keys(path, instance, error.validator_value)
     elif validator == "type":
-        expected = error.validator_value
-        names = [expected] if isinstance(expected, str) else list(expected)
-        want = " or ".join(_TYPE_NAMES.get(n, n) for n in names)
-        got = describe_type(instance) if instance is None else f"{describe_type(instance)} {_short(instance)}"
-        if not path:
-            message = f"a spec file must be a mapping, got {describe_type(instance)}"
-        else:
-            message = f"{label} must be {want}, got {got}"
-        yield SchemaProblem(code="TF103", message=message, pointer=pointer)
+        yield SchemaProblem(code="TF103", message=_type_message(error, label, path), pointer=pointer)
     elif validator == "const" and path == ["toolflow"]:
         message = f"unsupported spec format version {_short(instance)}; this toolflow reads format 1"
         yield SchemaProblem(code="TF105", message=message, pointer=pointer)
     else:
         yield SchemaProblem(code="TF104", message=_value_message(error, label, path), pointer=pointer)
+
+
+def _unknown_keys(path: list[str | int], instance: dict[str, Any], schema: Any) -> Iterator[SchemaProblem]:
+    known = list(schema.get("properties", {}))
+    for key in instance:
+        if key not in known:
+            hint = did_you_mean(key, known)
+            message = f"unknown key {key!r} in {describe_location(path)}{hint}"
+            yield SchemaProblem(code="TF101", message=message, pointer=json_pointer([*path, key]), key=True)
+
+
+def _missing_keys(path: list[str | int], instance: dict[str, Any], required: Any) -> Iterator[SchemaProblem]:
+    for key in required:
+        if key not in instance:
+            extra = " (the format version; add 'toolflow: 1')" if not path and key == "toolflow" else ""
+            message = f"{describe_location(path)} is missing required key {key!r}{extra}"
+            yield SchemaProblem(code="TF102", message=message, pointer=json_pointer(path), key=bool(path))
+
+
+def _type_message(error: Any, label: str, path: list[str | int]) -> str:
+    expected, instance = error.validator_value, error.instance
+    if not path:
+        return f"a spec file must be a mapping, got {describe_type(instance)}"
+    names = [expected] if isinstance(expected, str) else list(expected)
+    want = " or ".join(_TYPE_NAMES.get(n, n) for n in names)
+    got = describe_type(instance) if instance is None else f"{describe_type(instance)} {_short(instance)}"
+    return f"{label} must be {want}, got {got}"
 
 
 def _value_message(error: Any, label: str, path: list[str | int]) -> str:

@@ -244,27 +244,32 @@ def compose(text: str) -> Node | None:
     except RecursionError:
         raise DocumentError("TF001", "the document nests too deeply", 1, 1) from None
     except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        if exc.problem and "maximum nesting depth" in exc.problem:
-            # libyaml's own limit (1,000 levels), which its scanner can meet before the composer meets ours.
-            raise _too_deep(mark) from None
-        # libyaml ends the stream on a line of its own, past the end of a text without a final line break.
-        line, column = min((mark.line + 1, mark.column + 1), position_of(text, len(text))) if mark else (1, 1)
-        problem = exc.problem or exc.context or "invalid YAML"
-        context = ""
-        if exc.context and exc.problem and exc.problem.startswith("but "):
-            problem, context = f"{exc.context}, {exc.problem}", ""
-        elif exc.context and exc.problem:
-            context = f" {exc.context}"
-            start = exc.context_mark
-            if start is not None and (start.line + 1, start.column + 1) != (line, column):
-                context += f" that starts on line {start.line + 1}, column {start.column + 1}"
-        raise DocumentError("TF001", f"YAML syntax error: {problem}{context}", line, column) from None
+        raise _syntax_error(text, exc) from None
     except ReaderError as exc:
         raise _reader_error(text, exc) from None
     except yaml.YAMLError as exc:
         raise DocumentError("TF001", f"YAML error: {' '.join(str(exc).split())}", 1, 1) from None
     return node
+
+
+def _syntax_error(text: str, exc: yaml.MarkedYAMLError) -> DocumentError:
+    """PyYAML's syntax error as a diagnostic: the problem, its context, and where they are."""
+    mark = exc.problem_mark or exc.context_mark
+    if exc.problem and "maximum nesting depth" in exc.problem:
+        # libyaml's own limit (1,000 levels), which its scanner can meet before the composer meets ours.
+        return _too_deep(mark)
+    # libyaml ends the stream on a line of its own, past the end of a text without a final line break.
+    line, column = min((mark.line + 1, mark.column + 1), position_of(text, len(text))) if mark else (1, 1)
+    problem = exc.problem or exc.context or "invalid YAML"
+    context = ""
+    if exc.context and exc.problem and exc.problem.startswith("but "):
+        problem = f"{exc.context}, {exc.problem}"
+    elif exc.context and exc.problem:
+        context = f" {exc.context}"
+        start = exc.context_mark
+        if start is not None and (start.line + 1, start.column + 1) != (line, column):
+            context += f" that starts on line {start.line + 1}, column {start.column + 1}"
+    return DocumentError("TF001", f"YAML syntax error: {problem}{context}", line, column)
 
 
 _BREAK = re.compile("\r\n|[\r\n\x85\u2028\u2029]")
@@ -496,6 +501,10 @@ def convert(  # noqa: PLR0915 - the closures share one conversion state
         return walk(root)
     except RecursionError:
         raise DocumentError("TF004", "the document nests too deeply", 1, 1) from None
+    finally:
+        # The closures refer to each other, a cycle only the collector frees; without the tables
+        # it holds nothing of the document, whose values reference counting then frees with it.
+        done.clear()
 
 
 def _unescape(token: str) -> str:
