@@ -541,13 +541,19 @@ def _compact(root: Node) -> _Entry:
         else:
             children = {}
             pairs = node.value
+            key: _Entry
             # A pointer names the last of duplicate keys (the value kept); the others, and keys that
             # are collections, stay under keys no pointer token equals, for in_string().
             for index in range(len(pairs) - 1, -1, -1):
                 key_node, value_node = pairs[index]
-                name = key_node.value if type(key_node) is ScalarNode else None
-                slot = name if name is not None and name not in children else (index,)
-                children[slot] = (entry(key_node), entry(value_node))
+                if type(key_node) is ScalarNode:  # nearly every key: made here, without a call
+                    start, end = key_node.start_mark, key_node.end_mark
+                    key = (start.line + 1, start.column + 1, end.line + 1, end.column + 1, key_node.style or None, None)
+                    name = key_node.value
+                    slot = name if name not in children else (index,)
+                else:
+                    key, slot = entry(key_node), (index,)
+                children[slot] = (key, entry(value_node))
         made = done[id(node)] = (*head, children)
         return made
 

@@ -122,7 +122,8 @@ class _Run:
     summaries: list[FileSummary] = attrs.field(factory=list)
     paths: list[str] = attrs.field(factory=list)
     suppressions: dict[str, list[Suppression]] = attrs.field(factory=dict)
-    redactors: dict[str, Redactor] = attrs.field(factory=dict)
+    strings: dict[str, tuple[Interpolated, ...]] = attrs.field(factory=dict)
+    """Path to the strings from ``${...}`` of that file, whose values the rules' messages must not show."""
     interpolated: dict[tuple[str, tuple[tuple[str, str], ...]], Interpolated] = attrs.field(factory=dict)
     """Each distinct string from ``${...}`` of every file, to mask in the crash messages."""
     tool_count: int = 0
@@ -138,9 +139,7 @@ class _Run:
             if rule.check is not None and rule.code not in self.crashed:
                 checked.extend(self._run(rule, rule.check, context))
         if spec_file.interpolated:
-            redact = Redactor(string for _, string in spec_file.interpolated)
-            if redact:
-                self.redactors[spec_file.path] = redact
+            self.strings[spec_file.path] = tuple(string for _, string in spec_file.interpolated)
             for _, string in spec_file.interpolated:
                 self.interpolated.setdefault((str(string), string.substitutions), string)
         # Rules name values with !r, which shows a ${...} string's reference; this masks a value that
@@ -162,8 +161,9 @@ class _Run:
             return []
 
     def _redacted(self, path: str, diagnostics: list[Diagnostic]) -> list[Diagnostic]:
-        redact = self.redactors.get(path)
-        if redact is None:
+        strings = self.strings.get(path) if diagnostics else None
+        redact = Redactor(strings) if strings else None
+        if not redact:
             return diagnostics
         return [
             d if (message := redact(d.message)) == d.message else attrs.evolve(d, message=message) for d in diagnostics

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from toolflow._diagnostics import Locator
-from toolflow._model import SpecFile, Toolset, ToolSpec
+from toolflow._model import BUILTIN_CATEGORIES, SpecFile, Toolset, ToolSpec
 
 if TYPE_CHECKING:
     from toolflow._lint._rule import PluginFacts
@@ -106,7 +106,8 @@ class ToolSummary:
             the ``id`` of each element of an ``items`` array.
         depends_on: Its dependencies, in order.
         place: The tool's key (where a duplicate name is reported).
-        category_place: Its ``category`` value (the tool's key when the category is defaulted).
+        category_place: Its ``category`` value, when the category is not built in (built-in ones
+            are always known; locating each would cost every tool a look-up).
     """
 
     name: str
@@ -116,7 +117,7 @@ class ToolSummary:
     output_fields: tuple[tuple[str, ...], ...]
     depends_on: tuple[DependencySummary, ...]
     place: Place
-    category_place: Place
+    category_place: Place | None
 
     @property
     def file(self) -> str:
@@ -212,7 +213,9 @@ def _tool(tool: ToolSpec) -> ToolSummary:
             for d in tool.depends_on
         ),
         place=Place.of(tool.file, tool.locator, tool.pointer, key=True),
-        category_place=Place.of(tool.file, tool.locator, f"{tool.pointer}/category"),
+        category_place=None
+        if tool.category in BUILTIN_CATEGORIES
+        else Place.of(tool.file, tool.locator, f"{tool.pointer}/category"),
     )
 
 

@@ -52,7 +52,8 @@ def check(summary: ProjectSummary) -> Iterator[Diagnostic]:
                 f"unknown category {tool.category!r}: it is not built in and no 'policy.categories' declares it"
                 f"{did_you_mean(tool.category, sorted(known))}"
             )
-            yield RULE.diag_at(tool.category_place, message)
+            if tool.category_place is not None:  # always, for a category that is not built in
+                yield RULE.diag_at(tool.category_place, message)
 
 
 RULE = Rule(code="TF221", name="unknown-category", severity=Severity.ERROR, doc=__doc__ or "", check_project=check)
