@@ -272,10 +272,6 @@ def _syntax_error(text: str, exc: yaml.MarkedYAMLError) -> DocumentError:
     return DocumentError("TF001", f"YAML syntax error: {problem}{context}", line, column)
 
 
-_BREAK = re.compile("\r\n|[\r\n\x85\u2028\u2029]")
-"""The line breaks of YAML 1.1, which both of PyYAML's readers count lines by."""
-
-
 def _reader_error(text: str, exc: ReaderError) -> DocumentError:
     """A character YAML refuses (a control character, U+FFFE, U+FFFF), placed where it is.
 
@@ -320,10 +316,15 @@ def position_of(text: str, index: int) -> tuple[int, int]:
     ends lines at CRLF, CR, LF, NEL, U+2028 and U+2029; positions found outside the YAML
     reader use the same breaks, so that all of a file's diagnostics agree on its lines.
     """
-    line_start, line = 0, 1
-    for found in _BREAK.finditer(text, 0, index):
-        line_start, line = found.end(), line + 1
-    return line, index - line_start + 1
+    prefix = text[:index]
+    # str.count and str.rfind run in C: a whole file's end is found without a step per line.
+    breaks = sum(prefix.count(b) for b in _BREAKS) - prefix.count("\r\n")
+    line_start = max(prefix.rfind(b) for b in _BREAKS) + 1
+    return breaks + 1, index - line_start + 1
+
+
+_BREAKS = ("\n", "\r", "\x85", "\u2028", "\u2029")
+"""The line breaks of YAML 1.1, which both of PyYAML's readers count lines by; CRLF is one."""
 
 
 _ENV = re.compile(r"\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
