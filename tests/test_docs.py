@@ -261,11 +261,11 @@ def test_rule_codes_and_names() -> None:
 
 
 def test_rule_family_matches_how_the_rule_reports() -> None:
-    """Loader and engine codes (TF0, TF1, TF9) have no check; every other rule has one."""
+    """Loader and engine codes (TF0, TF1, TF9) have no check; every other rule has one (per file or project)."""
     for rule in builtin_rules():
         family = family_of(rule.code)
         assert family is not None
-        assert (rule.check is None) == family.loader, f"{rule.code} {rule.name}"
+        assert (rule.check is None and rule.check_project is None) == family.loader, f"{rule.code} {rule.name}"
 
 
 def test_rule_module_is_named_after_code_and_name() -> None:

@@ -473,7 +473,7 @@ def test_locator_of_an_empty_document() -> None:
     """Every pointer of an empty document is at 1:1."""
     locator = _yaml.NodeLocator(None)
     assert locator.locate("/tools/x") == Span(line=1, column=1, end_line=1, end_column=1)
-    assert locator.node("/tools/x") == (None, None)
+    assert locator.kind("/tools/x") is None
 
 
 @pytest.mark.parametrize(
@@ -490,3 +490,20 @@ def test_scalar_line_maps_a_line_inside_a_value(text: str, line_in_value: int, e
     """A line inside a string value maps to the file: block scalars start below their indicator."""
     locator = _yaml.NodeLocator(_yaml.compose(text), text)
     assert locator.scalar_line("/t", line_in_value) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "index", "expected"),
+    [
+        ("a\nb", 2, (2, 1)),
+        ("a\r\nb", 3, (2, 1)),
+        ("a\r\nb", 2, (2, 1)),
+        ("a\rb\x85c\u2028d\u2029e", 8, (5, 1)),
+        ("a\rb\x85c\u2028d\u2029e", 9, (5, 2)),
+        ("ab", 5, (1, 6)),
+        ("", 0, (1, 1)),
+    ],
+)
+def test_position_of_counts_lines_as_yaml_does(text: str, index: int, expected: tuple[int, int]) -> None:
+    """CRLF is one break; CR, LF, NEL, U+2028 and U+2029 each end a line; a CR before the index ends one too."""
+    assert _yaml.position_of(text, index) == expected

@@ -336,6 +336,48 @@ _WORDS = {
 }
 
 
+def _one_of(value: Any, instance: Any) -> str:
+    if not isinstance(value, list):
+        return ""
+    hint = did_you_mean(instance, [v for v in value if isinstance(v, str)]) if isinstance(instance, str) else ""
+    return f"Must be one of {', '.join(show(v) for v in value)}{hint}"
+
+
+def _properties(value: Any) -> str:
+    return f"{value} {'property' if value == 1 else 'properties'}"
+
+
+_MESSAGES: dict[str, Callable[[Any, Any], str]] = {
+    "multipleOf": lambda value, _: f"Must be a multiple of {show(value)}",
+    "enum": _one_of,
+    "const": lambda value, _: f"Must be {show(value)}",
+    "minLength": lambda value, _: (
+        "Must not be empty" if value == 1 else f"Must be at least {_plural(value, 'character')} long"
+    ),
+    "maxLength": lambda value, _: f"Must be at most {_plural(value, 'character')} long",
+    "pattern": lambda value, _: f"Must match the pattern {masked(value)}",
+    "format": lambda value, _: f"Must be a valid {masked(value)}",
+    "minItems": lambda value, _: f"Must have at least {_plural(value, 'item')}",
+    "maxItems": lambda value, _: f"Must have at most {_plural(value, 'item')}",
+    "uniqueItems": lambda _value, _instance: "Must not contain duplicate items",
+    "minProperties": lambda value, _: f"Must have at least {_properties(value)}",
+    "maxProperties": lambda value, _: f"Must have at most {_properties(value)}",
+    "not": lambda value, _: f"Must not match the schema {show(value)}",
+}
+"""Keyword to the message of a value that fails it, from the keyword's value and the instance."""
+
+
+def _message(error: Any) -> str:
+    keyword, value = error.validator, error.validator_value
+    if keyword in _WORDS:
+        return f"Must be {_WORDS[keyword]} {show(value)}"
+    found = _MESSAGES[keyword](value, error.instance) if keyword in _MESSAGES else ""
+    if found:
+        return found
+    message = str(error.message)
+    return message[:1].upper() + message[1:]
+
+
 def _label(path: Sequence[str | int], root: str, *, under_root: bool = False) -> str:
     """``address.city``, ``tags[0]``; *root* for the empty path, or as the first part *under_root*."""
     out = root if under_root else ""
@@ -397,37 +439,52 @@ class ErrorExplainer:
     def explain(self, error: Any) -> None:
         """Add the :class:`ParameterError`s that say what the ``jsonschema`` *error* means."""
         path = list(error.absolute_path)
-        keyword, value, instance, schema = error.validator, error.validator_value, error.instance, error.schema
-        where = self.where(path)
-        explained = True
+        if not self._explained(error, path):  # never lose an error: say it in jsonschema's words
+            message = str(error.message)
+            self.add(
+                STAGE_CONSTRAINT,
+                self._error(
+                    self.where(path),
+                    message[:1].upper() + message[1:],
+                    error.validator,
+                    error.validator_value,
+                    error.instance,
+                ),
+            )
+
+    def _explained(self, error: Any, path: list[str | int]) -> bool:
+        """Add the errors that explain *error*; False when none could."""
+        keyword, value, instance = error.validator, error.validator_value, error.instance
         if keyword == "required" and isinstance(instance, Mapping) and isinstance(value, list):
-            missing = [name for name in value if isinstance(name, str) and name not in instance]
-            for name in missing:
-                message = f"Missing required {self.noun_at(path)}"
-                self.add(STAGE_REQUIRED, ParameterError(parameter=self.where([*path, name]), message=message))
-            explained = bool(missing)
-        elif keyword == "type":
+            return self._required(path, instance, value)
+        if (keyword == "additionalProperties" or (keyword == "unevaluatedProperties" and not path)) and value is False:
+            return self._unexpected(path, instance, error.schema, keyword)
+        if keyword in ("dependentRequired", "dependencies") and isinstance(instance, Mapping):
+            return self._dependencies(path, instance, value)
+        self._constraint(error, self.where(path))
+        return True
+
+    def _required(self, path: list[str | int], instance: Mapping[str, Any], value: list[Any]) -> bool:
+        missing = [name for name in value if isinstance(name, str) and name not in instance]
+        for name in missing:
+            message = f"Missing required {self.noun_at(path)}"
+            self.add(STAGE_REQUIRED, ParameterError(parameter=self.where([*path, name]), message=message))
+        return bool(missing)
+
+    def _constraint(self, error: Any, where: str) -> None:
+        keyword, value, instance = error.validator, error.validator_value, error.instance
+        if keyword == "type":
             types = [value] if isinstance(value, str) else [str(t) for t in value]
-            message = "Expected " + " or ".join(types)
-            self.add(STAGE_TYPE, self._error(where, message, keyword, value, instance))
+            self.add(STAGE_TYPE, self._error(where, "Expected " + " or ".join(types), keyword, value, instance))
         elif keyword is None:  # a false schema
             self.add(
                 STAGE_CONSTRAINT,
                 ParameterError(parameter=where, message="No value is allowed here", got=instance, has_got=True),
             )
-        elif (
-            keyword == "additionalProperties" or (keyword == "unevaluatedProperties" and not path)
-        ) and value is False:
-            explained = self._unexpected(path, instance, schema, keyword)
-        elif keyword in ("dependentRequired", "dependencies") and isinstance(instance, Mapping):
-            explained = self._dependencies(path, instance, value)
         elif keyword in ("anyOf", "oneOf"):
             self._alternatives(where, error)
         else:
-            self.add(STAGE_CONSTRAINT, self._error(where, self._message(error), keyword, value, instance))
-        if not explained:  # never lose an error: say it in jsonschema's words
-            message = str(error.message)
-            self.add(STAGE_CONSTRAINT, self._error(where, message[:1].upper() + message[1:], keyword, value, instance))
+            self.add(STAGE_CONSTRAINT, self._error(where, _message(error), keyword, value, instance))
 
     def _error(self, where: str, message: str, keyword: str, value: object, instance: object) -> ParameterError:
         return ParameterError(
@@ -486,44 +543,6 @@ class ErrorExplainer:
             STAGE_CONSTRAINT,
             ParameterError(parameter=where, message=message, constraint=constraint, got=error.instance, has_got=True),
         )
-
-    def _message(self, error: Any) -> str:
-        keyword, value = error.validator, error.validator_value
-        if keyword in _WORDS:
-            return f"Must be {_WORDS[keyword]} {show(value)}"
-        if keyword == "multipleOf":
-            return f"Must be a multiple of {show(value)}"
-        if keyword == "enum" and isinstance(value, list):
-            hint = (
-                did_you_mean(error.instance, [v for v in value if isinstance(v, str)])
-                if isinstance(error.instance, str)
-                else ""
-            )
-            return f"Must be one of {', '.join(show(v) for v in value)}{hint}"
-        if keyword == "const":
-            return f"Must be {show(value)}"
-        if keyword == "minLength":
-            return "Must not be empty" if value == 1 else f"Must be at least {_plural(value, 'character')} long"
-        if keyword == "maxLength":
-            return f"Must be at most {_plural(value, 'character')} long"
-        if keyword == "pattern":
-            return f"Must match the pattern {masked(value)}"
-        if keyword == "format":
-            return f"Must be a valid {masked(value)}"
-        if keyword == "minItems":
-            return f"Must have at least {_plural(value, 'item')}"
-        if keyword == "maxItems":
-            return f"Must have at most {_plural(value, 'item')}"
-        if keyword == "uniqueItems":
-            return "Must not contain duplicate items"
-        if keyword == "minProperties":
-            return f"Must have at least {value} {'property' if value == 1 else 'properties'}"
-        if keyword == "maxProperties":
-            return f"Must have at most {value} {'property' if value == 1 else 'properties'}"
-        if keyword == "not":
-            return f"Must not match the schema {show(value)}"
-        message = str(error.message)
-        return message[:1].upper() + message[1:]
 
     def result(self, order: Sequence[str]) -> tuple[ParameterError, ...]:
         """Every error added, by stage, then by the position of its top-level name in *order*."""

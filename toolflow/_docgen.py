@@ -140,7 +140,7 @@ def _rule_body(doc: str) -> str:
 
 def _checked_by(rule: Rule) -> str:
     family = family_of(rule.code)
-    if rule.check is not None:
+    if rule.check is not None or rule.check_project is not None:
         if family is not None and family.prefix == "TF3":
             return "checked on the loaded tools for each `--target` provider"
         if family is not None and family.prefix == "TF4":

@@ -49,6 +49,7 @@ __all__ = [
     "iter_spec_paths",
     "load_file",
     "load_specs",
+    "missing_file",
     "redacted",
     "validate_specs",
 ]
@@ -111,23 +112,24 @@ def load_specs(
     expect(kinds, (Mapping, type(None)), "kinds", "a mapping of spec keys to JSON Schemas, or None")
     files: list[SpecFile] = []
     diagnostics: list[Diagnostic] = []
-    with gc_paused():
-        for path, exists in iter_spec_paths(paths):
-            if not exists:
-                diagnostics.append(_file_diag(path, "TF005", f"no such file or directory: {path!r}"))
-                continue
-            spec_file, found = load_file(path, environ=environ, kinds=kinds)
-            files.append(spec_file)
-            diagnostics.extend(found)
+    for path, exists in iter_spec_paths(paths):
+        if not exists:
+            diagnostics.append(missing_file(path))
+            continue
+        spec_file, found = load_file(path, environ=environ, kinds=kinds)
+        files.append(spec_file)
+        diagnostics.extend(found)
     return LoadResult(files=tuple(files), diagnostics=tuple(sorted(diagnostics, key=Diagnostic.sort_key)))
 
 
 @contextlib.contextmanager
 def gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while node trees are built and used.
+    """Pause the cyclic garbage collector while one file is loaded.
 
-    Loading creates many small acyclic objects that stay alive (the node trees
-    locate diagnostics); every generation-2 pass would walk all of them again.
+    Composing and converting a file makes a node tree of many small acyclic objects that die,
+    freed by their reference counts, when the file's load returns; collector passes meanwhile
+    would only walk them, and promote them to older generations whose passes walk them again.
+    What a load keeps (records, positions) is small, and is the collector's again at once.
     Nested pauses are fine: only the outermost one turns the collector back on.
     """
     enabled = gc.isenabled()
@@ -151,6 +153,11 @@ def validate_specs(paths: Iterable[str | os.PathLike[str]], *, environ: Mapping[
     return result
 
 
+def missing_file(path: str) -> Diagnostic:
+    """The diagnostic of a spec path that does not exist (TF005)."""
+    return _file_diag(path, "TF005", f"no such file or directory: {path!r}")
+
+
 def _file_diag(path: str, code: str, message: str, line: int = 1, column: int = 1) -> Diagnostic:
     severity = Severity.WARNING if code in _WARNING_CODES else Severity.ERROR
     return Diagnostic(
@@ -172,6 +179,16 @@ def load_file(
     kinds: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> tuple[SpecFile, list[Diagnostic]]:
     """Load one spec file; return it (``ok=False`` when unusable) and its diagnostics."""
+    with gc_paused():
+        return _load_file(path, environ=environ, kinds=kinds)
+
+
+def _load_file(
+    path: str,
+    *,
+    environ: Mapping[str, str] | None,
+    kinds: Mapping[str, Mapping[str, Any]] | None,
+) -> tuple[SpecFile, list[Diagnostic]]:
     text_or_diag = _read_text(path)
     if isinstance(text_or_diag, Diagnostic):
         return SpecFile(path=path, ok=False), [text_or_diag]

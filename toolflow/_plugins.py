@@ -461,7 +461,7 @@ class _Collector:
         code = self._once("rule code", rule.code)
         if not _PLUGIN_RULE_CODE.match(code) or code.startswith("TF"):
             self._fail(f"rule code {code!r} must be the plugin's own prefix and digits (like 'ACME101'), never 'TF'")
-        if not callable(rule.check):
+        if not callable(rule.check) and not callable(rule.check_project):
             self._fail(f"rule {code} has no check")
         self.items.append(attrs.evolve(rule, plugin=self.plugin))
 

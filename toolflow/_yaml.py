@@ -24,8 +24,8 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 import yaml
 from yaml.composer import Composer
@@ -244,22 +244,7 @@ def compose(text: str) -> Node | None:
     except RecursionError:
         raise DocumentError("TF001", "the document nests too deeply", 1, 1) from None
     except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        if exc.problem and "maximum nesting depth" in exc.problem:
-            # libyaml's own limit (1,000 levels), which its scanner can meet before the composer meets ours.
-            raise _too_deep(mark) from None
-        # libyaml ends the stream on a line of its own, past the end of a text without a final line break.
-        line, column = min((mark.line + 1, mark.column + 1), position_of(text, len(text))) if mark else (1, 1)
-        problem = exc.problem or exc.context or "invalid YAML"
-        context = ""
-        if exc.context and exc.problem and exc.problem.startswith("but "):
-            problem, context = f"{exc.context}, {exc.problem}", ""
-        elif exc.context and exc.problem:
-            context = f" {exc.context}"
-            start = exc.context_mark
-            if start is not None and (start.line + 1, start.column + 1) != (line, column):
-                context += f" that starts on line {start.line + 1}, column {start.column + 1}"
-        raise DocumentError("TF001", f"YAML syntax error: {problem}{context}", line, column) from None
+        raise _syntax_error(text, exc) from None
     except ReaderError as exc:
         raise _reader_error(text, exc) from None
     except yaml.YAMLError as exc:
@@ -267,8 +252,24 @@ def compose(text: str) -> Node | None:
     return node
 
 
-_BREAK = re.compile("\r\n|[\r\n\x85\u2028\u2029]")
-"""The line breaks of YAML 1.1, which both of PyYAML's readers count lines by."""
+def _syntax_error(text: str, exc: yaml.MarkedYAMLError) -> DocumentError:
+    """PyYAML's syntax error as a diagnostic: the problem, its context, and where they are."""
+    mark = exc.problem_mark or exc.context_mark
+    if exc.problem and "maximum nesting depth" in exc.problem:
+        # libyaml's own limit (1,000 levels), which its scanner can meet before the composer meets ours.
+        return _too_deep(mark)
+    # libyaml ends the stream on a line of its own, past the end of a text without a final line break.
+    line, column = min((mark.line + 1, mark.column + 1), position_of(text, len(text))) if mark else (1, 1)
+    problem = exc.problem or exc.context or "invalid YAML"
+    context = ""
+    if exc.context and exc.problem and exc.problem.startswith("but "):
+        problem = f"{exc.context}, {exc.problem}"
+    elif exc.context and exc.problem:
+        context = f" {exc.context}"
+        start = exc.context_mark
+        if start is not None and (start.line + 1, start.column + 1) != (line, column):
+            context += f" that starts on line {start.line + 1}, column {start.column + 1}"
+    return DocumentError("TF001", f"YAML syntax error: {problem}{context}", line, column)
 
 
 def _reader_error(text: str, exc: ReaderError) -> DocumentError:
@@ -315,10 +316,15 @@ def position_of(text: str, index: int) -> tuple[int, int]:
     ends lines at CRLF, CR, LF, NEL, U+2028 and U+2029; positions found outside the YAML
     reader use the same breaks, so that all of a file's diagnostics agree on its lines.
     """
-    line_start, line = 0, 1
-    for found in _BREAK.finditer(text, 0, index):
-        line_start, line = found.end(), line + 1
-    return line, index - line_start + 1
+    prefix = text[:index]
+    # str.count and str.rfind run in C: a whole file's end is found without a step per line.
+    breaks = sum(prefix.count(b) for b in _BREAKS) - prefix.count("\r\n")
+    line_start = max(prefix.rfind(b) for b in _BREAKS) + 1
+    return breaks + 1, index - line_start + 1
+
+
+_BREAKS = ("\n", "\r", "\x85", "\u2028", "\u2029")
+"""The line breaks of YAML 1.1, which both of PyYAML's readers count lines by; CRLF is one."""
 
 
 _ENV = re.compile(r"\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -496,17 +502,90 @@ def convert(  # noqa: PLR0915 - the closures share one conversion state
         return walk(root)
     except RecursionError:
         raise DocumentError("TF004", "the document nests too deeply", 1, 1) from None
+    finally:
+        # The closures refer to each other, a cycle only the collector frees; without the tables
+        # it holds nothing of the document, whose values reference counting then frees with it.
+        done.clear()
 
 
 def _unescape(token: str) -> str:
     return token.replace("~1", "/").replace("~0", "~")
 
 
+_Entry: TypeAlias = "tuple[int, int, int, int, str | None, _Children]"
+_Children: TypeAlias = "tuple[_Entry, ...] | dict[object, tuple[_Entry, _Entry]] | None"
+"""What a locator keeps of a node: 1-based start line and column, end line and column (as
+PyYAML marks them), the style of a scalar (``None`` when plain), and the children: ``None`` for a
+scalar, a tuple of entries for a sequence, ``{key: (key entry, value entry)}`` for a mapping.
+
+Plain tuples, ints and strings rather than PyYAML's nodes: each node is a handful of objects
+instead of a dozen (the node, two marks and their dictionaries), and tuples of ints leave the
+cyclic collector's view after its first pass, so a project's kept locators cost it nothing."""
+
+
+def _compact(root: Node) -> _Entry:
+    """The entries of *root*'s tree; an aliased collection is shared, one inside itself is a leaf there."""
+    done: dict[int, _Entry] = {}
+
+    def entry(node: Node) -> _Entry:
+        start, end = node.start_mark, node.end_mark
+        if type(node) is ScalarNode:  # scalars are never inside themselves: no look-up for them
+            return (start.line + 1, start.column + 1, end.line + 1, end.column + 1, node.style or None, None)
+        found = done.get(id(node))
+        if found is not None:
+            return found
+        head = (start.line + 1, start.column + 1, end.line + 1, end.column + 1, None)
+        done[id(node)] = (*head, None)
+        children: tuple[_Entry, ...] | dict[object, tuple[_Entry, _Entry]]
+        if type(node) is SequenceNode:
+            children = tuple(entry(item) for item in node.value)
+        else:
+            children = {}
+            pairs = node.value
+            key: _Entry
+            # A pointer names the last of duplicate keys (the value kept); the others, and keys that
+            # are collections, stay under keys no pointer token equals, for in_string().
+            for index in range(len(pairs) - 1, -1, -1):
+                key_node, value_node = pairs[index]
+                if type(key_node) is ScalarNode:  # nearly every key: made here, without a call
+                    start, end = key_node.start_mark, key_node.end_mark
+                    key = (start.line + 1, start.column + 1, end.line + 1, end.column + 1, key_node.style or None, None)
+                    name = key_node.value
+                    slot = name if name not in children else (index,)
+                else:
+                    key, slot = entry(key_node), (index,)
+                children[slot] = (key, entry(value_node))
+        made = done[id(node)] = (*head, children)
+        return made
+
+    return entry(root)
+
+
+def _entries(root: _Entry) -> Iterator[_Entry]:
+    """Every entry under *root*, once each (aliases are shared)."""
+    seen: set[int] = set()
+    stack = [root]
+    while stack:
+        found = stack.pop()
+        if id(found) in seen:
+            continue
+        seen.add(id(found))
+        yield found
+        children = found[5]
+        if isinstance(children, tuple):
+            stack.extend(children)
+        elif children is not None:
+            stack.extend(part for pair in children.values() for part in pair)
+
+
 class NodeLocator:
-    """Resolves JSON pointers into a composed document to source spans."""
+    """Resolves JSON pointers into a composed document to source spans.
+
+    It keeps the positions of the document's nodes (see :data:`_Entry`), not the node tree.
+    """
 
     def __init__(self, root: Node | None, text: str = "") -> None:
-        self._root = root
+        self._root = _compact(root) if root is not None else None
         self._text = text
         self._strings: list[tuple[tuple[int, int], tuple[int, int]]] | None = None
         self._end_of_text: tuple[int, int] | None = None
@@ -514,59 +593,71 @@ class NodeLocator:
     def in_string(self, line: int, column: int) -> bool:
         """True when the 1-based position lies inside a quoted or block scalar."""
         if self._strings is None:
-            self._strings = []
-            seen: set[int] = set()
-            stack = [self._root] if self._root is not None else []
-            while stack:
-                node = stack.pop()
-                if id(node) in seen:
-                    continue
-                seen.add(id(node))
-                if isinstance(node, ScalarNode):
-                    if node.style:  # plain scalars end before " #"; others can hold it
-                        start, end = node.start_mark, node.end_mark
-                        self._strings.append(((start.line + 1, start.column + 1), (end.line + 1, end.column + 1)))
-                elif isinstance(node, SequenceNode):
-                    stack.extend(node.value)
-                elif isinstance(node, MappingNode):
-                    stack.extend(n for pair in node.value for n in pair)
+            self._strings = [
+                ((found[0], found[1]), (found[2], found[3]))
+                for found in (_entries(self._root) if self._root is not None else ())
+                if found[4]  # plain scalars end before " #"; others can hold it
+            ]
         return any(start <= (line, column) < end for start, end in self._strings)
 
-    def node(self, pointer: str) -> tuple[Node | None, Node | None]:
-        """Return ``(node, key_node)`` for the deepest part of *pointer* that exists."""
-        node, key_node = self._root, None
-        if node is None or not pointer:
-            return node, None
+    def _find(self, pointer: str) -> tuple[_Entry | None, _Entry | None]:
+        """``(entry, key entry)`` of the deepest part of *pointer* that exists."""
+        found, key = self._root, None
+        if found is None or not pointer:
+            return found, None
         for raw in pointer.split("/")[1:]:
             token = _unescape(raw)
-            if isinstance(node, MappingNode):
-                for k, v in reversed(node.value):
-                    if isinstance(k, ScalarNode) and k.value == token:
-                        node, key_node = v, k
-                        break
-                else:
+            children = found[5]
+            if isinstance(children, dict):
+                pair = children.get(token)
+                if pair is None:
                     break
-            elif isinstance(node, SequenceNode) and token.isdigit() and int(token) < len(node.value):
-                node, key_node = node.value[int(token)], None
+                key, found = pair
+            elif isinstance(children, tuple) and token.isdigit() and int(token) < len(children):
+                found, key = children[int(token)], None
             else:
                 break
-        return node, key_node
+        return found, key
+
+    def kind(self, pointer: str) -> str | None:
+        """``"mapping"``, ``"sequence"`` or ``"scalar"``: what the deepest existing part of *pointer* is."""
+        found, _ = self._find(pointer)
+        if found is None:
+            return None
+        children = found[5]
+        return "scalar" if children is None else "sequence" if isinstance(children, tuple) else "mapping"
 
     def locate(self, pointer: str, *, key: bool = False) -> Span:
         """Return the span of the node at *pointer* (or of its key, with ``key=True``)."""
-        node, key_node = self.node(pointer)
-        target = key_node if key and key_node is not None else node
+        found, key_entry = self._find(pointer)
+        target = key_entry if key and key_entry is not None else found
         if target is None:
             return Span(line=1, column=1, end_line=1, end_column=1)
-        return self.span(target)
+        line, column, end_line, end_column = target[:4]
+        if self._text:
+            if self._end_of_text is None:
+                self._end_of_text = position_of(self._text, len(self._text))
+            end = self._end_of_text
+            if (end_line, end_column) > end:
+                end_line, end_column = end
+                line, column = min((line, column), end)
+        return Span(line=line, column=column, end_line=end_line, end_column=end_column)
 
-    def span(self, node: Node) -> Span:
-        """The span of *node*, within the text (see :func:`span_within`)."""
-        if not self._text:
-            return span_within(node, None)
-        if self._end_of_text is None:
-            self._end_of_text = position_of(self._text, len(self._text))
-        return span_within(node, self._end_of_text)
+    def value_position(self, pointer: str, line_in_value: int) -> tuple[int, int] | None:
+        """The file position of a 1-based line of the string at *pointer*; ``None`` when there is none.
+
+        A flow scalar written on one line can still hold several lines (through quoted newline
+        escapes); they all map to its start, as does a line past the scalar's end.
+        """
+        found, _ = self._find(pointer)
+        if found is None:
+            return None
+        start = (found[0], found[1])
+        block = found[5] is None and found[4] in ("|", ">")
+        if not block and found[0] == found[2]:
+            return start
+        line, column = self.scalar_line(pointer, line_in_value)
+        return (line, column) if line <= found[2] else start
 
     def scalar_line(self, pointer: str, line_in_value: int) -> tuple[int, int]:
         """Map a 1-based line inside a string value to a line and column of the file.
@@ -574,19 +665,19 @@ class NodeLocator:
         Block scalars (``|``, ``>``) start on the line after their indicator; the
         column is that of the first non-blank character of the mapped line.
         """
-        node, _ = self.node(pointer)
-        if node is None:
+        found, _ = self._find(pointer)
+        if found is None:
             return 1, 1
-        start = node.start_mark
-        if isinstance(node, ScalarNode) and node.style in ("|", ">"):
-            line0 = start.line + line_in_value
+        line0, column0 = found[0] - 1, found[1] - 1
+        if found[5] is None and found[4] in ("|", ">"):
+            line0 += line_in_value
         else:
-            line0 = start.line + line_in_value - 1
+            line0 += line_in_value - 1
         lines = self._text.splitlines()
         if 0 <= line0 < len(lines):
             text = lines[line0]
             column = len(text) - len(text.lstrip()) + 1
-            if line0 == start.line:
-                column = start.column + 1
+            if line0 == found[0] - 1:
+                column = column0 + 1
             return line0 + 1, column
-        return start.line + 1, start.column + 1
+        return found[0], found[1]

@@ -4,7 +4,8 @@
     .venv/bin/python tests/bench/bench_lint_versions.py /tmp/toolflow-main .
 
 Each tree is imported in a fresh interpreter (``PYTHONPATH`` puts it first) that lints the
-benchmark corpus of ``bench_lint.py`` once to warm up and once timed; the trees take turns,
+benchmark corpus of ``bench_lint.py`` once to warm up and once timed, and reports its peak
+resident memory; the trees take turns,
 the order alternating each round, and the medians of the rounds are compared. Run it from
 the root of a checkout whose ``.venv`` has toolflow's dependencies.
 """
@@ -33,7 +34,8 @@ before, start = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
 report = lint_paths([sys.argv[1]], plugins=facts, kinds=kinds)
 after, wall = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter() - start
 cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
-print(cpu, wall, len(report.diagnostics), sys.modules["toolflow"].__file__)
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+print(cpu, wall, peak, len(report.diagnostics), sys.modules["toolflow"].__file__)
 """
 
 
@@ -47,7 +49,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as folder:
         corpus = Path(folder)
         bench_lint.write_corpus(corpus, args.files, args.tools, bench_lint.SHAPES["typical"])
-        samples: dict[Path, list[tuple[float, float]]] = {tree: [] for tree in args.trees}
+        samples: dict[Path, list[tuple[float, float, float]]] = {tree: [] for tree in args.trees}
         for number in range(args.rounds):
             order = args.trees if number % 2 == 0 else args.trees[::-1]
             for tree in order:
@@ -60,16 +62,19 @@ def main(argv: Sequence[str] | None = None) -> int:
                     text=True,
                     check=True,
                 )
-                cpu, wall, count, module = done.stdout.split()
+                cpu, wall, peak, count, module = done.stdout.split()
                 if not module.startswith(str(tree.resolve())):
                     msg = f"{tree} did not provide toolflow (imported {module})"
                     raise SystemExit(msg)
-                samples[tree].append((float(cpu), float(wall)))
+                samples[tree].append((float(cpu), float(wall), float(peak)))
                 print(
-                    f"round {number + 1}: {tree}: {float(cpu):.3f} s CPU, {float(wall):.3f} s wall, {count} diagnostics"
+                    f"round {number + 1}: {tree}: {float(cpu):.3f} s CPU, {float(wall):.3f} s wall, "
+                    f"peak {float(peak):.0f} MiB, {count} diagnostics"
                 )
-    first, second = (statistics.median(cpu for cpu, _ in samples[tree]) for tree in args.trees)
+    first, second = (statistics.median(cpu for cpu, _, _ in samples[tree]) for tree in args.trees)
     print(f"median CPU: {args.trees[0]} {first:.3f} s, {args.trees[1]} {second:.3f} s; ratio {second / first:.3f}")
+    first, second = (statistics.median(peak for _, _, peak in samples[tree]) for tree in args.trees)
+    print(f"median peak memory: {args.trees[0]} {first:.0f} MiB, {args.trees[1]} {second:.0f} MiB")
     return 0
 
 

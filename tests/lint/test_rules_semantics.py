@@ -14,6 +14,7 @@ from toolflow._lint import _template_facts
 from toolflow._lint._config import LintConfig
 from toolflow._lint._engine import lint_paths
 from toolflow._lint._rule import LintContext
+from toolflow._lint._summary import ProjectSummary, summarize_file
 from toolflow._lint.rules import builtin_rules
 from toolflow._loader import load_specs
 from toolflow._model import Implementation, ParameterRule, SpecFile, ToolDependency, ToolSpec
@@ -42,9 +43,12 @@ def _lint(*paths: Path) -> list[Diagnostic]:
 def _run_rules(ctx: LintContext) -> list[Diagnostic]:
     """Run the semantic rules' checks directly, without the engine's filtering."""
     found: list[Diagnostic] = []
+    summary = ProjectSummary(files=tuple(summarize_file(f) for f in ctx.files))
     for rule in builtin_rules():
         if rule.code in SEMANTIC_RULES and rule.check is not None:
             found.extend(rule.check(ctx))
+        if rule.code in SEMANTIC_RULES and rule.check_project is not None:
+            found.extend(rule.check_project(summary))
     return found
 
 

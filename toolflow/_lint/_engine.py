@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
 
 from toolflow._diagnostics import Diagnostic, Severity
+from toolflow._errors import expect, expect_names
 from toolflow._lint._config import LintConfig, RuleSet
 from toolflow._lint._rule import LintContext, PluginFacts, Rule
+from toolflow._lint._summary import FileSummary, ProjectSummary, summarize_file
 from toolflow._lint._suppress import Suppression, find_suppressions
 from toolflow._lint.rules import builtin_rules
-from toolflow._loader import gc_paused, load_specs, redacted
-from toolflow._provenance import Redactor
+from toolflow._loader import gc_paused, iter_spec_paths, load_file, missing_file
+from toolflow._model import SpecFile
+from toolflow._provenance import Interpolated, Redactor
 
 __all__ = ["LintReport", "lint_paths"]
 
@@ -68,8 +71,10 @@ def lint_paths(
 ) -> LintReport:
     """Lint the spec files named by *paths* (files or directories).
 
-    A built-in rule that raises is a bug and propagates; a plugin's rule that
-    raises is reported in ``LintReport.crashed`` and the run goes on.
+    Each file is loaded, checked by the rules' ``check`` and summarised, then dropped; the
+    rules' ``check_project`` then run on the summary of every file (see ``Rule``). A built-in
+    rule that raises is a bug and propagates; a plugin's rule that raises is reported in
+    ``LintReport.crashed`` and the run goes on.
 
     Args:
         paths: Spec files and directories.
@@ -81,80 +86,129 @@ def lint_paths(
 
     Returns:
         The report; its ``exit_code`` is what ``toolflow lint`` exits with.
+
+    Raises:
+        TypeError: *paths* is a single path rather than a list of them, or *environ* or *kinds*
+            is not a mapping.
     """
+    expect_names(paths, "paths", what="spec files and directories")
+    expect(environ, (Mapping, type(None)), "environ", "a mapping of variable names to values, or None")
+    expect(kinds, (Mapping, type(None)), "kinds", "a mapping of spec keys to JSON Schemas, or None")
     config = config or LintConfig()
     ruleset = RuleSet(rules if rules is not None else builtin_rules())
-    with gc_paused():  # the rules create many short-lived objects while the node trees stay alive
-        return _lint(paths, config, ruleset, plugins, kinds, environ=environ)
-
-
-def _lint(
-    paths: Iterable[str | os.PathLike[str]],
-    config: LintConfig,
-    ruleset: RuleSet,
-    plugins: PluginFacts | None,
-    kinds: Mapping[str, Mapping[str, Any]] | None,
-    *,
-    environ: Mapping[str, str] | None,
-) -> LintReport:
-    enabled = ruleset.enabled(config)
-    enabled_codes = {r.code for r in enabled}
-    loaded = load_specs(paths, kinds=kinds, environ=environ)
-    context = LintContext(files=loaded.files, targets=config.target, plugins=plugins)
-
-    checked: list[Diagnostic] = []
-    crashed: list[str] = []
-    for rule in enabled:
-        if rule.check is None:
-            continue
-        if rule.plugin is None:
-            checked.extend(rule.check(context))
-            continue
-        try:
-            checked.extend(list(rule.check(context)))
-        except Exception as exc:  # noqa: BLE001 - a crashing plugin rule must not stop the run
-            crashed.append(f"lint rule {rule.code} of plugin {rule.plugin!r} crashed: {type(exc).__name__}: {exc}")
-    # Rules name values with !r, which shows a ${...} string's reference; this masks a value that
-    # reached a message another way (a template's syntax error quoting its source, a plugin's text).
-    # The loader has masked its own diagnostics already.
-    found = list(loaded.diagnostics)
-    interpolated = [f for f in loaded.files if f.interpolated]
-    if interpolated:
-        by_file = {f.path: f.interpolated for f in interpolated}
-        checked = [d for path, ds in _by_file(checked).items() for d in redacted(ds, by_file.get(path, ()))]
-        everything = Redactor(s for f in interpolated for _, s in f.interpolated)
-        crashed = [everything(message) for message in crashed]
-    found.extend(checked)
-
-    kept: list[Diagnostic] = []
-    suppressions = {
-        f.path: find_suppressions(f.text, f.locator.in_string if f.locator else None) for f in loaded.files if f.text
-    }
-    for diagnostic in found:
-        found_rule = ruleset.by_code.get(diagnostic.code)
-        if found_rule is None or found_rule.code not in enabled_codes:
-            continue
-        rule = found_rule
-        if ruleset.ignored_in_file(config, diagnostic.file, rule):
-            continue
-        if _suppressed(diagnostic, rule, suppressions.get(diagnostic.file, ()), ruleset):
-            continue
-        severity = ruleset.severity(config, rule)
-        if diagnostic.name == rule.name and diagnostic.severity is severity:
-            kept.append(diagnostic)  # rules set both already; evolving thousands of records is not free
+    run = _Run(ruleset=ruleset, config=config, enabled=ruleset.enabled(config), plugins=plugins)
+    for path, exists in iter_spec_paths(paths):
+        if exists:
+            # As while loading (see gc_paused): what checking one file makes dies with the file.
+            with gc_paused():
+                run.add_file(*load_file(path, environ=environ, kinds=kinds))
         else:
-            kept.append(attrs.evolve(diagnostic, name=rule.name, severity=severity))
+            run.found.append(missing_file(path))
+    return run.report()
 
-    for path, comments in suppressions.items():
-        kept.extend(_suppression_problems(path, comments, ruleset, enabled_codes, config))
-    return LintReport(
-        diagnostics=tuple(sorted(kept, key=Diagnostic.sort_key)),
-        files=tuple(f.path for f in loaded.files),
-        tool_count=len(loaded.tools),
-        rules=enabled,
-        config=config,
-        crashed=tuple(crashed),
-    )
+
+@attrs.define(kw_only=True)
+class _Run:
+    """One lint run: what is kept of the files already linted, and the diagnostics found so far."""
+
+    ruleset: RuleSet
+    config: LintConfig
+    enabled: tuple[Rule, ...]
+    plugins: PluginFacts | None
+    found: list[Diagnostic] = attrs.field(factory=list)
+    """Every diagnostic, before configuration and suppressions apply."""
+    crashed: dict[str, str] = attrs.field(factory=dict)
+    """Plugin rule code to the message of its crash; its diagnostics are dropped at the end."""
+    summaries: list[FileSummary] = attrs.field(factory=list)
+    paths: list[str] = attrs.field(factory=list)
+    suppressions: dict[str, list[Suppression]] = attrs.field(factory=dict)
+    strings: dict[str, tuple[Interpolated, ...]] = attrs.field(factory=dict)
+    """Path to the strings from ``${...}`` of that file, whose values the rules' messages must not show."""
+    interpolated: dict[tuple[str, tuple[tuple[str, str], ...]], Interpolated] = attrs.field(factory=dict)
+    """Each distinct string from ``${...}`` of every file, to mask in the crash messages."""
+    tool_count: int = 0
+
+    def add_file(self, spec_file: SpecFile, loaded: list[Diagnostic]) -> None:
+        """Check one loaded file with the per-file rules and keep its summary; drop the rest of it."""
+        self.paths.append(spec_file.path)
+        self.tool_count += len(spec_file.tools)
+        self.found.extend(loaded)  # the loader masked its own diagnostics already
+        context = LintContext(files=(spec_file,), targets=self.config.target, plugins=self.plugins)
+        checked: list[Diagnostic] = []
+        for rule in self.enabled:
+            if rule.check is not None and rule.code not in self.crashed:
+                checked.extend(self._run(rule, rule.check, context))
+        if spec_file.interpolated:
+            self.strings[spec_file.path] = tuple(string for _, string in spec_file.interpolated)
+            for _, string in spec_file.interpolated:
+                self.interpolated.setdefault((str(string), string.substitutions), string)
+        # Rules name values with !r, which shows a ${...} string's reference; this masks a value that
+        # reached a message another way (a template's syntax error quoting its source, a plugin's text).
+        self.found.extend(self._redacted(spec_file.path, checked))
+        if spec_file.text:
+            comments = find_suppressions(spec_file.text, spec_file.locator.in_string if spec_file.locator else None)
+            self.suppressions[spec_file.path] = comments
+        self.summaries.append(summarize_file(spec_file))
+
+    def _run(self, rule: Rule, check: Callable[[Any], Iterable[Diagnostic]], argument: object) -> list[Diagnostic]:
+        if rule.plugin is None:
+            return list(check(argument))
+        try:
+            return list(check(argument))
+        except Exception as exc:  # noqa: BLE001 - a crashing plugin rule must not stop the run
+            message = f"lint rule {rule.code} of plugin {rule.plugin!r} crashed: {type(exc).__name__}: {exc}"
+            self.crashed[rule.code] = message
+            return []
+
+    def _redacted(self, path: str, diagnostics: list[Diagnostic]) -> list[Diagnostic]:
+        strings = self.strings.get(path) if diagnostics else None
+        redact = Redactor(strings) if strings else None
+        if not redact:
+            return diagnostics
+        return [
+            d if (message := redact(d.message)) == d.message else attrs.evolve(d, message=message) for d in diagnostics
+        ]
+
+    def report(self) -> LintReport:
+        """Run the rules that need every file, apply configuration and suppressions, and report."""
+        summary = ProjectSummary(files=tuple(self.summaries), targets=self.config.target, plugins=self.plugins)
+        for rule in self.enabled:
+            if rule.check_project is not None and rule.code not in self.crashed:
+                for path, found in _by_file(self._run(rule, rule.check_project, summary)).items():
+                    self.found.extend(self._redacted(path, found))
+        crashed = list(self.crashed.values())
+        if self.interpolated:
+            everything = Redactor(self.interpolated.values())
+            crashed = [everything(message) for message in crashed]
+        kept = [d for d in self.found if d.code not in self.crashed]
+        return LintReport(
+            diagnostics=tuple(sorted(self._configured(kept), key=Diagnostic.sort_key)),
+            files=tuple(self.paths),
+            tool_count=self.tool_count,
+            rules=self.enabled,
+            config=self.config,
+            crashed=tuple(crashed),
+        )
+
+    def _configured(self, found: list[Diagnostic]) -> list[Diagnostic]:
+        """*found* as configured, less what comments suppress; then the comments' own problems."""
+        ruleset, config = self.ruleset, self.config
+        enabled_codes = {r.code for r in self.enabled}
+        kept: list[Diagnostic] = []
+        for diagnostic in found:
+            rule = ruleset.by_code.get(diagnostic.code)
+            if rule is None or rule.code not in enabled_codes or ruleset.ignored_in_file(config, diagnostic.file, rule):
+                continue
+            if _suppressed(diagnostic, rule, self.suppressions.get(diagnostic.file, ()), ruleset):
+                continue
+            severity = ruleset.severity(config, rule)
+            if diagnostic.name == rule.name and diagnostic.severity is severity:
+                kept.append(diagnostic)  # rules set both already; evolving thousands of records is not free
+            else:
+                kept.append(attrs.evolve(diagnostic, name=rule.name, severity=severity))
+        for path, comments in self.suppressions.items():
+            kept.extend(_suppression_problems(path, comments, ruleset, enabled_codes, config))
+        return kept
 
 
 def _by_file(diagnostics: Iterable[Diagnostic]) -> dict[str, list[Diagnostic]]:

@@ -12,6 +12,7 @@ import attrs
 
 from toolflow._checking import _DIALECT as _KNOWN_DIALECT  # the dialects the runtime validators accept
 from toolflow._diagnostics import Diagnostic, Severity, Span
+from toolflow._lint._summary import Place, PluginFacts, ProjectSummary
 from toolflow._model import SpecFile, ToolSpec
 from toolflow._schemas import iter_schema_problems, json_pointer
 from toolflow._validation import ArgumentValidator, ResultValidator
@@ -27,26 +28,13 @@ TARGETS = ("openai", "anthropic", "gemini", "mcp")
 """Providers and clients that ``--target`` can check specs against."""
 
 
-@attrs.frozen(kw_only=True)
-class PluginFacts:
-    """What the TF4xx rules need to know about plugins, as plain data (lint never imports plugins).
-
-    Attributes:
-        bindings: Implementation name to the names of the plugins that bind it.
-        targets: Implementation name to its target: the callable, or the lazy ``"module:attr"`` string.
-        failed: Plugin name to the error that stopped it loading.
-        kinds: Implementation kind to the names of the plugins that provide it.
-    """
-
-    bindings: Mapping[str, tuple[str, ...]] = attrs.field(factory=dict)
-    targets: Mapping[str, object] = attrs.field(factory=dict)
-    failed: Mapping[str, str] = attrs.field(factory=dict)
-    kinds: Mapping[str, tuple[str, ...]] = attrs.field(factory=dict)
-
-
 @attrs.define(kw_only=True)
 class LintContext:
-    """Everything a rule may look at: the loaded files, their tools, the chosen targets.
+    """Everything a rule's ``check`` may look at: the file being linted, its tools, the chosen targets.
+
+    ``toolflow lint`` runs each ``check`` on one file at a time (``files`` holds that file), as
+    the file is loaded; a rule that needs every file has a ``check_project`` instead, which
+    sees the :class:`~toolflow._lint._summary.ProjectSummary` of all of them.
 
     Expensive facts that several rules need (is a tool's parameter schema valid
     JSON Schema? its compiled validator) are computed once here and shared.
@@ -120,6 +108,7 @@ class LintContext:
 
 
 Check = Callable[[LintContext], Iterable[Diagnostic]]
+ProjectCheck = Callable[[ProjectSummary], Iterable[Diagnostic]]
 
 T = TypeVar("T")
 
@@ -156,9 +145,13 @@ class ToolMemo(Generic[T]):
 class Rule:
     """A lint rule: stable code and kebab name, default severity, documentation, and its check.
 
-    Rules whose ``check`` is ``None`` are reported by the loader (parse and
-    spec-schema problems); they are listed here so that they can be selected,
-    ignored and documented like every other rule.
+    A rule has one of two checks. ``check(ctx)`` runs on each file as it is loaded, with a
+    :class:`LintContext` of that file alone: most rules, and every rule a plugin adds, are
+    such. ``check_project(summary)`` runs once, after every file, on the
+    :class:`~toolflow._lint._summary.ProjectSummary` of all of them: rules that compare
+    files (duplicate names, dependencies, toolsets, policies). Rules with neither are reported
+    by the loader (parse and spec-schema problems); they are listed here so that they can be
+    selected, ignored and documented like every other rule.
     """
 
     code: str
@@ -166,6 +159,7 @@ class Rule:
     severity: Severity
     doc: str
     check: Check | None = None
+    check_project: ProjectCheck | None = None
     plugin: str | None = None
 
     @property
@@ -177,6 +171,21 @@ class Rule:
     def url(self) -> str:
         """Where the rule is documented."""
         return f"{DOCS_URL}#{self.code.lower()}"
+
+    def diag_at(self, place: Place, message: str, *, severity: Severity | None = None) -> Diagnostic:
+        """Build this rule's diagnostic at *place* (from a :class:`ProjectSummary`)."""
+        return Diagnostic(
+            code=self.code,
+            name=self.name,
+            message=message,
+            file=place.file,
+            line=place.line,
+            column=place.column,
+            end_line=place.end_line,
+            end_column=place.end_column,
+            pointer=place.pointer,
+            severity=severity or self.severity,
+        )
 
     def diag(
         self,
@@ -214,14 +223,8 @@ LintRule = Rule
 """The public name of :class:`Rule`, for plugins that add lint rules."""
 
 
-Declaration = tuple[ToolSpec | SpecFile, str]
-"""Where a name is declared: the tool or file that holds it, and the JSON pointer of its key."""
-
-
-def duplicate_declarations(
-    declared: Mapping[str, Iterable[Declaration]],
-) -> Iterator[tuple[str, ToolSpec | SpecFile, str, str]]:
-    """For each name declared in more than one file: ``(name, where, pointer, others)`` per declaration.
+def duplicate_declarations(declared: Mapping[str, Iterable[Place]]) -> Iterator[tuple[str, Place, str]]:
+    """For each name declared in more than one file: ``(name, place, others)`` per declaration.
 
     *others* lists the positions (``path:line:col``) of the same name in the other files. A
     file named twice (the same real path) does not declare its names twice.
@@ -230,20 +233,13 @@ def duplicate_declarations(
         places = list(places)  # noqa: PLW2901 - read twice below
         if len(places) < 2:  # most names: no file system look-up
             continue
-        located = [(where, pointer, os.path.realpath(_path(where))) for where, pointer in places]
-        if len({real for _, _, real in located}) < 2:
+        located = [(place, os.path.realpath(place.file)) for place in places]
+        if len({real for _, real in located}) < 2:
             continue
-        for where, pointer, real in located:
-            others = dict.fromkeys(_position(w, p) for w, p, r in located if r != real)
-            yield name, where, pointer, ", ".join(others)
+        for place, real in located:
+            others = dict.fromkeys(p.position for p, r in located if r != real)
+            yield name, place, ", ".join(others)
 
 
 def _path(where: ToolSpec | SpecFile) -> str:
     return where.file if isinstance(where, ToolSpec) else where.path
-
-
-def _position(where: ToolSpec | SpecFile, pointer: str) -> str:
-    if where.locator is None:
-        return _path(where)
-    span = where.locator.locate(pointer, key=True)
-    return f"{_path(where)}:{span.line}:{span.column}"

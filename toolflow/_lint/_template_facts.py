@@ -16,7 +16,6 @@ from collections.abc import Iterator
 import attrs
 import jinja2
 import jinja2.nodes
-from yaml.nodes import MappingNode, ScalarNode
 
 from toolflow._lint._rule import ToolMemo
 from toolflow._model import ToolSpec
@@ -82,8 +81,7 @@ def _facts(label: str, pointer: str, source: str, listed: frozenset[str] | None)
 def _is_mapping(tool: ToolSpec, pointer: str) -> bool:
     if not isinstance(tool.locator, NodeLocator):
         return False
-    node, _ = tool.locator.node(pointer)
-    return isinstance(node, MappingNode)
+    return tool.locator.kind(pointer) == "mapping"
 
 
 Analysis = tuple[tuple[TemplateProblem, ...], frozenset[str], tuple[str, ...]]
@@ -166,20 +164,8 @@ def _simple(source: str) -> Analysis | None:
             return None
         if is_tag:
             tag, name, attribute = match[1], match[2], match[3]
-            if (name is None) != (tag in ("else", "endif")):
-                return None  # `if`/`elif` need a condition; `else`/`endif` take none
-            if tag == "if":
-                if len(open_blocks) >= _CHECKED_BLOCKS:
-                    return None  # deep enough that Python may refuse it: the slow path compiles it
-                open_blocks.append(False)
-            elif not open_blocks:
-                return None  # outside any `if`
-            elif tag == "endif":
-                open_blocks.pop()
-            elif open_blocks[-1]:
-                return None  # `elif` or `else` after the block's `else`
-            elif tag == "else":
-                open_blocks[-1] = True
+            if not _balanced_step(tag, name is not None, open_blocks):
+                return None
         else:
             name, attribute = match[1], match[2]
         if name is not None:
@@ -194,44 +180,76 @@ def _simple(source: str) -> Analysis | None:
     return (), frozenset(names - environment().globals.keys() - {"self"}), tuple(env_reads)
 
 
-def _analyse_tree(source: str) -> Analysis:
-    tree = parse_template(source)
-    if isinstance(tree, TemplateProblem):
-        return (tree,), frozenset(), ()
-    problems: list[TemplateProblem] = []
-    env_reads: list[str] = []
-    names: set[str] = set()
-    simple = True
-    loops = blocks = 0
-    env = environment()
-    for node in tree.find_all(jinja2.nodes.Node):
+def _balanced_step(tag: str, has_condition: bool, open_blocks: list[bool]) -> bool:
+    """Follow one ``if``/``elif``/``else``/``endif`` tag on *open_blocks*; False when the simple path gives up."""
+    if has_condition == (tag in ("else", "endif")):
+        return False  # `if`/`elif` need a condition; `else`/`endif` take none
+    if tag == "if":
+        if len(open_blocks) >= _CHECKED_BLOCKS:
+            return False  # deep enough that Python may refuse it: the slow path compiles it
+        open_blocks.append(False)
+    elif not open_blocks:
+        return False  # outside any `if`
+    elif tag == "endif":
+        open_blocks.pop()
+    elif open_blocks[-1]:
+        return False  # `elif` or `else` after the block's `else`
+    elif tag == "else":
+        open_blocks[-1] = True
+    return True
+
+
+@attrs.define
+class _Scan:
+    """What one walk over a parsed template finds."""
+
+    problems: list[TemplateProblem] = attrs.field(factory=list)
+    env_reads: list[str] = attrs.field(factory=list)
+    names: set[str] = attrs.field(factory=set)
+    simple: bool = True
+    """Only statements that bind no names (see ``_SIMPLE_STATEMENTS``)."""
+    loops: int = 0
+    blocks: int = 0
+
+    def visit(self, node: jinja2.nodes.Node, env: jinja2.Environment) -> None:
         if isinstance(node, _BLOCKS):
-            blocks += 1
-            loops += isinstance(node, jinja2.nodes.For)
+            self.blocks += 1
+            self.loops += isinstance(node, jinja2.nodes.For)
         if isinstance(node, jinja2.nodes.Name):
-            names.add(node.name)
+            self.names.add(node.name)
         elif isinstance(node, jinja2.nodes.Filter | jinja2.nodes.Test):
             kind, known = ("filter", env.filters) if isinstance(node, jinja2.nodes.Filter) else ("test", env.tests)
             if node.name not in known:
                 hint = did_you_mean(node.name, sorted(known))
-                problems.append(TemplateProblem(message=f"unknown {kind} {node.name!r}{hint}", line=node.lineno))
+                self.problems.append(TemplateProblem(message=f"unknown {kind} {node.name!r}{hint}", line=node.lineno))
         elif isinstance(node, jinja2.nodes.Getattr | jinja2.nodes.Getitem):
             if isinstance(node.node, jinja2.nodes.Name) and node.node.name == "env":
                 name = _env_name(node)
-                if name is not None and name not in env_reads:
-                    env_reads.append(name)
+                if name is not None and name not in self.env_reads:
+                    self.env_reads.append(name)
         elif isinstance(node, jinja2.nodes.Stmt) and not isinstance(node, _SIMPLE_STATEMENTS):
-            simple = False
-    if problems:
-        return tuple(problems), frozenset(), ()
-    if loops >= _CHECKED_LOOPS or blocks >= _CHECKED_BLOCKS:
+            self.simple = False
+
+
+def _analyse_tree(source: str) -> Analysis:
+    tree = parse_template(source)
+    if isinstance(tree, TemplateProblem):
+        return (tree,), frozenset(), ()
+    env = environment()
+    scan = _Scan()
+    for node in tree.find_all(jinja2.nodes.Node):
+        scan.visit(node, env)
+    if scan.problems:
+        return tuple(scan.problems), frozenset(), ()
+    env_reads = scan.env_reads
+    if scan.loops >= _CHECKED_LOOPS or scan.blocks >= _CHECKED_BLOCKS:
         compiled = compile_template(source)
         if isinstance(compiled, TemplateProblem):
             return (compiled,), frozenset(), ()
-    if simple:
+    if scan.simple:
         # Jinja's own analysis runs its code generator, several times slower than the
         # parse; without loops, assignments, macros or blocks it has nothing to add.
-        return (), frozenset(names - env.globals.keys() - {"self"}), tuple(env_reads)
+        return (), frozenset(scan.names - env.globals.keys() - {"self"}), tuple(env_reads)
     try:
         variables = template_variables(tree)
     except jinja2.TemplateError as exc:
@@ -260,12 +278,4 @@ def file_position(tool: ToolSpec, pointer: str, line_in_template: int) -> tuple[
     locator = tool.locator
     if not isinstance(locator, NodeLocator):
         return None
-    node, _ = locator.node(pointer)
-    if node is None:
-        return None
-    start = (node.start_mark.line + 1, node.start_mark.column + 1)
-    block = isinstance(node, ScalarNode) and node.style in ("|", ">")
-    if not block and node.start_mark.line == node.end_mark.line:
-        return start
-    line, column = locator.scalar_line(pointer, line_in_template)
-    return (line, column) if line <= node.end_mark.line + 1 else start
+    return locator.value_position(pointer, line_in_template)

@@ -40,13 +40,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from toolflow._diagnostics import Diagnostic, Severity
-from toolflow._lint._rule import LintContext, Rule, duplicate_declarations
+from toolflow._lint._rule import Rule, duplicate_declarations
+from toolflow._lint._summary import ProjectSummary
 
 
-def check(ctx: LintContext) -> Iterator[Diagnostic]:
-    declared = {name: [(tool, tool.pointer) for tool in tools] for name, tools in ctx.tools_by_name.items()}
-    for name, where, pointer, others in duplicate_declarations(declared):
-        yield RULE.diag(where, pointer, f"tool {name!r} is also declared at {others}", key=True)
+def check(summary: ProjectSummary) -> Iterator[Diagnostic]:
+    declared = {name: [tool.place for tool in tools] for name, tools in summary.tools_by_name.items()}
+    for name, place, others in duplicate_declarations(declared):
+        yield RULE.diag_at(place, f"tool {name!r} is also declared at {others}")
 
 
-RULE = Rule(code="TF203", name="duplicate-tool-name", severity=Severity.ERROR, doc=__doc__ or "", check=check)
+RULE = Rule(code="TF203", name="duplicate-tool-name", severity=Severity.ERROR, doc=__doc__ or "", check_project=check)

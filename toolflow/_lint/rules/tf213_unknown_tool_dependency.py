@@ -39,14 +39,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from toolflow._diagnostics import Diagnostic, Severity
-from toolflow._lint._rule import LintContext, Rule
+from toolflow._lint._rule import Rule
+from toolflow._lint._summary import ProjectSummary
 from toolflow._schemas import did_you_mean
 
 
-def check(ctx: LintContext) -> Iterator[Diagnostic]:
-    known = ctx.tools_by_name
+def check(summary: ProjectSummary) -> Iterator[Diagnostic]:
+    known = summary.tools_by_name
     names: list[str] | None = None
-    for tool in ctx.tools:
+    for tool in summary.tools:
         for dependency in tool.depends_on:
             if dependency.tool in known:
                 continue
@@ -57,7 +58,9 @@ def check(ctx: LintContext) -> Iterator[Diagnostic]:
                 f"tool {tool.name!r} depends on {dependency.tool!r}, which no spec file declares"
                 f"{did_you_mean(dependency.tool, others)}"
             )
-            yield RULE.diag(tool, dependency.pointer, message)
+            yield RULE.diag_at(dependency.place, message)
 
 
-RULE = Rule(code="TF213", name="unknown-tool-dependency", severity=Severity.ERROR, doc=__doc__ or "", check=check)
+RULE = Rule(
+    code="TF213", name="unknown-tool-dependency", severity=Severity.ERROR, doc=__doc__ or "", check_project=check
+)

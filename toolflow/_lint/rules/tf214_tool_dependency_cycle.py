@@ -41,24 +41,25 @@ from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 
 from toolflow._diagnostics import Diagnostic, Severity
-from toolflow._lint._rule import LintContext, Rule
+from toolflow._lint._rule import Rule
+from toolflow._lint._summary import ProjectSummary
 
 _LONGEST_CHAIN = 12
 """Cycles of more tools than this are shortened in messages."""
 
 
-def check(ctx: LintContext) -> Iterator[Diagnostic]:
+def check(summary: ProjectSummary) -> Iterator[Diagnostic]:
     graph: dict[str, list[str]] = {}
-    for tool in ctx.tools:
+    for tool in summary.tools:
         targets = graph.setdefault(tool.name, [])
         for dependency in tool.depends_on:
-            if dependency.tool in ctx.tools_by_name and dependency.tool not in targets:
+            if dependency.tool in summary.tools_by_name and dependency.tool not in targets:
                 targets.append(dependency.tool)
     if not any(graph.values()):
         return
     component = _components(graph)
     paths: dict[tuple[str, str], list[str]] = {}
-    for tool in ctx.tools:
+    for tool in summary.tools:
         for dependency in tool.depends_on:
             target = dependency.tool
             if target not in graph or component[target] != component[tool.name]:
@@ -71,7 +72,7 @@ def check(ctx: LintContext) -> Iterator[Diagnostic]:
                 message = f"dependency cycle {chain}: tool {tool.name!r} waits for itself, so it can never run"
             else:
                 message = f"dependency cycle {chain}: each tool waits for the next, so none of them can ever run"
-            yield RULE.diag(tool, dependency.pointer, message)
+            yield RULE.diag_at(dependency.place, message)
 
 
 def _chain(names: list[str]) -> str:
@@ -147,4 +148,4 @@ def _shortest_path(graph: Mapping[str, Sequence[str]], component: Mapping[str, i
     return [start, end]  # unreachable: both are in one component
 
 
-RULE = Rule(code="TF214", name="tool-dependency-cycle", severity=Severity.ERROR, doc=__doc__ or "", check=check)
+RULE = Rule(code="TF214", name="tool-dependency-cycle", severity=Severity.ERROR, doc=__doc__ or "", check_project=check)

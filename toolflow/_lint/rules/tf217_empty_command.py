@@ -29,8 +29,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from yaml.nodes import MappingNode
-
 from toolflow._diagnostics import Diagnostic, Severity
 from toolflow._lint._rule import LintContext, Rule
 from toolflow._model import ToolSpec
@@ -55,8 +53,7 @@ def check(ctx: LintContext) -> Iterator[Diagnostic]:
 def _is_mapping(tool: ToolSpec, pointer: str) -> bool:
     if not isinstance(tool.locator, NodeLocator):
         return False
-    node, _ = tool.locator.node(pointer)
-    return isinstance(node, MappingNode)
+    return tool.locator.kind(pointer) == "mapping"
 
 
 RULE = Rule(code="TF217", name="empty-command", severity=Severity.ERROR, doc=__doc__ or "", check=check)

@@ -31,32 +31,29 @@ tools:
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 
 from toolflow._diagnostics import Diagnostic, Severity
-from toolflow._lint._rule import LintContext, Rule
+from toolflow._lint._rule import Rule
+from toolflow._lint._summary import ProjectSummary
 from toolflow._model import BUILTIN_CATEGORIES
 from toolflow._schemas import did_you_mean
 
 
-def check(ctx: LintContext) -> Iterator[Diagnostic]:
+def check(summary: ProjectSummary) -> Iterator[Diagnostic]:
     known: set[str] | None = None
-    for tool in ctx.tools:
+    for tool in summary.tools:
         if tool.category in BUILTIN_CATEGORIES:
             continue
         if known is None:
-            known = set(BUILTIN_CATEGORIES)
-            for spec_file in ctx.files:
-                policy = spec_file.policy
-                categories = policy.get("categories") if isinstance(policy, Mapping) else None
-                if isinstance(categories, Mapping):
-                    known.update(str(name) for name in categories)
+            known = set(BUILTIN_CATEGORIES) | summary.declared_categories
         if tool.category not in known:
             message = (
                 f"unknown category {tool.category!r}: it is not built in and no 'policy.categories' declares it"
                 f"{did_you_mean(tool.category, sorted(known))}"
             )
-            yield RULE.diag(tool, f"{tool.pointer}/category", message)
+            if tool.category_place is not None:  # always, for a category that is not built in
+                yield RULE.diag_at(tool.category_place, message)
 
 
-RULE = Rule(code="TF221", name="unknown-category", severity=Severity.ERROR, doc=__doc__ or "", check=check)
+RULE = Rule(code="TF221", name="unknown-category", severity=Severity.ERROR, doc=__doc__ or "", check_project=check)

@@ -31,53 +31,49 @@ toolsets:
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 
 from toolflow._diagnostics import Diagnostic, Severity
-from toolflow._lint._rule import LintContext, Rule
+from toolflow._lint._rule import Rule
+from toolflow._lint._summary import ProjectSummary
 from toolflow._model import BUILTIN_CATEGORIES
 from toolflow._schemas import did_you_mean
 
 
-def check(ctx: LintContext) -> Iterator[Diagnostic]:
+def check(summary: ProjectSummary) -> Iterator[Diagnostic]:
     tool_names: list[str] | None = None
     categories: set[str] | None = None
-    for spec_file in ctx.files:
+    for spec_file in summary.files:
         for toolset in spec_file.toolsets:
             for key, names in (("tools", toolset.tools), ("exclude", toolset.exclude)):
-                for index, name in enumerate(names):
-                    if name in ctx.tools_by_name:
+                for entry in names:
+                    name = entry.name
+                    if name in summary.tools_by_name:
                         continue
                     if tool_names is None:
-                        tool_names = sorted(ctx.tools_by_name)
+                        tool_names = sorted(summary.tools_by_name)
                     verb = "excludes" if key == "exclude" else "names"
                     message = (
                         f"toolset {toolset.name!r} {verb} tool {name!r}, which no spec file declares"
                         f"{did_you_mean(name, tool_names)}"
                     )
-                    yield RULE.diag(spec_file, f"{toolset.pointer}/{key}/{index}", message)
-            for index, category in enumerate(toolset.categories):
+                    yield RULE.diag_at(entry.place, message)
+            for entry in toolset.categories:
+                category = entry.name
                 if category in BUILTIN_CATEGORIES:
                     continue
                 if categories is None:
-                    categories = _known_categories(ctx)
+                    categories = set(BUILTIN_CATEGORIES) | {t.category for t in summary.tools}
+                    categories |= summary.declared_categories
                 if category in categories:
                     continue
                 message = (
                     f"toolset {toolset.name!r} includes category {category!r}, which is not built in, "
                     f"declared by a policy or used by any tool{did_you_mean(category, sorted(categories))}"
                 )
-                yield RULE.diag(spec_file, f"{toolset.pointer}/categories/{index}", message)
+                yield RULE.diag_at(entry.place, message)
 
 
-def _known_categories(ctx: LintContext) -> set[str]:
-    known = set(BUILTIN_CATEGORIES) | {tool.category for tool in ctx.tools}
-    for spec_file in ctx.files:
-        policy = spec_file.policy
-        declared = policy.get("categories") if isinstance(policy, Mapping) else None
-        if isinstance(declared, Mapping):
-            known.update(str(name) for name in declared)
-    return known
-
-
-RULE = Rule(code="TF222", name="unknown-toolset-member", severity=Severity.ERROR, doc=__doc__ or "", check=check)
+RULE = Rule(
+    code="TF222", name="unknown-toolset-member", severity=Severity.ERROR, doc=__doc__ or "", check_project=check
+)

@@ -29,42 +29,43 @@ policy:
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 
 from toolflow._diagnostics import Diagnostic, Severity
-from toolflow._lint._rule import LintContext, Rule
+from toolflow._lint._rule import Rule
+from toolflow._lint._summary import ProjectSummary
 from toolflow._schemas import did_you_mean
 
 
-def check(ctx: LintContext) -> Iterator[Diagnostic]:
+def check(summary: ProjectSummary) -> Iterator[Diagnostic]:
     toolsets: list[str] | None = None
     tool_names: list[str] | None = None
-    for spec_file in ctx.files:
+    for spec_file in summary.files:
         policy = spec_file.policy
-        if not isinstance(policy, Mapping):
+        if policy is None:
             continue
-        toolset = policy.get("toolset")
-        if isinstance(toolset, str):
+        if policy.toolset is not None:
+            toolset = policy.toolset.name
             if toolsets is None:
-                toolsets = sorted({t.name for f in ctx.files for t in f.toolsets})
+                toolsets = sorted({t.name for f in summary.files for t in f.toolsets})
             if toolset not in toolsets:
                 message = (
                     f"policy names toolset {toolset!r}, which no spec file declares{did_you_mean(toolset, toolsets)}"
                 )
-                yield RULE.diag(spec_file, "/policy/toolset", message)
-        for key in ("allow", "deny", "deliberate"):
-            names = policy.get(key)
-            if not isinstance(names, list):
-                continue
-            for index, name in enumerate(names):
-                if not isinstance(name, str) or name in ctx.tools_by_name:
+                yield RULE.diag_at(policy.toolset.place, message)
+        for key, names in policy.lists:
+            for entry in names:
+                name = entry.name
+                if name in summary.tools_by_name:
                     continue
                 if tool_names is None:
-                    tool_names = sorted(ctx.tools_by_name)
+                    tool_names = sorted(summary.tools_by_name)
                 message = (
                     f"policy {key!r} names tool {name!r}, which no spec file declares{did_you_mean(name, tool_names)}"
                 )
-                yield RULE.diag(spec_file, f"/policy/{key}/{index}", message)
+                yield RULE.diag_at(entry.place, message)
 
 
-RULE = Rule(code="TF224", name="unknown-policy-reference", severity=Severity.ERROR, doc=__doc__ or "", check=check)
+RULE = Rule(
+    code="TF224", name="unknown-policy-reference", severity=Severity.ERROR, doc=__doc__ or "", check_project=check
+)

@@ -41,16 +41,19 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from toolflow._diagnostics import Diagnostic, Severity
-from toolflow._lint._rule import Declaration, LintContext, Rule, duplicate_declarations
+from toolflow._lint._rule import Rule, duplicate_declarations
+from toolflow._lint._summary import Place, ProjectSummary
 
 
-def check(ctx: LintContext) -> Iterator[Diagnostic]:
-    declared: dict[str, list[Declaration]] = {}
-    for spec_file in ctx.files:
+def check(summary: ProjectSummary) -> Iterator[Diagnostic]:
+    declared: dict[str, list[Place]] = {}
+    for spec_file in summary.files:
         for toolset in spec_file.toolsets:
-            declared.setdefault(toolset.name, []).append((spec_file, toolset.pointer))
-    for name, where, pointer, others in duplicate_declarations(declared):
-        yield RULE.diag(where, pointer, f"toolset {name!r} is also declared at {others}", key=True)
+            declared.setdefault(toolset.name, []).append(toolset.place)
+    for name, place, others in duplicate_declarations(declared):
+        yield RULE.diag_at(place, f"toolset {name!r} is also declared at {others}")
 
 
-RULE = Rule(code="TF225", name="duplicate-toolset-name", severity=Severity.ERROR, doc=__doc__ or "", check=check)
+RULE = Rule(
+    code="TF225", name="duplicate-toolset-name", severity=Severity.ERROR, doc=__doc__ or "", check_project=check
+)
