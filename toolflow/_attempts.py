@@ -212,6 +212,7 @@ class Plan:
         "gated",
         "is_clean",
         "name",
+        "needs",
         "normalize",
         "plain_results",
         "redact",
@@ -239,6 +240,7 @@ class Plan:
         self.cache_scope = None if spec.cache is None else CacheScope(spec.cache.scope)
         self.ttl = None if spec.cache is None else spec.cache.ttl
         self.depends_on = spec.depends_on
+        self.needs = frozenset(dependency.tool for dependency in spec.depends_on)  # the tools it depends on
         # An engine's, set by the engine: the tool's ``concurrency``, its gates, whether it retries.
         self.slots: Slots | None = None
         self.gated = False

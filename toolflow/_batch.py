@@ -160,7 +160,8 @@ async def execute_batch(runner: Runner, calls: Sequence[ParsedCall]) -> BatchOut
     kills = runner.kills
     if concurrent:
         await _concurrently(runner, concurrent, entries)
-    await _one_by_one(runner, one_by_one, entries)
+    if one_by_one:
+        await _one_by_one(runner, one_by_one, entries)
     if runner.kills != kills:
         return Abort(reason="killed", message=_KILLED_BATCH, call_ids=_ids(calls))
     if None in entries:  # a stop kept some calls from running
@@ -192,6 +193,10 @@ async def _one_by_one(runner: Runner, calls: list[tuple[int, ToolCall]], entries
 
 async def _concurrently(runner: Runner, calls: list[tuple[int, ToolCall]], entries: list[HistoryEntry | None]) -> None:
     """Run *calls* in a nursery, each after the earlier calls of the tools it ``depends_on``; fill *entries*."""
+    if len(calls) == 1:  # the agent loop's usual turn: a nursery and its task cost several times a quick call
+        index, call = calls[0]
+        entries[index] = await runner.run_entry(call)
+        return
     waits = _waits(runner, calls)
     done = {index: trio.Event() for earlier in waits.values() for index in earlier}
 
@@ -204,9 +209,6 @@ async def _concurrently(runner: Runner, calls: list[tuple[int, ToolCall]], entri
             if index in done:  # however the call ended, the calls waiting for it go on
                 done[index].set()
 
-    if len(calls) == 1:  # the agent loop's usual turn: a nursery and its task cost several times a quick call
-        await run_one(*calls[0])
-        return
     async with trio.open_nursery() as nursery:
         for index, call in calls:
             nursery.start_soon(run_one, index, call)

@@ -636,12 +636,16 @@ class Engine:
 
     def runs_alone(self, name: str) -> bool:
         """Whether calls of tool *name* run one by one in a batch: ``dangerous``, or in need of approval."""
-        return self.is_dangerous(name) or self.needs_approval(name)
+        try:
+            plan = self._plan(name)
+        except UnknownToolError:
+            return False
+        return plan.dangerous or plan.category in self._approving
 
     def dependencies(self, name: str) -> frozenset[str]:
         """The tools *name* ``depends_on`` (none for an unknown tool)."""
         plan = self._plans.get(name)
-        return frozenset() if plan is None else frozenset(dependency.tool for dependency in plan.depends_on)
+        return frozenset() if plan is None else plan.needs
 
     async def run_entry(self, call: ToolCall) -> HistoryEntry | None:
         """Admit and run one call of a batch; ``None`` when a stop kept it from running."""
