@@ -65,6 +65,8 @@ KILLED = ToolResult.failure(
 STOPPED = ToolResult.failure("stop requested: the call was not run", extra={"status": "aborted", "reason": "stopped"})
 """The result of a call that a stop kept from starting (told by identity, as :data:`KILLED`)."""
 
+_NONE: frozenset[str] = frozenset()
+
 _PLAIN_DATA = frozenset({str, int, float, bool, list})
 """Return types that normalise to a plain success holding the value (see ``ResultValidator.normalize``)."""
 
@@ -240,7 +242,7 @@ class Plan:
         self.cache_scope = None if spec.cache is None else CacheScope(spec.cache.scope)
         self.ttl = None if spec.cache is None else spec.cache.ttl
         self.depends_on = spec.depends_on
-        self.needs = frozenset(dependency.tool for dependency in spec.depends_on)  # the tools it depends on
+        self.needs = frozenset(dependency.tool for dependency in spec.depends_on) if spec.depends_on else _NONE
         # An engine's, set by the engine: the tool's ``concurrency``, its gates, whether it retries.
         self.slots: Slots | None = None
         self.gated = False
