@@ -43,6 +43,7 @@ import attrs
 import trio
 
 from toolflow._approval import Approver
+from toolflow._batch import entry as _entry
 from toolflow._calls import MalformedCall, ParsedCall, ToolCall, parse_tool_calls
 from toolflow._errors import UsageError, expect, expect_count
 from toolflow._executor import Abort, Engine, HistoryEntry
@@ -74,10 +75,12 @@ _LAST_TURN = (
     "no more tool calls will be run."
 )
 
-_STOPPED = ToolResult.failure(
+# What the model reads for a call of a turn the user stopped or killed (the engine's own results for
+# a killed or stopped call, toolflow._attempts.KILLED and STOPPED, are for callers, not history).
+_STOPPED_BEFORE = ToolResult.failure(
     "Error: not run - the user stopped the turn before this call", extra={"status": "stopped"}
 )
-_KILLED = ToolResult.failure(
+_KILLED_WHILE_RUNNING = ToolResult.failure(
     "Error: cancelled - the user killed the turn while the tool ran", extra={"status": "cancelled"}
 )
 _KILLED_BEFORE = ToolResult.failure(
@@ -208,10 +211,6 @@ def _add_usage(total: Usage, usage: Usage | None) -> Usage:
         prompt_tokens=total.prompt_tokens + usage.prompt_tokens,
         completion_tokens=total.completion_tokens + usage.completion_tokens,
     )
-
-
-def _entry(call: ParsedCall, result: ToolResult) -> HistoryEntry:
-    return HistoryEntry(call_id=call.id, tool_name=call.name or "", call=call, result=result, success=result.success)
 
 
 _ARGUMENT_TYPES: tuple[tuple[str, type | tuple[type, ...], str], ...] = (
@@ -639,9 +638,9 @@ class Agent:
         The calls a kill or a stop kept from running go into *uncounted*.
         """
         if outcome.reason == "killed":
-            result = _KILLED
+            result = _KILLED_WHILE_RUNNING
         elif outcome.reason == "stopped":
-            result = _KILLED_BEFORE if self._killed else _STOPPED  # kept from running
+            result = _KILLED_BEFORE if self._killed else _STOPPED_BEFORE  # kept from running
         else:
             result = ToolResult.failure(outcome.message, extra={"status": "aborted"})
         ran = {entry.call_id: entry for entry in outcome.finished}

@@ -262,8 +262,8 @@ def main() -> None:
         print(
             f"\nper call above the floor, {large:,} / {small:,}: {above[large] / above[small]:.2f}x (target at most 1.3x)"
         )
-        bare = {size: (walls[f"bare nursery, {size:,}"] - NAP) / size for size in BATCHES}
-        print(f"the same for the bare nursery (trio's own growth): {bare[large] / bare[small]:.2f}x")
+        nursery = {size: (walls[f"bare nursery, {size:,}"] - NAP) / size for size in BATCHES}
+        print(f"the same for the bare nursery (trio's own growth): {nursery[large] / nursery[small]:.2f}x")
 
 
 if __name__ == "__main__":
