@@ -375,7 +375,7 @@ def convert(  # noqa: PLR0915 - the closures share one conversion state
     """
     env = os.environ if environ is None else environ
     done: dict[int, tuple[Any, _Entry]] = {}
-    sizes: dict[int, int] = {}
+    sizes: dict[int, int] = {}  # of the collections converted: how many nodes they expand to
     heights: dict[int, int] = {}  # of the collections converted: how deep they nest
     active: set[int] = set()
     expanded = 0
@@ -460,14 +460,13 @@ def convert(  # noqa: PLR0915 - the closures share one conversion state
         start, end = node.start_mark, node.end_mark
         entry = (start.line + 1, start.column + 1, end.line + 1, end.column + 1, node.style or None, None)
         made = done[ident] = (value, entry)
-        sizes[ident] = 1
         return made
 
     def again(node: Node) -> tuple[Any, _Entry]:
         """An aliased node met again: shared, counted as expanded, and checked against the limits."""
         nonlocal expanded, marked, reach
         ident = id(node)
-        expanded += sizes[ident]
+        expanded += sizes.get(ident, 1)  # a scalar is one node
         if expanded > max_nodes:
             raise overflow(node, f"document expands to more than {max_nodes:,} nodes through aliases")
         deepest = depth + heights.get(ident, 0)
@@ -517,8 +516,8 @@ def convert(  # noqa: PLR0915 - the closures share one conversion state
     def mapping(node: MappingNode) -> tuple[dict[str, Any], dict[object, tuple[_Entry, _Entry]]]:
         result: dict[str, Any] = {}
         children: dict[object, tuple[_Entry, _Entry]] = {}
-        first: dict[str, Node] = {}
-        for index, (key_node, value_node) in enumerate(node.value):
+        first_lines: dict[str, int] = {}  # of keys defined more than once
+        for key_node, value_node in node.value:
             if type(key_node) is not ScalarNode:
                 report("TF001", "a mapping key must be a scalar", key_node)
                 continue
@@ -526,14 +525,13 @@ def convert(  # noqa: PLR0915 - the closures share one conversion state
                 report("TF003", f"tag {key_node.tag!r} is not allowed", key_node)
                 continue
             key = key_node.value
-            if key in first:
-                line = first[key].start_mark.line + 1
+            if key in children:
+                earlier = children.pop(key)
+                line = first_lines.setdefault(key, earlier[0][0])
                 report("TF002", f"duplicate key {key!r} (first defined on line {line})", key_node, at_key=True)
                 # A pointer names the last of duplicate keys (the value kept); the earlier ones stay,
-                # for in_string(), under a key no pointer token equals.
-                children[(index,)] = children.pop(key)
-            else:
-                first[key] = key_node
+                # for in_string(), under their position, which no pointer token equals.
+                children[earlier[0][:2]] = earlier
             start, end = key_node.start_mark, key_node.end_mark
             key_entry = (start.line + 1, start.column + 1, end.line + 1, end.column + 1, key_node.style or None, None)
             result[key], value_entry = walk(value_node)
