@@ -14,9 +14,9 @@ into plain Python values by :func:`convert`, which
   it changed as a ``toolflow._provenance.Interpolated``, which remembers the text as written.
 
 The positions of the nodes :func:`convert` met are kept as the :class:`NodeLocator` of the
-document, which turns JSON pointers back into 1-based line and column spans. Every position, including
-that of a character the reader refuses, counts lines as YAML does (:func:`position_of`)
-and lies inside the text.
+document, which turns JSON pointers back into 1-based line and column spans. Every position,
+including that of a character the reader refuses, counts lines as YAML does
+(:func:`position_of`) and lies inside the text.
 """
 
 from __future__ import annotations
