@@ -272,11 +272,7 @@ COMPLEXITY_EXEMPT = "toolflow/_lint/rules/"
 # issue 15: being split/simplified by the lead (_executor.py, _validation.py), the "loop" helper
 # (_calls.py, _loop.py, default_plugins/_scripted.py) and the "lint" helper (_checking.py,
 # _yaml.py, _lint/); the lead empties both lists when the branches merge. Do not add to them.
-TEMPORARY_COMPLEXITY: frozenset[tuple[str, str]] = frozenset(
-    {
-        ("toolflow/_yaml.py", "convert.walk"),
-    }
-)
+TEMPORARY_COMPLEXITY: frozenset[tuple[str, str]] = frozenset()
 TEMPORARY_LONG_MODULES: frozenset[str] = frozenset()
 
 

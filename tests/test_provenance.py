@@ -75,7 +75,7 @@ def test_a_default_is_unset_or_falls_back_without_a_secret() -> None:
     root = yaml.compose('a: "${TF_UNSET_ONE:-fallback-value}"\nb: "x${TF_UNSET_TWO}"\nc: "$${TF_SECRET}"\n')
     assert root is not None
 
-    data = convert(root, lambda *a, **k: None, environ={})
+    data, _ = convert(root, lambda *a, **k: None, environ={})
     assert data["a"].substitutions == ()
     assert data["a"].reference == "${TF_UNSET_ONE:-fallback-value}"
     assert data["b"].substitutions == ()
@@ -104,7 +104,7 @@ def test_marks_lead_to_every_string_also_through_aliases() -> None:
     root = yaml.compose(text)
     assert root is not None
     marks: set[int] = set()
-    data = convert(root, lambda *a, **k: None, environ=ENVIRONMENT, marks=marks)
+    data, _ = convert(root, lambda *a, **k: None, environ=ENVIRONMENT, marks=marks)
     found = list(iter_interpolated(data))
     assert [pointer for pointer, _ in found] == [
         "/shared/k",

@@ -32,7 +32,7 @@ def load_reporting(
 
     root = _yaml.compose(text)
     assert root is not None
-    value = _yaml.convert(root, report, environ={} if environ is None else environ, max_nodes=max_nodes)
+    value, _ = _yaml.convert(root, report, environ={} if environ is None else environ, max_nodes=max_nodes)
     return value, reported
 
 
@@ -40,7 +40,7 @@ def compose_and_convert(text: str) -> Any:
     """Compose and convert *text*, ignoring reports; DocumentError propagates from either step."""
     root = _yaml.compose(text)
     assert root is not None
-    return _yaml.convert(root, lambda *_, **__: None, environ={})
+    return _yaml.convert(root, lambda *_, **__: None, environ={})[0]
 
 
 # --- composition ------------------------------------------------------------------
@@ -393,7 +393,7 @@ def test_interpolation_reads_os_environ_by_default(monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv("TOOLFLOW_TEST_HOST", "from-env")
     root = _yaml.compose("v: ${TOOLFLOW_TEST_HOST}\n")
     assert root is not None
-    assert _yaml.convert(root, lambda *_, **__: None) == {"v": "from-env"}
+    assert _yaml.convert(root, lambda *_, **__: None)[0] == {"v": "from-env"}
 
 
 # --- NodeLocator --------------------------------------------------------------------
@@ -412,8 +412,15 @@ tools:
 """
 
 
+def _located(text: str) -> _yaml.NodeLocator:
+    """The locator of *text*, from the positions convert() records."""
+    root = _yaml.compose(text)
+    assert root is not None
+    return _yaml.NodeLocator(_yaml.convert(root, lambda *_, **__: None, environ={})[1], text)
+
+
 def _locator() -> _yaml.NodeLocator:
-    return _yaml.NodeLocator(_yaml.compose(LOCATOR_DOC), LOCATOR_DOC)
+    return _located(LOCATOR_DOC)
 
 
 def _start(span: Span) -> tuple[int, int]:
@@ -465,7 +472,7 @@ def test_locator_spans_are_end_exclusive() -> None:
 def test_locator_prefers_the_last_of_duplicate_keys() -> None:
     """With duplicate keys the pointer names the entry whose value was kept: the last."""
     text = "a: 1\na: 2\n"
-    locator = _yaml.NodeLocator(_yaml.compose(text), text)
+    locator = _located(text)
     assert _start(locator.locate("/a", key=True)) == (2, 1)
 
 
@@ -488,7 +495,7 @@ def test_locator_of_an_empty_document() -> None:
 )
 def test_scalar_line_maps_a_line_inside_a_value(text: str, line_in_value: int, expected: tuple[int, int]) -> None:
     """A line inside a string value maps to the file: block scalars start below their indicator."""
-    locator = _yaml.NodeLocator(_yaml.compose(text), text)
+    locator = _located(text)
     assert locator.scalar_line("/t", line_in_value) == expected
 
 

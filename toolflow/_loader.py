@@ -199,9 +199,8 @@ def _load_file(
         return SpecFile(path=path, ok=False, text=text), [
             _file_diag(path, problem.code, problem.message, problem.line, problem.column)
         ]
-    locator = _yaml.NodeLocator(root, text)
     if root is None:
-        return SpecFile(path=path, text=text, locator=locator), [
+        return SpecFile(path=path, text=text, locator=_yaml.NodeLocator(None, text)), [
             _file_diag(path, "TF006", "the file is empty; a spec file starts with 'toolflow: 1'")
         ]
     diagnostics: list[Diagnostic] = []
@@ -229,10 +228,11 @@ def _load_file(
 
     marks: set[int] = set()
     try:
-        data = _yaml.convert(root, report, environ=environ, marks=marks)
+        data, positions = _yaml.convert(root, report, environ=environ, marks=marks)
     except _yaml.DocumentError as problem:
         diagnostics.append(_file_diag(path, problem.code, problem.message, problem.line, problem.column))
-        return SpecFile(path=path, ok=False, text=text, locator=locator), diagnostics
+        return SpecFile(path=path, ok=False, text=text, locator=_yaml.NodeLocator(None, text)), diagnostics
+    locator = _yaml.NodeLocator(positions, text)
     interpolated = tuple(iter_interpolated(data, within=marks)) if marks else ()
     builder = _Builder(
         path,

@@ -13,10 +13,10 @@ into plain Python values by :func:`convert`, which
 - interpolates ``${VAR}`` and ``${VAR:-default}`` in string values, returning each string
   it changed as a ``toolflow._provenance.Interpolated``, which remembers the text as written.
 
-The node tree is kept as the :class:`NodeLocator` of the document, which turns
-JSON pointers back into 1-based line and column spans. Every position, including
-that of a character the reader refuses, counts lines as YAML does (:func:`position_of`)
-and lies inside the text.
+The positions of the nodes :func:`convert` met are kept as the :class:`NodeLocator` of the
+document, which turns JSON pointers back into 1-based line and column spans. Every position,
+including that of a character the reader refuses, counts lines as YAML does
+(:func:`position_of`) and lies inside the text.
 """
 
 from __future__ import annotations
@@ -330,6 +330,18 @@ _BREAKS = ("\n", "\r", "\x85", "\u2028", "\u2029")
 _ENV = re.compile(r"\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
+_Entry: TypeAlias = "tuple[int, int, int, int, str | None, _Children]"
+_Children: TypeAlias = "tuple[_Entry, ...] | dict[object, tuple[_Entry, _Entry]] | None"
+"""What a locator keeps of a node: 1-based start line and column, end line and column (as
+PyYAML marks them), the style of a scalar (``None`` when plain), and the children: ``None`` for a
+scalar, a tuple of entries for a sequence, ``{key: (key entry, value entry)}`` for a mapping.
+
+Plain tuples, ints and strings rather than PyYAML's nodes: each node is a handful of objects
+instead of a dozen (the node, two marks and their dictionaries), and tuples of ints leave the
+cyclic collector's view after its first pass, so a project's kept locators cost it nothing.
+A collection refused for its tag has no children here: :func:`convert` does not enter it."""
+
+
 class Report(Protocol):
     """How :func:`convert` reports a problem: a code, a message, the node, and whether to point at its key."""
 
@@ -343,10 +355,11 @@ def convert(  # noqa: PLR0915 - the closures share one conversion state
     environ: Mapping[str, str] | None = None,
     max_nodes: int = MAX_EXPANDED_NODES,
     marks: set[int] | None = None,
-) -> Any:
-    """Turn the node tree *root* into plain Python values, reporting problems.
+) -> tuple[Any, _Entry]:
+    """Turn the node tree *root* into plain Python values and their positions, reporting problems.
 
-    Aliased nodes are converted once and shared. Recoverable problems (a refused
+    Returns the value and the positions of its nodes, for a :class:`NodeLocator`; one walk
+    makes both. Aliased nodes are converted once and shared. Recoverable problems (a refused
     tag, a duplicate key, an unset variable) go to *report* and conversion goes
     on; the offending value becomes ``None``.
 
@@ -361,8 +374,8 @@ def convert(  # noqa: PLR0915 - the closures share one conversion state
             themselves (``TF004``).
     """
     env = os.environ if environ is None else environ
-    done: dict[int, Any] = {}
-    sizes: dict[int, int] = {}
+    done: dict[int, tuple[Any, _Entry]] = {}
+    sizes: dict[int, int] = {}  # of the collections converted: how many nodes they expand to
     heights: dict[int, int] = {}  # of the collections converted: how deep they nest
     active: set[int] = set()
     expanded = 0
@@ -424,64 +437,86 @@ def convert(  # noqa: PLR0915 - the closures share one conversion state
 
     marked = 0  # Interpolated strings made, or met again through an alias, so far
 
-    def walk(node: Node) -> Any:  # noqa: PLR0915 - every node passes here: no helper call per scalar
-        nonlocal expanded, marked, depth, reach
+    def walk(node: Node) -> tuple[Any, _Entry]:
+        # Every scalar is converted here, without a further call: most nodes are scalars.
+        nonlocal expanded, marked
         ident = id(node)
         if ident in done:
-            expanded += sizes[ident]
-            if expanded > max_nodes:
-                raise overflow(node, f"document expands to more than {max_nodes:,} nodes through aliases")
-            deepest = depth + heights.get(ident, 0)
-            if deepest > MAX_DEPTH:
-                raise overflow(node, f"aliases nest the document more than {MAX_DEPTH} collections deep")
-            reach = max(reach, deepest)
-            value = done[ident]
-            if marks is not None and id(value) in marks:
+            return again(node)
+        if type(node) is not ScalarNode:
+            return collection(node)
+        expanded += 1
+        text = node.value
+        if node.tag != STR:
+            value = scalar(node)
+        elif "$" in text:
+            value = interpolate(node)
+            if type(value) is Interpolated:
                 marked += 1
-            return value
+                if marks is not None:
+                    marks.add(id(value))
+        else:
+            value = text
+        start, end = node.start_mark, node.end_mark
+        entry = (start.line + 1, start.column + 1, end.line + 1, end.column + 1, node.style or None, None)
+        made = done[ident] = (value, entry)
+        return made
+
+    def again(node: Node) -> tuple[Any, _Entry]:
+        """An aliased node met again: shared, counted as expanded, and checked against the limits."""
+        nonlocal expanded, marked, reach
+        ident = id(node)
+        expanded += sizes.get(ident, 1)  # a scalar is one node
+        if expanded > max_nodes:
+            raise overflow(node, f"document expands to more than {max_nodes:,} nodes through aliases")
+        deepest = depth + heights.get(ident, 0)
+        if deepest > MAX_DEPTH:
+            raise overflow(node, f"aliases nest the document more than {MAX_DEPTH} collections deep")
+        reach = max(reach, deepest)
+        made = done[ident]
+        if marks is not None and id(made[0]) in marks:
+            marked += 1
+        return made
+
+    def collection(node: Node) -> tuple[Any, _Entry]:
+        nonlocal expanded, depth, reach
+        ident = id(node)
         if ident in active:
             raise overflow(node, "an alias refers to a node that contains it (recursive structure)")
+        if depth >= MAX_DEPTH:
+            raise _too_deep(node.start_mark)
         before = expanded
         expanded += 1
-        if type(node) is ScalarNode:
-            text = node.value
-            if node.tag != STR:
-                value = scalar(node)
-            elif "$" in text:
-                value = interpolate(node)
-                if type(value) is Interpolated:
-                    marked += 1
-                    if marks is not None:
-                        marks.add(id(value))
-            else:
-                value = text
+        active.add(ident)
+        marked_before = marked
+        depth += 1
+        outer, reach = reach, depth
+        value: Any
+        children: _Children
+        if node.tag != (SEQ if type(node) is SequenceNode else MAP):
+            report("TF003", f"tag {node.tag!r} is not allowed", node)
+            value = children = None
+        elif type(node) is SequenceNode:
+            pairs = [walk(item) for item in node.value]
+            value = [pair[0] for pair in pairs]
+            children = tuple(pair[1] for pair in pairs)
         else:
-            if depth >= MAX_DEPTH:
-                raise _too_deep(node.start_mark)
-            active.add(ident)
-            marked_before = marked
-            depth += 1
-            outer, reach = reach, depth
-            if node.tag != (SEQ if type(node) is SequenceNode else MAP):
-                report("TF003", f"tag {node.tag!r} is not allowed", node)
-                value = None
-            elif type(node) is SequenceNode:
-                value = [walk(item) for item in node.value]
-            else:
-                value = mapping(node)  # type: ignore[arg-type]
-            active.discard(ident)
-            if marks is not None and marked != marked_before:
-                marks.add(id(value))
-            depth -= 1
-            heights[ident] = reach - depth
-            reach = max(reach, outer)
-        done[ident] = value
+            value, children = mapping(node)  # type: ignore[arg-type]
+        active.discard(ident)
+        if marks is not None and marked != marked_before:
+            marks.add(id(value))
+        depth -= 1
+        heights[ident] = reach - depth
+        reach = max(reach, outer)
+        start, end = node.start_mark, node.end_mark
+        made = done[ident] = (value, (start.line + 1, start.column + 1, end.line + 1, end.column + 1, None, children))
         sizes[ident] = expanded - before
-        return value
+        return made
 
-    def mapping(node: MappingNode) -> dict[str, Any]:
+    def mapping(node: MappingNode) -> tuple[dict[str, Any], dict[object, tuple[_Entry, _Entry]]]:
         result: dict[str, Any] = {}
-        first: dict[str, Node] = {}
+        children: dict[object, tuple[_Entry, _Entry]] = {}
+        first_lines: dict[str, int] = {}  # of keys defined more than once
         for key_node, value_node in node.value:
             if type(key_node) is not ScalarNode:
                 report("TF001", "a mapping key must be a scalar", key_node)
@@ -490,13 +525,18 @@ def convert(  # noqa: PLR0915 - the closures share one conversion state
                 report("TF003", f"tag {key_node.tag!r} is not allowed", key_node)
                 continue
             key = key_node.value
-            if key in first:
-                line = first[key].start_mark.line + 1
+            if key in children:
+                earlier = children.pop(key)
+                line = first_lines.setdefault(key, earlier[0][0])
                 report("TF002", f"duplicate key {key!r} (first defined on line {line})", key_node, at_key=True)
-            else:
-                first[key] = key_node
-            result[key] = walk(value_node)
-        return result
+                # A pointer names the last of duplicate keys (the value kept); the earlier ones stay,
+                # for in_string(), under their position, which no pointer token equals.
+                children[earlier[0][:2]] = earlier
+            start, end = key_node.start_mark, key_node.end_mark
+            key_entry = (start.line + 1, start.column + 1, end.line + 1, end.column + 1, key_node.style or None, None)
+            result[key], value_entry = walk(value_node)
+            children[key] = (key_entry, value_entry)
+        return result, children
 
     try:
         return walk(root)
@@ -510,55 +550,6 @@ def convert(  # noqa: PLR0915 - the closures share one conversion state
 
 def _unescape(token: str) -> str:
     return token.replace("~1", "/").replace("~0", "~")
-
-
-_Entry: TypeAlias = "tuple[int, int, int, int, str | None, _Children]"
-_Children: TypeAlias = "tuple[_Entry, ...] | dict[object, tuple[_Entry, _Entry]] | None"
-"""What a locator keeps of a node: 1-based start line and column, end line and column (as
-PyYAML marks them), the style of a scalar (``None`` when plain), and the children: ``None`` for a
-scalar, a tuple of entries for a sequence, ``{key: (key entry, value entry)}`` for a mapping.
-
-Plain tuples, ints and strings rather than PyYAML's nodes: each node is a handful of objects
-instead of a dozen (the node, two marks and their dictionaries), and tuples of ints leave the
-cyclic collector's view after its first pass, so a project's kept locators cost it nothing."""
-
-
-def _compact(root: Node) -> _Entry:
-    """The entries of *root*'s tree; an aliased collection is shared, one inside itself is a leaf there."""
-    done: dict[int, _Entry] = {}
-
-    def entry(node: Node) -> _Entry:
-        start, end = node.start_mark, node.end_mark
-        if type(node) is ScalarNode:  # scalars are never inside themselves: no look-up for them
-            return (start.line + 1, start.column + 1, end.line + 1, end.column + 1, node.style or None, None)
-        found = done.get(id(node))
-        if found is not None:
-            return found
-        head = (start.line + 1, start.column + 1, end.line + 1, end.column + 1, None)
-        done[id(node)] = (*head, None)
-        children: tuple[_Entry, ...] | dict[object, tuple[_Entry, _Entry]]
-        if type(node) is SequenceNode:
-            children = tuple(entry(item) for item in node.value)
-        else:
-            children = {}
-            pairs = node.value
-            key: _Entry
-            # A pointer names the last of duplicate keys (the value kept); the others, and keys that
-            # are collections, stay under keys no pointer token equals, for in_string().
-            for index in range(len(pairs) - 1, -1, -1):
-                key_node, value_node = pairs[index]
-                if type(key_node) is ScalarNode:  # nearly every key: made here, without a call
-                    start, end = key_node.start_mark, key_node.end_mark
-                    key = (start.line + 1, start.column + 1, end.line + 1, end.column + 1, key_node.style or None, None)
-                    name = key_node.value
-                    slot = name if name not in children else (index,)
-                else:
-                    key, slot = entry(key_node), (index,)
-                children[slot] = (key, entry(value_node))
-        made = done[id(node)] = (*head, children)
-        return made
-
-    return entry(root)
 
 
 def _entries(root: _Entry) -> Iterator[_Entry]:
@@ -584,8 +575,8 @@ class NodeLocator:
     It keeps the positions of the document's nodes (see :data:`_Entry`), not the node tree.
     """
 
-    def __init__(self, root: Node | None, text: str = "") -> None:
-        self._root = _compact(root) if root is not None else None
+    def __init__(self, root: _Entry | None, text: str = "") -> None:
+        self._root = root
         self._text = text
         self._strings: list[tuple[tuple[int, int], tuple[int, int]]] | None = None
         self._end_of_text: tuple[int, int] | None = None
