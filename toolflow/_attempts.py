@@ -51,6 +51,7 @@ __all__ = [
     "checked_arguments",
     "finished",
     "first_verdict",
+    "record",
 ]
 
 logger = logging.getLogger("toolflow")
