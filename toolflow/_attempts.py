@@ -47,6 +47,7 @@ __all__ = [
     "Hooks",
     "Plan",
     "Slots",
+    "after_call",
     "call_once",
     "checked_arguments",
     "finished",
@@ -531,22 +532,22 @@ async def call_once(tool: RegisteredTool, arguments: object, *, plugins: Plugins
     checked = checked_arguments(plan, arguments)
     if isinstance(checked, ToolResult):
         raw = dict(arguments) if isinstance(arguments, dict) else {}
-        return _after(hooks, plan, checked, call_id, raw)
+        return after_call(hooks, plan, finished(plan, checked, ()), call_id, raw)
     cleaned, warnings = checked
     try:
         function = plan.resolve()
     except PluginError as exc:
-        return _after(hooks, plan, finished(plan, ToolResult.failure(str(exc)), warnings), call_id, cleaned)
+        return after_call(hooks, plan, finished(plan, ToolResult.failure(str(exc)), warnings), call_id, cleaned)
     call = record(call_id, plan.name, cleaned) if hooks.records else None
     if hooks.before:
         hooks.observe("toolflow_before_call", call=call)
     threads = trio.to_thread.current_default_thread_limiter()
     attempts = Attempts(hooks, threads=threads, slots=None, counted=False)
     result = await attempts.run(plan, function, cleaned, call, call_id)
-    return _after(hooks, plan, finished(plan, result, warnings), call_id, cleaned, call)
+    return after_call(hooks, plan, finished(plan, result, warnings), call_id, cleaned, call)
 
 
-def _after(  # noqa: PLR0917 - the call's whole ending
+def after_call(  # noqa: PLR0917 - the call's whole ending
     hooks: Hooks,
     plan: Plan,
     result: ToolResult,

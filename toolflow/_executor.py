@@ -85,6 +85,7 @@ from toolflow._attempts import (
     Hooks,
     Plan,
     Slots,
+    after_call,
     checked_arguments,
     finished,
     first_verdict,
@@ -269,11 +270,8 @@ class Engine:
 
     def needs_approval(self, name: str) -> bool:
         """Whether calls of tool *name* are approved before they run (False for an unknown tool)."""
-        try:
-            plan = self._plan(name)
-        except UnknownToolError:
-            return False
-        return plan.category in self._approving
+        plan = self._known(name)
+        return plan is not None and plan.category in self._approving
 
     # --- lifecycle -----------------------------------------------------------------------
 
@@ -361,6 +359,13 @@ class Engine:
             plan.retries = may_retry_automatically(plan.spec)
             self._plans[name] = plan
         return plan
+
+    def _known(self, name: str) -> Plan | None:
+        """The plan of tool *name*, or ``None`` for a tool the registry does not have."""
+        try:
+            return self._plan(name)
+        except UnknownToolError:
+            return None
 
     def _gate(self, plan: Plan) -> ToolResult | None:
         """The model-visible refusal of a call the allowlist or a ``depends_on`` rule does not allow yet."""
@@ -547,11 +552,7 @@ class Engine:
         if result.success:
             self._succeeded_loop.add(plan.name)
             self._succeeded_session.add(plan.name)
-        if self._hooks.after:
-            self._hooks.observe(
-                "toolflow_after_call", call=call or record(call_id, plan.name, arguments), result=result
-            )
-        return result
+        return after_call(self._hooks, plan, result, call_id, arguments, call)
 
     async def _off_loop(
         self, operation: Callable[[], _T], allowance: float, *, killable: bool = False
@@ -629,18 +630,13 @@ class Engine:
 
     def is_dangerous(self, name: str) -> bool:
         """Whether *name* is a ``dangerous`` tool (False for an unknown one)."""
-        try:
-            return self._plan(name).dangerous
-        except UnknownToolError:
-            return False
+        plan = self._known(name)
+        return plan is not None and plan.dangerous
 
     def runs_alone(self, name: str) -> bool:
         """Whether calls of tool *name* run one by one in a batch: ``dangerous``, or in need of approval."""
-        try:
-            plan = self._plan(name)
-        except UnknownToolError:
-            return False
-        return plan.dangerous or plan.category in self._approving
+        plan = self._known(name)
+        return plan is not None and (plan.dangerous or plan.category in self._approving)
 
     def dependencies(self, name: str) -> frozenset[str]:
         """The tools *name* ``depends_on`` (none for an unknown tool)."""
