@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Set up and run toolflow's two jobs with nothing but Python 3.11.
 
-    python3 tasks.py run    # install toolflow and its plugins, lint specs/, call tools, run an agent loop
+    python3 tasks.py run    # install toolflow and its plugins, lint specs/, call tools (a pipeline too), run a loop
     python3 tasks.py test   # install toolflow with its test tools, run ruff, mypy and every test
     python3 tasks.py docs   # regenerate the generated parts of docs/
 
@@ -47,6 +47,7 @@ def run() -> None:
     sh(BIN / "toolflow", "call", "inspect_location", '{"detail_level": "brief"}')
     sh(BIN / "toolflow", "call", "search_object", '{"name": "sword"}')
     sh(BIN / "toolflow", "call", "say", '{"message": "Hello, traveller!"}')
+    sh(BIN / "toolflow", "call", "survey_room", "{}", "--trace")  # a pipeline: its steps traced
     sh(BIN / "toolflow", "call", "list_directory", '{"path": "specs"}')
     sh(BIN / "toolflow", "run", "--specs", "specs/", "--model", "scripted:examples/assistant-session.yaml")
 

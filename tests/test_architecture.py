@@ -27,11 +27,29 @@ PACKAGE = Path(__file__).resolve().parent.parent / "toolflow"
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("errors, diagnostics", ("toolflow._errors", "toolflow._diagnostics", "toolflow._json")),
     ("model", ("toolflow._model", "toolflow._results", "toolflow._calls", "toolflow._policy", "toolflow._provenance")),
-    ("schemas, templates", ("toolflow._schemas", "toolflow._templates", "toolflow._checking", "toolflow._validation")),
+    (
+        "schemas, templates",
+        (
+            "toolflow._schemas",
+            "toolflow._templates",
+            "toolflow._template_values",
+            "toolflow._checking",
+            "toolflow._validation",
+        ),
+    ),
     ("yaml, loader", ("toolflow._yaml", "toolflow._loader", "toolflow._project")),
     ("lint", ("toolflow._lint",)),
     ("hookspecs, plugins", ("toolflow.hookspecs", "toolflow._plugins")),
-    ("registry, export", ("toolflow._registry", "toolflow._export", "toolflow._retrying", "toolflow._cache")),
+    (
+        "registry, export",
+        (
+            "toolflow._pipeline_plan",
+            "toolflow._registry",
+            "toolflow._export",
+            "toolflow._retrying",
+            "toolflow._cache",
+        ),
+    ),
     (
         "executor",
         (
@@ -40,6 +58,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "toolflow._batch",
             "toolflow._invoke",
             "toolflow._executor",
+            "toolflow._pipelines",
+            "toolflow._store_access",
             "toolflow._context",
             "toolflow._rendering",
         ),

@@ -607,6 +607,7 @@ def test_implementation_shorthands(tmp_path: Path) -> None:
         "cwd": None,
         "env": {},
         "max_output": 65536,
+        "output": "text",
     }
     assert tool(result, "i").implementations[0].config == "plugin.name"
     assert [i.kind for i in tool(result, "two").implementations] == ["implementation", "template"]

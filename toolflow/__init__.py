@@ -31,6 +31,8 @@ if TYPE_CHECKING:
         Implementation,
         LoadResult,
         ParameterRule,
+        Pipeline,
+        PipelineStep,
         RetryPolicy,
         SpecFile,
         ToolDependency,
@@ -60,7 +62,7 @@ if TYPE_CHECKING:
         load_registry,
     )
     from toolflow._rendering import render_template, run_in_template_worker
-    from toolflow._results import ToolResult
+    from toolflow._results import StepRecord, ToolResult
     from toolflow._retrying import retry_after_seconds
     from toolflow._templates import (
         DEFAULT_TEMPLATE_BUDGET,
@@ -115,6 +117,8 @@ _EXPORTS = {
     "ModelResponse": "toolflow._providers",
     "ParameterError": "toolflow._validation",
     "ParameterRule": "toolflow._model",
+    "Pipeline": "toolflow._model",
+    "PipelineStep": "toolflow._model",
     "PluginError": "toolflow._plugins",
     "PluginInfo": "toolflow._plugins",
     "PluginLoadWarning": "toolflow._plugins",
@@ -130,6 +134,7 @@ _EXPORTS = {
     "Span": "toolflow._diagnostics",
     "SpecError": "toolflow._errors",
     "SpecFile": "toolflow._model",
+    "StepRecord": "toolflow._results",
     "DEFAULT_TEMPLATE_BUDGET": "toolflow._templates",
     "TEMPLATE_GLOBALS": "toolflow._templates",
     "TemplateError": "toolflow._templates",
@@ -210,6 +215,8 @@ __all__ = [
     "ModelResponse",
     "ParameterError",
     "ParameterRule",
+    "Pipeline",
+    "PipelineStep",
     "PluginError",
     "PluginInfo",
     "PluginLoadWarning",
@@ -225,6 +232,7 @@ __all__ = [
     "Span",
     "SpecError",
     "SpecFile",
+    "StepRecord",
     "TemplateError",
     "TemplateProblem",
     "TokenBudget",

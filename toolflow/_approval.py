@@ -27,11 +27,16 @@ import warnings
 from collections.abc import Awaitable, Callable, Iterator
 from typing import TypeAlias
 
+import trio
+
+from toolflow._attempts import KILLED, STOPPED, Attempts, first_verdict
 from toolflow._calls import ToolCall
+from toolflow._plugins import Plugins
 from toolflow._results import ToolResult
 
 __all__ = [
     "ApprovalWarning",
+    "Approvals",
     "Approver",
     "answer_of",
     "asking_approval",
@@ -102,3 +107,38 @@ def no_approver(name: str, category: str) -> ToolResult:
         "here, so it did not run; ask the user to run it, or to approve it where they can",
         extra={"status": "denied", "reason": "no_approver"},
     )
+
+
+class Approvals:
+    """An engine's questions about calls whose category needs approval: one at a time, in the order above."""
+
+    def __init__(self, plugins: Plugins | None, attempts: Attempts) -> None:
+        self._plugins = plugins
+        self._attempts = attempts
+        self._lock = trio.Lock()  # one question at a time, on any terminal or client
+
+    async def ask(self, call: ToolCall, category: str, approve: Approver | None) -> ToolResult | None:
+        """``None`` when *call* may run; else the result of the call that was not approved.
+
+        Asks *approve*, the plugins' ``toolflow_approve_call``, then the request's asker
+        (:func:`asking_approval`). A stop ends the wait (:data:`~toolflow._attempts.STOPPED`: not
+        run), so does a kill (:data:`~toolflow._attempts.KILLED`).
+        """
+        kills = self._attempts.kills
+        verdict: bool | None = None
+        with self._attempts.guarded(trio.CancelScope(), stoppable=True) as scope:
+            async with self._lock:
+                if approve is not None:
+                    verdict = await answer_of(approve, call, category, "the approver")
+                if verdict is None:
+                    verdict = first_verdict(self._plugins, "toolflow_approve_call", call=call, category=category)
+                asker = current_asker()
+                if verdict is None and asker is not None:
+                    verdict = await answer_of(asker, call, category, "the client's approval")
+        if self._attempts.kills != kills:
+            return KILLED
+        if scope.cancelled_caught:
+            return STOPPED
+        if verdict is None:
+            return no_approver(call.name, category)
+        return None if verdict else denied(call.name)

@@ -218,6 +218,7 @@ class Plan:
         "name",
         "needs",
         "normalize",
+        "pipeline",
         "plain_results",
         "redact",
         "retries",
@@ -245,6 +246,7 @@ class Plan:
         self.ttl = None if spec.cache is None else spec.cache.ttl
         self.depends_on = spec.depends_on
         self.needs = frozenset(dependency.tool for dependency in spec.depends_on) if spec.depends_on else _NONE
+        self.pipeline = tool.pipeline  # an engine runs a pipeline's steps itself (toolflow._pipelines)
         # An engine's, set by the engine: the tool's ``concurrency``, its gates, whether it retries.
         self.slots: Slots | None = None
         self.gated = False
@@ -521,11 +523,19 @@ class Attempts:
         return delay
 
 
-async def call_once(tool: RegisteredTool, arguments: object, *, plugins: Plugins | None, call_id: str) -> ToolResult:
+async def call_once(
+    tool: RegisteredTool,
+    arguments: object,
+    *,
+    plugins: Plugins | None,
+    call_id: str,
+    body: Callable[[Mapping[str, Any]], Awaitable[ToolResult]] | None = None,
+) -> ToolResult:
     """One call of *tool* without an engine (``toolflow.invoke``): validated, one attempt under the tool's timeout.
 
     No gates, caches, retries or concurrency limits, no ``attempts`` key in the result; the call
-    hooks of *plugins* take part as in an engine.
+    hooks of *plugins* take part as in an engine. *body*, given the validated arguments, runs the
+    call instead of an attempt of the implementation (a pipeline's steps).
     """
     plan = Plan(tool)
     hooks = Hooks(plugins)
@@ -535,15 +545,18 @@ async def call_once(tool: RegisteredTool, arguments: object, *, plugins: Plugins
         return after_call(hooks, plan, finished(plan, checked, ()), call_id, raw)
     cleaned, warnings = checked
     try:
-        function = plan.resolve()
+        function = plan.resolve() if body is None else None
     except PluginError as exc:
         return after_call(hooks, plan, finished(plan, ToolResult.failure(str(exc)), warnings), call_id, cleaned)
     call = record(call_id, plan.name, cleaned) if hooks.records else None
     if hooks.before:
         hooks.observe("toolflow_before_call", call=call)
-    threads = trio.to_thread.current_default_thread_limiter()
-    attempts = Attempts(hooks, threads=threads, slots=None, counted=False)
-    result = await attempts.run(plan, function, cleaned, call, call_id)
+    if function is None:
+        result = await cast("Callable[[Mapping[str, Any]], Awaitable[ToolResult]]", body)(cleaned)
+    else:
+        threads = trio.to_thread.current_default_thread_limiter()
+        attempts = Attempts(hooks, threads=threads, slots=None, counted=False)
+        result = await attempts.run(plan, function, cleaned, call, call_id)
     return after_call(hooks, plan, finished(plan, result, warnings), call_id, cleaned, call)
 
 

@@ -126,6 +126,8 @@ class ToolCall:
         format: How the call was written: one of :data:`CALL_FORMATS`.
         warnings: What defensive parsing corrected; pass them on with the call's result.
         raw: What the model sent, as given; not compared, not shown in ``repr``.
+        approves: For a pipeline call an approver is asked about: the steps that need approval
+            and are approved with it (see :mod:`toolflow._pipelines`).
     """
 
     id: str
@@ -135,6 +137,8 @@ class ToolCall:
     format: str
     warnings: tuple[str, ...] = attrs.field(default=(), converter=_to_tuple)
     raw: Any = attrs.field(default=None, eq=False, repr=False)
+    approves: tuple[str, ...] = attrs.field(default=(), eq=False)
+    """For a pipeline call put to an approver: the steps the answer covers too, as ``step (tool)``."""
 
 
 @attrs.frozen(kw_only=True)

@@ -251,7 +251,7 @@ class Field:
     description: str
 
 
-_PLACEHOLDERS = {"tools": "<name>", "toolsets": "<name>"}
+_PLACEHOLDERS = {"tools": "<name>", "toolsets": "<name>", "steps": "<name>"}
 _TYPE_WORDS = {
     "object": ("mapping", "mappings"),
     "array": ("list", "lists"),

@@ -46,15 +46,9 @@ failure ``{"status": "aborted", "reason": "killed"}``, its result dropped and ne
 :meth:`Engine.request_stop` ends the waits for a first slot: such a call is not dispatched
 (``{"status": "aborted", "reason": "stopped"}``); calls already running finish.
 
-:meth:`Engine.run_batch` runs the calls of one model turn: non-dangerous calls concurrently in
-a nursery, then ``dangerous`` calls one after another, at most one per tick (the others get a
-model-visible failure); one result per call, in the order of the calls. It is built on
-:meth:`Engine.execute_batch`, which returns seed 002's discriminated outcome: a
-:class:`HistoryEntry` per call, in call order, or one :class:`Abort` accounting for every call
-of the batch (``stopped``: :meth:`Engine.request_stop` before a call was dispatched;
-``killed``: :meth:`Engine.kill` cancelled the batch, and no killed tool's result becomes an
-entry; ``malformed_calls``: more than ``max_malformed`` malformed calls). A plain timeout stays
-a failure entry the model sees.
+:meth:`Engine.execute_batch` runs the calls of one model turn (:mod:`toolflow._batch`: seed
+002's discriminated outcome, dangerous calls one per tick), :meth:`Engine.run_batch` gives one
+result per call; a pipeline's steps are calls through the same engine (:mod:`toolflow._pipelines`).
 
 Sync tools run in worker threads behind ``max_threads`` tokens; an abandoned (timed out or
 killed) thread gives its token back at once, so hung sync tools never starve the others (the
@@ -66,17 +60,16 @@ What a tool's spec implies is worked out once per engine and tool (:class:`~tool
 from __future__ import annotations
 
 import contextlib
-import functools
 import math
 import os
 import time
 from collections.abc import AsyncIterator, Callable, Collection, Iterable, Mapping
-from typing import Any, NamedTuple, TypeVar, cast
+from typing import Any, NamedTuple, cast
 
 import attrs
 import trio
 
-from toolflow._approval import Approver, answer_of, current_asker, denied, no_approver
+from toolflow._approval import Approvals, Approver
 from toolflow._attempts import (
     KILLED,
     STOPPED,
@@ -88,7 +81,6 @@ from toolflow._attempts import (
     after_call,
     checked_arguments,
     finished,
-    first_verdict,
     record,
 )
 from toolflow._batch import (
@@ -105,20 +97,20 @@ from toolflow._cache import (
     DEFAULT_CACHE_TIMEOUT,
     SQLITE_BACKEND,
     MemoryCache,
-    PersistentStore,
     cache_backend_factory,
     cache_key,
-    persistent_store,
 )
 from toolflow._calls import ToolCall, parse_tool_calls
 from toolflow._errors import expect, expect_count, expect_names
 from toolflow._model import CacheScope
-from toolflow._model import format_duration as _seconds
+from toolflow._pipeline_plan import CompiledPipeline, covered_steps
+from toolflow._pipelines import run_pipeline
 from toolflow._plugins import PluginError, Plugins
 from toolflow._policy import Policy
 from toolflow._registry import Registry, UnknownToolError
 from toolflow._results import ToolResult
 from toolflow._retrying import may_retry_automatically
+from toolflow._store_access import Pending, StoreAccess
 
 __all__ = [
     "ONE_DANGEROUS_PER_TURN",
@@ -132,34 +124,14 @@ __all__ = [
     "open_engine",
 ]
 
-_T = TypeVar("_T")
-
-
-class _Persistent:
-    """One call's use of the persistent store: what to look up, and how long the call may still wait for it.
-
-    The look-up and the store share one allowance of ``cache_timeout`` seconds, so that a call
-    waits at most that long for the store in all: after a look-up that used it up (a lock, a
-    hung backend), the store is skipped.
-    """
-
-    __slots__ = ("allowance", "cleaned", "key", "store", "warnings")
-
-    def __init__(self, cleaned: Mapping[str, Any], warnings: tuple[str, ...], key: str, allowance: float) -> None:
-        self.cleaned = cleaned
-        self.warnings = warnings
-        self.key = key
-        self.allowance = allowance
-        self.store: PersistentStore | None = None
-
 
 class _Prepared(NamedTuple):
     """What the attempts of a call need once the validator and the caches have let it through."""
 
-    function: Callable[..., Any]
+    function: Callable[..., Any] | None  # None for a pipeline, whose steps the engine runs
     cleaned: Mapping[str, Any]
     warnings: tuple[str, ...]
-    cache: MemoryCache | _Persistent | None
+    cache: MemoryCache | Pending | None
     key: str | None
 
 
@@ -193,11 +165,6 @@ def _check_arguments(
 
 class Engine:
     """Runs tool calls of one registry; made by :func:`open_engine`, valid inside its ``async with``."""
-
-    _store_limiter: trio.CapacityLimiter
-    """One operation of the persistent store at a time: a backend never sees two at once, and an
-    abandoned operation keeps the place until it returns, so a hung backend holds one worker
-    thread rather than one per call."""
 
     def __init__(
         self,
@@ -239,21 +206,25 @@ class Engine:
         if cache_backend is not None and cache_backend != SQLITE_BACKEND:
             cache_backend_factory(cache_backend, plugins)  # an unknown backend fails here, not at a call
         self._clock = clock
-        self._cache_path = cache_path
-        self._cache_backend = cache_backend
-        self._cache_options = cache_options
-        self._cache_timeout = _positive_seconds("cache_timeout", cache_timeout)
-        self._store: PersistentStore | None = None  # made, with _store_limiter, at the first persistent call
         self._hooks = Hooks(plugins)
         threads = trio.CapacityLimiter(max_concurrency if max_threads is None else max_threads)
         self._attempts = Attempts(self._hooks, threads=threads, slots=Slots(max_concurrency), counted=True)
+        self._store = StoreAccess(
+            backend=cache_backend,
+            plugins=plugins,
+            path=cache_path,
+            options=cache_options,
+            clock=clock,
+            timeout=_positive_seconds("cache_timeout", cache_timeout),
+            attempts=self._attempts,
+        )
         self._plans: dict[str, Plan] = {}
         self._caches: dict[CacheScope, MemoryCache] = {}  # tick and session
         self._stop_requested = False
         self._succeeded_loop: set[str] = set()
         self._succeeded_session: set[str] = set()
         self._dangerous_this_tick = 0
-        self._approval_lock = trio.Lock()
+        self._approvals = Approvals(plugins, self._attempts)
         self.dangerous_per_tick: int | None = 1
         """How many ``dangerous`` calls a batch dispatches per tick (``None``: no limit; the agent
         loop sets it from its policy, which gates every category itself)."""
@@ -272,6 +243,12 @@ class Engine:
         """Whether calls of tool *name* are approved before they run (False for an unknown tool)."""
         plan = self._known(name)
         return plan is not None and plan.category in self._approving
+
+    _needs_approval = needs_approval
+
+    def _pipeline_of(self, name: str) -> CompiledPipeline | None:
+        plan = self._known(name)
+        return None if plan is None else plan.pipeline
 
     # --- lifecycle -----------------------------------------------------------------------
 
@@ -316,9 +293,7 @@ class Engine:
         for cache in self._caches.values():
             cache.close()
         self._caches.clear()
-        store, self._store = self._store, None
-        if store is not None:
-            await self._off_loop(store.close, self._cache_timeout, killable=False)
+        await self._store.close()
 
     # --- one call --------------------------------------------------------------------------
 
@@ -334,16 +309,25 @@ class Engine:
             return admitted
         return await self._run(admitted, arguments, call_id)
 
-    def _admit(self, name: str) -> Plan | ToolResult:
-        """The plan of tool *name* when it may run now, else the model-visible refusal (steps 1-2)."""
+    def _admit(self, name: str, *, step: bool = False) -> Plan | ToolResult:
+        """The plan of tool *name* when it may run now, else the model-visible refusal (steps 1-2).
+
+        A pipeline's *step* is not held to the allowlist (the pipeline was), but to the policy's
+        ``deny`` list, and to ``depends_on`` like any call.
+        """
         try:
             plan = self._plan(name)
         except UnknownToolError as exc:
             # With an allowlist in force, suggest only what the model may call now.
-            known = None if self.allowlist is None else [n for n in self.allowlist if n in self.registry]
+            known = None if self.allowlist is None or step else [n for n in self.allowlist if n in self.registry]
             return ToolResult.failure(f"Error: {exc if known is None else UnknownToolError(name, known)}")
+        if step and name in self.policy.deny:
+            return ToolResult.failure(
+                f"Error: tool {name!r} is denied by the policy, so no pipeline may call it",
+                extra={"status": "blocked", "allowed": []},
+            )
         if plan.gated:
-            refusal = self._gate(plan)
+            refusal = self._gate(plan, step=step)
             if refusal is not None:
                 return refusal
         return plan
@@ -367,10 +351,10 @@ class Engine:
         except UnknownToolError:
             return None
 
-    def _gate(self, plan: Plan) -> ToolResult | None:
+    def _gate(self, plan: Plan, *, step: bool = False) -> ToolResult | None:
         """The model-visible refusal of a call the allowlist or a ``depends_on`` rule does not allow yet."""
         name = plan.name
-        if self.allowlist is not None and name not in self.allowlist:
+        if self.allowlist is not None and name not in self.allowlist and not step:
             allowed = sorted(self.allowlist)
             listed = ", ".join(repr(n) for n in allowed) or "none"
             return ToolResult.failure(
@@ -391,24 +375,28 @@ class Engine:
             )
         return None
 
-    async def _run(self, plan: Plan, arguments: object, call_id: str) -> ToolResult:
-        """The call steps after the gates: validate, cache, approval, attempts, record."""
+    async def _run(self, plan: Plan, arguments: object, call_id: str, *, approved: bool = False) -> ToolResult:
+        """The call steps after the gates: validate, cache, approval, attempts (or a pipeline's steps), record.
+
+        *approved*: a pipeline's approval covered this call (one of its steps).
+        """
         prepared = self._prepare(plan, arguments, call_id)
-        if isinstance(prepared, _Persistent):
+        if isinstance(prepared, Pending):
             prepared = await self._look_up(plan, prepared, call_id)
         if isinstance(prepared, ToolResult):
             return prepared
         cleaned, warnings = prepared.cleaned, prepared.warnings
-        if plan.category in self._approving:
+        if plan.category in self._approving and not approved:
             refusal = await self._approval(plan, cleaned, call_id)
             if refusal is KILLED or refusal is STOPPED:
                 return refusal  # the call never started: no hook saw it begin
             if refusal is not None:
                 return self._finish(plan, refusal, call_id, cleaned, None, warnings)
+            approved = True
         call = record(call_id, plan.name, cleaned) if self._hooks.records else None
         if self._hooks.before:
             self._hooks.observe("toolflow_before_call", call=call)
-        result = await self._attempts.run(plan, prepared.function, cleaned, call, call_id)
+        result = await self._dispatch(plan, prepared, call, call_id, approved=approved)
         if result is KILLED or result is STOPPED:
             # The tool's result (if any) is dropped: not cached; after_call still sees how the
             # call it saw start ended.
@@ -417,27 +405,39 @@ class Engine:
             await self._store_result(plan, prepared, result)
         return self._finish(plan, result, call_id, cleaned, call, warnings)
 
+    async def _dispatch(
+        self, plan: Plan, prepared: _Prepared, call: ToolCall | None, call_id: str, *, approved: bool
+    ) -> ToolResult:
+        """Run the call's attempts, or a pipeline's steps (once: its steps retry on their own)."""
+        if prepared.function is not None:
+            return await self._attempts.run(plan, prepared.function, prepared.cleaned, call, call_id)
+        pipeline = cast("CompiledPipeline", plan.pipeline)
+        # A step is approved with the pipeline when it, or (a pipeline itself) one of its own steps, is covered.
+        covered: frozenset[str] = frozenset()
+        if approved:
+            steps = covered_steps(pipeline, self._pipeline_of, self._needs_approval)
+            covered = frozenset(step.split(".", 1)[0] for step, _ in steps)
+        result = await run_pipeline(self, plan.spec, pipeline, prepared.cleaned, call_id=call_id, approved=covered)
+        return attrs.evolve(result, extra={**result.extra, "attempts": 1})
+
     async def _store_result(self, plan: Plan, prepared: _Prepared, result: ToolResult) -> None:
         """Keep a success in the call's cache, if it has one."""
         cache, key = prepared.cache, cast("str", prepared.key)
         if isinstance(cache, MemoryCache):
             cache.set(key, result, plan.ttl)
-        elif cache is not None and cache.allowance > 0:
-            # Not killable: the tool has finished, and the wait is bounded. A store the call
-            # stops waiting for still completes in its thread, unless the store hangs.
-            store = cast("PersistentStore", cache.store)
-            await self._off_loop(functools.partial(store.set, key, result, plan.ttl), cache.allowance)
+        elif cache is not None:
+            await self._store.set(cache, result, plan.ttl)
 
     def _prepare(
-        self, plan: Plan, arguments: object, call_id: str, missed: _Persistent | None = None
-    ) -> _Prepared | _Persistent | ToolResult:
+        self, plan: Plan, arguments: object, call_id: str, missed: Pending | None = None
+    ) -> _Prepared | Pending | ToolResult:
         """Validate, look the cache up, resolve the implementation.
 
         Returns what the attempts need, or the call's final result when nothing is to run, or,
         for a tool with a persistent cache, the look-up that :meth:`_look_up` does next; after
         a miss, it calls this again with the look-up as *missed*, to go on from there.
         """
-        cache: MemoryCache | _Persistent | None = None
+        cache: MemoryCache | Pending | None = None
         key = None
         if missed is not None:
             cleaned, warnings, cache, key = missed.cleaned, missed.warnings, missed, missed.key
@@ -451,7 +451,7 @@ class Engine:
                 key = cache_key(plan.spec, cleaned)
                 if plan.cache_scope is CacheScope.PERSISTENT:
                     if key is not None:  # arguments without a key are neither looked up nor stored
-                        return _Persistent(cleaned, warnings, key, self._cache_timeout)
+                        return self._store.pending(cleaned, warnings, key)
                 else:
                     memory = self._caches.get(plan.cache_scope)
                     if memory is None:
@@ -460,6 +460,8 @@ class Engine:
                     hit = None if key is None else memory.get(key)
                     if hit is not None:
                         return self._served(plan, hit, call_id, cleaned, warnings)
+        if plan.pipeline is not None:
+            return _Prepared(None, cleaned, warnings, cache, key)
         try:
             function = plan.resolve()
         except PluginError as exc:
@@ -470,72 +472,36 @@ class Engine:
     async def _approval(self, plan: Plan, arguments: Mapping[str, Any], call_id: str) -> ToolResult | None:
         """``None`` when the call may run; else the result of the call that was not approved.
 
-        Asks :attr:`approve`, the plugins' ``toolflow_approve_call``, then the request's asker
-        (:func:`toolflow._approval.asking_approval`), one call at a time. A stop ends the wait
-        (:data:`~toolflow._attempts.STOPPED`: not run), so does a kill (``KILLED``).
+        See :class:`toolflow._approval.Approvals`: :attr:`approve` first. A pipeline's call
+        lists the steps the answer covers (:attr:`~toolflow.ToolCall.approves`).
         """
         if self._stop_requested:
             return STOPPED
         call = record(call_id, plan.name, arguments)
-        category = plan.category
-        kills = self._attempts.kills
-        verdict: bool | None = None
-        with self._attempts.guarded(trio.CancelScope(), stoppable=True) as scope:
-            async with self._approval_lock:  # one question at a time, on any terminal or client
-                if self.approve is not None:
-                    verdict = await answer_of(self.approve, call, category, "the approver")
-                if verdict is None:
-                    verdict = first_verdict(self.plugins, "toolflow_approve_call", call=call, category=category)
-                asker = current_asker()
-                if verdict is None and asker is not None:
-                    verdict = await answer_of(asker, call, category, "the client's approval")
-        if self._attempts.kills != kills:
-            return KILLED
-        if scope.cancelled_caught:
-            return STOPPED
-        if verdict is None:
-            return no_approver(plan.name, category)
-        return None if verdict else denied(plan.name)
+        if plan.pipeline is not None:
+            covered = covered_steps(plan.pipeline, self._pipeline_of, self._needs_approval)
+            call = attrs.evolve(call, approves=tuple(f"{step} ({tool})" for step, tool in covered))
+        return await self._approvals.ask(call, plan.category, self.approve)
 
-    async def _look_up(self, plan: Plan, persistent: _Persistent, call_id: str) -> _Prepared | ToolResult:
-        """Step 4 for the persistent scope: the look-up in a worker thread; on a miss, the rest of :meth:`_prepare`.
+    async def _look_up(self, plan: Plan, persistent: Pending, call_id: str) -> _Prepared | ToolResult:
+        """Step 4 for the persistent scope: the look-up off the event loop; on a miss, the rest of :meth:`_prepare`.
 
         A kill while the look-up runs ends the call (``killed``); a store that does not answer
         within ``cache_timeout`` is a miss.
         """
-        store = self._store
-        if store is None:  # nothing is opened or read here: the store opens at its first operation
-            self._store_limiter = trio.CapacityLimiter(1)
-            store = self._store = persistent_store(
-                backend=self._cache_backend,
-                plugins=self.plugins,
-                path=self._cache_path,
-                options=self._cache_options,
-                clock=self._clock,
-                timeout=self._cache_timeout,
-            )
-        persistent.store = store
         kills = self._attempts.kills
-        started = trio.current_time()
-        answered, hit = await self._off_loop(
-            functools.partial(store.get, persistent.key), persistent.allowance, killable=True
-        )
-        persistent.allowance -= trio.current_time() - started
+        hit = await self._store.get(persistent)
         if self._attempts.kills != kills:
             return KILLED  # the call never started: no hook saw it begin, none sees it end
-        if not answered:  # the call runs without the cache: say so, once per store
-            store.report("busy", f"no answer within {_seconds(self._cache_timeout)}")
-        if not answered or store.busy:  # a store would wait for the same lock or backend: skip it
-            persistent.allowance = 0
-        elif hit is not None:
+        if hit is not None:
             return self._served(plan, hit, call_id, persistent.cleaned, persistent.warnings)
         return cast("_Prepared | ToolResult", self._prepare(plan, persistent.cleaned, call_id, missed=persistent))
 
     def _served(
         self, plan: Plan, hit: ToolResult, call_id: str, cleaned: Mapping[str, Any], warnings: tuple[str, ...]
     ) -> ToolResult:
-        """The result of a cache hit: the stored result with ``attempts`` 0 and ``cached``."""
-        result = attrs.evolve(hit, extra={**hit.extra, "attempts": 0, "cached": True})
+        """The result of a cache hit: the stored result with ``attempts`` 0 and ``cached`` (and no pipeline steps)."""
+        result = attrs.evolve(hit, extra={**hit.extra, "attempts": 0, "cached": True}, steps=())
         return self._finish(plan, result, call_id, cleaned, None, warnings)
 
     def _finish(  # noqa: PLR0917 - a call's whole ending
@@ -553,23 +519,6 @@ class Engine:
             self._succeeded_loop.add(plan.name)
             self._succeeded_session.add(plan.name)
         return after_call(self._hooks, plan, result, call_id, arguments, call)
-
-    async def _off_loop(
-        self, operation: Callable[[], _T], allowance: float, *, killable: bool = False
-    ) -> tuple[bool, _T | None]:
-        """Run *operation* of the persistent store in a worker thread; wait for it at most *allowance* seconds.
-
-        Returns whether it answered in time, and its value. An operation the wait gave up on
-        (the time ran out, or, if *killable*, a kill came) is abandoned: it runs on in its
-        thread and holds the store's one place until it returns, and an operation still
-        waiting for that place is not started. Cancellation from outside propagates (the
-        operation is abandoned the same way).
-        """
-        scope = trio.CancelScope(deadline=trio.current_time() + allowance)
-        with self._attempts.guarded(scope, stoppable=False) if killable else scope:
-            value = await trio.to_thread.run_sync(operation, abandon_on_cancel=True, limiter=self._store_limiter)
-            return True, value
-        return False, None
 
     # --- batches ---------------------------------------------------------------------------
 
@@ -660,6 +609,23 @@ class Engine:
         if call.warnings:
             result = attrs.evolve(result, warnings=(*call.warnings, *result.warnings))
         return entry(call, result, duration)
+
+    # What a pipeline needs of its runner (toolflow._pipelines.StepRunner).
+
+    def guarded(self, scope: trio.CancelScope) -> contextlib.AbstractContextManager[trio.CancelScope]:
+        """Enter *scope* as one that :meth:`kill` cancels."""
+        return self._attempts.guarded(scope, stoppable=False)
+
+    async def call_step(self, name: str, arguments: Mapping[str, Any], call_id: str, *, approved: bool) -> ToolResult:
+        """One call of a pipeline's step: as :meth:`call`, but not held to the allowlist (see :meth:`_admit`).
+
+        *approved*: the pipeline's approval covered it. :data:`~toolflow._attempts.STOPPED` when
+        a stop kept it from running.
+        """
+        admitted = self._admit(name, step=True)
+        if isinstance(admitted, ToolResult):
+            return admitted
+        return await self._run(admitted, arguments, call_id, approved=approved)
 
 
 def _positive_seconds(name: str, value: float) -> float:

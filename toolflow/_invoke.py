@@ -3,14 +3,21 @@
 :func:`invoke` runs the engine's own call steps (:mod:`toolflow._attempts`) for one tool,
 without what needs an engine's lifetime: one attempt, no caches, no gates, no concurrency
 limits. ``toolflow call`` and the agent loop use :func:`~toolflow._executor.open_engine`;
-``invoke`` is for tests and tools that want the bare call.
+``invoke`` is for tests and tools that want the bare call. A pipeline tool's steps are calls of
+other tools: they run through a temporary engine over the registry the caller passes.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any, cast
+
 from toolflow._attempts import CallHookWarning, call_once
+from toolflow._executor import open_engine
+from toolflow._pipeline_plan import CompiledPipeline
+from toolflow._pipelines import run_pipeline
 from toolflow._plugins import Plugins
-from toolflow._registry import RegisteredTool
+from toolflow._registry import RegisteredTool, Registry
 from toolflow._results import ToolResult
 
 __all__ = ["CallHookWarning", "invoke"]
@@ -22,6 +29,7 @@ async def invoke(
     *,
     plugins: Plugins | None = None,
     call_id: str = "call_0",
+    registry: Registry | None = None,
 ) -> ToolResult:
     """Validate *arguments*, run *tool* and return its normalised result.
 
@@ -47,5 +55,27 @@ async def invoke(
     with a :class:`CallHookWarning` naming its plugin and never fails the call;
     a wrapper that raises while entering or leaving fails the call, as
     middleware such as authentication must be able to.
+
+    A pipeline tool (``pipeline:``) runs under its timeout too, and its steps run through a
+    temporary engine over *registry* (its gates, caches, retries and limits apply to the steps,
+    for the length of this call); without *registry*, the result is a failure saying so.
     """
-    return await call_once(tool, arguments, plugins=plugins, call_id=call_id)
+    if tool.pipeline is None:
+        return await call_once(tool, arguments, plugins=plugins, call_id=call_id)
+    return await _pipeline_once(tool, arguments, plugins=plugins, call_id=call_id, registry=registry)
+
+
+async def _pipeline_once(
+    tool: RegisteredTool, arguments: object, *, plugins: Plugins | None, call_id: str, registry: Registry | None
+) -> ToolResult:
+    """One call of a pipeline tool, its steps through a temporary engine over *registry*."""
+    pipeline = cast("CompiledPipeline", tool.pipeline)
+
+    async def steps(cleaned: Mapping[str, Any]) -> ToolResult:
+        if registry is None:
+            msg = f"tool {tool.name!r} is a pipeline: pass the registry of its steps (toolflow.invoke(..., registry=))"
+            return ToolResult.failure(msg)
+        async with open_engine(registry, plugins=plugins) as engine:
+            return await run_pipeline(engine, tool.spec, pipeline, cleaned, call_id=call_id)
+
+    return await call_once(tool, arguments, plugins=plugins, call_id=call_id, body=steps)

@@ -32,6 +32,8 @@ from toolflow._model import (
     Implementation,
     LoadResult,
     ParameterRule,
+    Pipeline,
+    PipelineStep,
     RetryPolicy,
     SpecFile,
     ToolDependency,
@@ -57,7 +59,7 @@ __all__ = [
 MAX_FILE_BYTES = 10 * 1024 * 1024
 """Spec files larger than this are refused (TF005)."""
 
-IMPLEMENTATION_KINDS = ("implementation", "template", "command")
+IMPLEMENTATION_KINDS = ("implementation", "template", "command", "pipeline")
 """The tool keys that say how a tool is implemented; a tool has exactly one."""
 
 SPEC_SUFFIXES = (".yaml", ".yml")
@@ -398,10 +400,15 @@ class _Builder:
                 for i, e in enumerate(body.get("examples", []))
             ),
             implementations=tuple(
-                Implementation(kind=kind, config=_implementation_config(kind, body[kind]), pointer=f"{pointer}/{kind}")
+                Implementation(
+                    kind=kind,
+                    config=_implementation_config(kind, body[kind], f"{pointer}/{kind}"),
+                    pointer=f"{pointer}/{kind}",
+                )
                 for kind in self.kind_keys
                 if kind in body
             ),
+            expose=bool(body.get("expose", True)),
             file=self.path,
             pointer=pointer,
             locator=self.locator,
@@ -495,7 +502,9 @@ def _dependency(item: Any, pointer: str) -> ToolDependency:
     return ToolDependency(tool=item["tool"], scope=item.get("scope", "loop"), pointer=pointer)
 
 
-def _implementation_config(kind: str, value: Any) -> Any:
+def _implementation_config(kind: str, value: Any, pointer: str) -> Any:
+    if kind == "pipeline":
+        return _pipeline(value, pointer)
     if kind == "template":
         settings = value if isinstance(value, dict) else {"source": value}
         return {
@@ -510,5 +519,26 @@ def _implementation_config(kind: str, value: Any) -> Any:
             "cwd": settings.get("cwd"),
             "env": dict(settings.get("env", {})),
             "max_output": settings.get("max_output", 65536),
+            "output": settings.get("output", "text"),
         }
     return value
+
+
+def _pipeline(value: dict[str, Any], pointer: str) -> Pipeline:
+    """The ``pipeline:`` of a tool, as the spec schema admits it."""
+    steps = tuple(
+        PipelineStep(
+            name=name,
+            tool=step["tool"],
+            arguments=step.get("with", {}),
+            when=step.get("when"),
+            for_each=step.get("for_each"),
+            item_name=step.get("as", "item"),
+            concurrency=step.get("concurrency"),
+            needs=tuple(step.get("needs", ())),
+            on_error=step.get("on_error", "stop"),
+            pointer=f"{pointer}/steps{json_pointer([name])}",
+        )
+        for name, step in value["steps"].items()
+    )
+    return Pipeline(steps=steps, result=value.get("result"), has_result="result" in value, pointer=pointer)

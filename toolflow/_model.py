@@ -30,6 +30,8 @@ __all__ = [
     "Implementation",
     "LoadResult",
     "ParameterRule",
+    "Pipeline",
+    "PipelineStep",
     "RetryPolicy",
     "SpecFile",
     "ToolDependency",
@@ -193,6 +195,47 @@ class Implementation:
 
 
 @attrs.frozen(kw_only=True)
+class PipelineStep:
+    """One step of a pipeline: a call of ``tool`` with the arguments ``with`` makes.
+
+    The templated values (``with``, ``when``, ``for_each``) are kept as the spec wrote them; a
+    string among them is a template over the pipeline's parameters, ``steps``, ``errors`` and,
+    in a ``for_each`` step, the item (``item``, or the name ``item_name`` gives).
+    """
+
+    name: str
+    tool: str
+    arguments: Any = attrs.field(factory=dict)
+    """The ``with:`` value: a mapping whose strings are templates (nested mappings and lists too)."""
+    when: Any = None
+    """A template: when it is false, the step is skipped (``None``: the step always runs)."""
+    for_each: Any = None
+    """A template whose value is a list: the step calls its tool once per item (``None``: once)."""
+    item_name: str = "item"
+    concurrency: int | None = None
+    """At most this many items of a ``for_each`` step run at once (``None``: no limit of the step's own)."""
+    needs: tuple[str, ...] = ()
+    """Earlier steps this one waits for without reading their results."""
+    on_error: Literal["stop", "continue"] = "stop"
+    pointer: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class Pipeline:
+    """The ``pipeline:`` of a tool: its steps in the spec's order, and the template of its result."""
+
+    steps: tuple[PipelineStep, ...] = ()
+    result: Any = None
+    """A template, or a mapping or list of templates (``None`` with ``has_result`` false: every step's data)."""
+    has_result: bool = False
+    pointer: str = ""
+
+    def step(self, name: str) -> PipelineStep | None:
+        """The step called *name*, or ``None``."""
+        return next((step for step in self.steps if step.name == name), None)
+
+
+@attrs.frozen(kw_only=True)
 class ToolSpec:
     """One tool as declared in a spec file, with the file's defaults applied."""
 
@@ -212,6 +255,8 @@ class ToolSpec:
     depends_on: tuple[ToolDependency, ...] = ()
     examples: tuple[Example, ...] = ()
     implementations: tuple[Implementation, ...] = ()
+    expose: bool = True
+    """Whether models are offered the tool (``False``: it serves only as a pipeline step)."""
     file: str = ""
     pointer: str = ""
     locator: Locator | None = attrs.field(default=None, eq=False, repr=False)
@@ -222,6 +267,14 @@ class ToolSpec:
     def implementation(self) -> Implementation | None:
         """The tool's implementation when exactly one kind is declared, else ``None``."""
         return self.implementations[0] if len(self.implementations) == 1 else None
+
+    @property
+    def pipeline(self) -> Pipeline | None:
+        """The tool's pipeline when it is implemented by one, else ``None``."""
+        implementation = self.implementation
+        if implementation is not None and isinstance(implementation.config, Pipeline):
+            return implementation.config
+        return None
 
 
 @attrs.frozen(kw_only=True)

@@ -23,7 +23,7 @@ import os
 import threading
 import types
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import attrs
 
@@ -31,7 +31,8 @@ from toolflow._diagnostics import Locator
 from toolflow._errors import SpecError, ToolflowError, UsageError, expect
 from toolflow._export import description, export_tools
 from toolflow._loader import load_specs
-from toolflow._model import BUILTIN_CATEGORIES, LoadResult, Toolset, ToolSpec
+from toolflow._model import BUILTIN_CATEGORIES, LoadResult, Pipeline, Toolset, ToolSpec
+from toolflow._pipeline_plan import CompiledPipeline, compile_pipeline, pipeline_cycles
 from toolflow._plugins import Binding, ImplementationKind, PluginError, Plugins, load_plugins
 from toolflow._policy import Policy
 from toolflow._schemas import did_you_mean
@@ -161,9 +162,12 @@ class RegisteredTool:
         spec: The tool as declared.
         validator: Validates and cleans call arguments (compiled once, when the registry was built).
         result_validator: Normalises what the implementation returns.
-        kind: ``"implementation"`` (a plugin binding), ``"template"``, ``"command"`` or a plugin kind.
+        kind: ``"implementation"`` (a plugin binding), ``"template"``, ``"command"``,
+            ``"pipeline"`` or a plugin kind.
         binding: The plugin binding, for kind ``"implementation"``.
-        implementation_kind: The kind that builds the callable, for every other kind.
+        implementation_kind: The kind that builds the callable, for every kind but
+            ``"implementation"`` and ``"pipeline"``.
+        pipeline: The compiled pipeline, for kind ``"pipeline"`` (an engine runs it).
     """
 
     spec: ToolSpec
@@ -172,6 +176,7 @@ class RegisteredTool:
     kind: str
     binding: Binding | None = None
     implementation_kind: ImplementationKind | None = None
+    pipeline: CompiledPipeline | None = None
     _resolved: _Once = attrs.field(init=False, factory=_Once, eq=False, repr=False)
 
     @property
@@ -215,6 +220,12 @@ class RegisteredTool:
     def _make(self) -> Callable[..., Any]:
         if self.binding is not None:
             return self.binding.resolve()
+        if self.pipeline is not None:
+            msg = (
+                f"tool {self.name!r} is a pipeline: its steps run through an engine "
+                "(toolflow.open_engine, or toolflow.invoke with the registry)"
+            )
+            raise PluginError(msg)
         kind = self.implementation_kind
         if kind is None:  # pragma: no cover - build() never makes such a tool
             msg = f"tool {self.name!r} has nothing to run it"
@@ -288,32 +299,13 @@ class Registry:
                 problems.append(f"{where}: tool {spec.name!r} is declared twice (first in {first.file})")
         tools: dict[str, RegisteredTool] = {}
         for spec in unique.values():
-            found = _implementation(spec, bindings, kinds, problems)
-            if found is None:
-                continue
-            validator = ArgumentValidator.for_spec(spec)
-            result_validator = ResultValidator.for_spec(spec)
-            unusable = [
-                (field, compiled.problem)
-                for field, compiled in (
-                    ("parameters", validator.compiled),
-                    ("output_schema", result_validator.compiled),
-                )
-                if compiled is not None and compiled.problem
-            ]
-            for field, problem in unusable:
-                where = _where(spec, f"{spec.pointer}/{field}", key=True)
-                problems.append(f"{where}: tool {spec.name!r}: its {field} cannot be used: {problem}")
-            if unusable:
-                continue
-            tools[spec.name] = RegisteredTool(
-                spec=spec,
-                validator=validator,
-                result_validator=result_validator,
-                kind=found[0],
-                binding=found[1] if isinstance(found[1], Binding) else None,
-                implementation_kind=found[1] if isinstance(found[1], ImplementationKind) else None,
-            )
+            tool = _registered(spec, unique, bindings, kinds, problems)
+            if tool is not None:
+                tools[spec.name] = tool
+        for cycle in pipeline_cycles(unique.values()):
+            spec = unique[cycle[0]]
+            where = _where(spec, f"{spec.pointer}/pipeline", key=True)
+            problems.append(f"{where}: pipelines call each other in a cycle: {' -> '.join(cycle)}")
         categories = set(BUILTIN_CATEGORIES) | {spec.category for spec in unique.values()}
         categories |= _policy_categories(specs)
         toolsets = _toolsets(specs, unique, categories, problems)
@@ -431,7 +423,8 @@ class Registry:
            ``toolset``, else every tool.
         2. The policy's ``allow`` list keeps only the tools it names.
         3. In *deliberate* mode, the policy's ``deliberate`` list replaces steps 1 and 2.
-        4. The policy's ``deny`` list takes its tools out, always.
+        4. The policy's ``deny`` list takes its tools out, always, and so does a tool's
+           ``expose: false`` (it serves only as a pipeline step).
 
         Raises:
             UsageError: The policy's ``allow``, ``deny`` or ``deliberate`` names a tool that does
@@ -445,28 +438,33 @@ class Registry:
             if unknown:
                 msg = f"policy {key!r} names tools that do not exist: {', '.join(repr(n) for n in unknown)}"
                 raise UsageError(msg)
-        toolsets, tools = tuple(toolsets), tuple(tools)
+        chosen = self._chosen(policy, deliberate=deliberate, toolsets=tuple(toolsets), tools=tuple(tools))
+        if policy.allow is not None and not deliberate:
+            chosen &= frozenset(policy.allow)
+        denied = frozenset(policy.deny)
+        return self._select(lambda tool: tool.name in chosen and tool.name not in denied and tool.spec.expose)
+
+    def _chosen(
+        self, policy: Policy, *, deliberate: bool, toolsets: tuple[str, ...], tools: tuple[str, ...]
+    ) -> frozenset[str]:
+        """Steps 1 and 3 of :meth:`exposed`: the names selected before ``allow`` and ``deny``."""
         if deliberate:
             if policy.deliberate is None:
                 msg = "deliberate mode needs a 'deliberate' allowlist in the policy"
                 raise UsageError(msg)
-            chosen = frozenset(policy.deliberate)
-        elif toolsets or tools:
+            return frozenset(policy.deliberate)
+        if toolsets or tools:
             chosen = frozenset(self.filter(names=tools).names())
             for toolset in toolsets:
                 chosen |= frozenset(self.toolset(toolset).names())
-        elif policy.toolset is not None:
+            return chosen
+        if policy.toolset is not None:
             try:
-                chosen = frozenset(self.toolset(policy.toolset).names())
+                return frozenset(self.toolset(policy.toolset).names())
             except UnknownToolError as exc:
                 msg = f"policy 'toolset': {exc}"
                 raise UsageError(msg) from None
-        else:
-            chosen = frozenset(self._tools)
-        if policy.allow is not None and not deliberate:
-            chosen &= frozenset(policy.allow)
-        denied = frozenset(policy.deny)
-        return self._select(lambda tool: tool.name in chosen and tool.name not in denied)
+        return frozenset(self._tools)
 
     def schemas(self, format: str) -> list[dict[str, Any]]:  # noqa: A002 - the CLI option's name
         """The tools as OpenAI, Anthropic or MCP tool definitions, in load order (see ``toolflow._export``).
@@ -530,6 +528,67 @@ def _position(path: str, locator: Locator | None, pointer: str, *, key: bool = F
         return path
     span = locator.locate(pointer, key=key)
     return f"{path}:{span.line}:{span.column}"
+
+
+PIPELINE_KIND = "pipeline"
+
+
+def _registered(
+    spec: ToolSpec,
+    specs: Mapping[str, ToolSpec],
+    bindings: Mapping[str, list[Binding]],
+    kinds: Mapping[str, list[ImplementationKind]],
+    problems: list[str],
+) -> RegisteredTool | None:
+    """*spec* bound and with its validators compiled; ``None`` after reporting its problems."""
+    pipeline = None
+    found: tuple[str, Binding | ImplementationKind | None] | None
+    if spec.pipeline is not None:
+        pipeline = _pipeline(spec, specs, problems)
+        found = (PIPELINE_KIND, None)
+    else:
+        found = _implementation(spec, bindings, kinds, problems)
+    if found is None:
+        return None
+    validator = ArgumentValidator.for_spec(spec)
+    result_validator = ResultValidator.for_spec(spec)
+    unusable = [
+        (field, compiled.problem)
+        for field, compiled in (("parameters", validator.compiled), ("output_schema", result_validator.compiled))
+        if compiled is not None and compiled.problem
+    ]
+    for field, problem in unusable:
+        where = _where(spec, f"{spec.pointer}/{field}", key=True)
+        problems.append(f"{where}: tool {spec.name!r}: its {field} cannot be used: {problem}")
+    if unusable:
+        return None
+    return RegisteredTool(
+        spec=spec,
+        validator=validator,
+        result_validator=result_validator,
+        kind=found[0],
+        binding=found[1] if isinstance(found[1], Binding) else None,
+        implementation_kind=found[1] if isinstance(found[1], ImplementationKind) else None,
+        pipeline=pipeline,
+    )
+
+
+def _pipeline(spec: ToolSpec, specs: Mapping[str, ToolSpec], problems: list[str]) -> CompiledPipeline | None:
+    """The compiled pipeline of *spec*; ``None`` after reporting its problems."""
+    pipeline = cast("Pipeline", spec.pipeline)
+    compiled = compile_pipeline(pipeline)
+    found = len(problems)
+    if isinstance(compiled, list):
+        for pointer, message in compiled:
+            problems.append(f"{_where(spec, pointer, key=True)}: tool {spec.name!r}: {message}")
+    for step in pipeline.steps:
+        if step.tool not in specs:
+            where = _where(spec, f"{step.pointer}/tool")
+            hint = did_you_mean(step.tool, sorted(specs))
+            problems.append(
+                f"{where}: step {step.name!r} of tool {spec.name!r} calls {step.tool!r}, no such tool{hint}"
+            )
+    return None if len(problems) > found or isinstance(compiled, list) else compiled
 
 
 def _implementation(

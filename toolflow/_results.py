@@ -21,7 +21,14 @@ import attrs
 from toolflow._errors import expect, expect_names
 from toolflow._json import encoder
 
-__all__ = ["DEFAULT_MAX_RESULT_CHARS", "RESERVED_RESULT_KEYS", "ToolResult", "truncate_text"]
+__all__ = [
+    "DEFAULT_MAX_RESULT_CHARS",
+    "RESERVED_RESULT_KEYS",
+    "STEP_STATUSES",
+    "StepRecord",
+    "ToolResult",
+    "truncate_text",
+]
 
 DEFAULT_MAX_RESULT_CHARS = 16_000
 """Default cap on the text of one result handed to a model, in characters.
@@ -69,6 +76,7 @@ class ToolResult:
         warnings: Notes for the caller and the model (dropped parameters, truncation, ...).
         extra: Any other keys the tool put in its result dictionary, kept in order; never one of
             :data:`RESERVED_RESULT_KEYS`. Read-only.
+        steps: For a pipeline call, a :class:`StepRecord` per step (per item of a ``for_each``).
     """
 
     success: bool
@@ -76,6 +84,9 @@ class ToolResult:
     error: str | None = None
     warnings: tuple[str, ...] = attrs.field(default=(), converter=_to_tuple)
     extra: Mapping[str, Any] = attrs.field(default=_EMPTY, converter=_freeze_extra)
+    steps: tuple[StepRecord, ...] = attrs.field(default=(), eq=False, repr=False)
+    """For a pipeline call: what each of its steps did, in the order they were written (the
+    trace: not part of :meth:`to_dict`, so models never see it; not cached)."""
 
     def __attrs_post_init__(self) -> None:
         if self.success is not True and self.success is not False:
@@ -116,6 +127,53 @@ class ToolResult:
         text = _to_json(self.to_dict())
         # truncate_text's checks, inline: every result of every turn comes this way.
         return text if max_chars > 0 and len(text) <= max_chars else truncate_text(text, max_chars)
+
+
+STEP_STATUSES = ("succeeded", "failed", "skipped", "cancelled", "not_run")
+"""What became of a pipeline's step: it ran and succeeded or failed, its ``when:`` was false, it
+was cancelled while it ran (a failed step's ``on_error: stop``, the pipeline's timeout, a kill),
+or it never started (a stop, or the pipeline ended first)."""
+
+
+@attrs.frozen(kw_only=True)
+class StepRecord:
+    """What one step of a pipeline call did (one record per item of a ``for_each`` step).
+
+    Attributes:
+        step: The step's name.
+        tool: The tool it calls.
+        status: One of :data:`STEP_STATUSES`.
+        call_id: The id of the step's call (``<pipeline call id>.<step>``, ``...[<item>]``).
+        item: The item's index, for a ``for_each`` step.
+        arguments: The arguments the step's templates gave (``None`` when they were not rendered).
+        result: The call's result (its ``extra`` has ``attempts`` and ``cached``; a pipeline
+            step's has its own :attr:`ToolResult.steps`); ``None`` when the call did not end.
+        duration: Seconds the call took, when it ran.
+    """
+
+    step: str
+    tool: str
+    status: str
+    call_id: str = ""
+    item: int | None = None
+    arguments: Mapping[str, Any] | None = None
+    result: ToolResult | None = None
+    duration: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record as plain data (``toolflow call --trace --output json``, ``toolflow run --output json``)."""
+        out: dict[str, Any] = {"step": self.step, "tool": self.tool, "status": self.status, "call_id": self.call_id}
+        if self.item is not None:
+            out["item"] = self.item
+        if self.arguments is not None:
+            out["arguments"] = dict(self.arguments)
+        if self.result is not None:
+            out["result"] = self.result.to_dict()
+            if self.result.steps:
+                out["steps"] = [record.to_dict() for record in self.result.steps]
+        if self.duration is not None:
+            out["duration_ms"] = round(self.duration * 1000, 3)
+        return out
 
 
 def truncate_text(text: str, max_chars: int) -> str:

@@ -32,6 +32,7 @@ message fit for a model).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import sys
@@ -44,6 +45,7 @@ import attrs
 import jinja2
 import jinja2.meta
 import jinja2.nodes
+from jinja2.environment import TemplateExpression
 from jinja2.exceptions import SecurityError
 from jinja2.runtime import LoopContext, Macro, TemplateReference
 from jinja2.sandbox import ImmutableSandboxedEnvironment
@@ -61,9 +63,11 @@ __all__ = [
     "TemplateProblem",
     "compile_template",
     "environment",
+    "evaluate_expression",
     "parse_template",
     "render",
     "run_job",
+    "single_expression",
     "template_budget",
     "template_environment",
     "template_variables",
@@ -308,7 +312,11 @@ class _Sandbox(ImmutableSandboxedEnvironment):
         self.policies["json.dumps_kwargs"] = {"sort_keys": True, "default": _not_json}
 
     def getattr(self, obj: Any, attribute: str) -> Any:
-        return _seal(super().getattr(_unseal(obj), attribute))
+        obj = _unseal(obj)
+        if type(obj) is dict and attribute in obj:
+            # Data first: `order.items` is the order's items, not the dict method (Jinja's order).
+            return _seal(obj[attribute])
+        return _seal(super().getattr(obj, attribute))
 
     def getitem(self, obj: Any, argument: Any) -> Any:
         return _seal(super().getitem(_unseal(obj), argument))
@@ -491,8 +499,75 @@ def render(template: CompiledTemplate, variables: Mapping[str, Any]) -> str:
             naming Python internals (an undefined variable, a refused attribute,
             an error raised by an operation of the template).
     """
-    try:
+    with _failures():
         return _jinja(template.source).render({name: _seal(value) for name, value in variables.items()})
+
+
+def single_expression(tree: jinja2.nodes.Template) -> jinja2.nodes.Expr | None:
+    """The expression of a template that is exactly one ``{{ expression }}``, else ``None``."""
+    if len(tree.body) != 1 or not isinstance(tree.body[0], jinja2.nodes.Output):
+        return None
+    output = tree.body[0].nodes
+    if len(output) != 1 or isinstance(output[0], jinja2.nodes.TemplateData):
+        return None
+    return output[0]
+
+
+def evaluate_expression(source: str, variables: Mapping[str, Any]) -> Any:
+    """The value of the template *source*, exactly one ``{{ expression }}``, in this worker.
+
+    The value keeps its type, and must be JSON data: strings, numbers, booleans, ``None``,
+    lists (tuples become lists) and mappings (their keys become strings).
+
+    Raises:
+        TemplateError: As :func:`render`; also when *source* is not one expression, or the
+            value is not JSON data (a function, an iterator, ``range(3)``, an undefined value).
+    """
+    with _failures():
+        value = _expression(source)(**{name: _seal(value) for name, value in variables.items()})
+        return _plain(value, 0)
+
+
+@functools.lru_cache(maxsize=512)
+def _expression(source: str) -> TemplateExpression:
+    """The expression of *source* compiled in the sandbox, once per process."""
+    expression = single_expression(environment().parse(source))
+    if expression is None:
+        msg = "template error: not exactly one {{ expression }}"
+        raise TemplateError(msg)
+    body = [jinja2.nodes.Assign(jinja2.nodes.Name("result", "store"), expression, lineno=1)]
+    template = environment().from_string(jinja2.nodes.Template(body, lineno=1))
+    return TemplateExpression(template, undefined_to_none=False)
+
+
+def _plain(value: Any, depth: int) -> Any:
+    """*value* as JSON data; TemplateError when it is not."""
+    value = _unseal(value)
+    if isinstance(value, jinja2.Undefined):
+        value._fail_with_undefined_error()  # noqa: SLF001 - the strict undefined's own message
+    if value is None or isinstance(value, str | bool | int | float):
+        return value
+    if depth >= MAX_VALUE_DEPTH:
+        msg = f"template error: the value nests deeper than {MAX_VALUE_DEPTH} levels"
+        raise TemplateError(msg)
+    if isinstance(value, list | tuple):
+        return [_plain(item, depth + 1) for item in value]
+    if isinstance(value, Mapping):
+        return {str(key): _plain(item, depth + 1) for key, item in value.items()}
+    what = "a function" if callable(value) else "an iterator or an object"
+    msg = f"template error: the expression gives {what}, not JSON data (text, a number, a list or a mapping)"
+    raise TemplateError(msg)
+
+
+MAX_VALUE_DEPTH = 64
+"""The deepest nesting of lists and mappings an expression may give (as the loader allows in a spec)."""
+
+
+@contextlib.contextmanager
+def _failures() -> Iterator[None]:
+    """Turn every failure of a template into a :class:`TemplateError` with a message fit for a model."""
+    try:
+        yield
     except TemplateError:
         raise
     except SecurityError as exc:

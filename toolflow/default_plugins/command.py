@@ -71,6 +71,13 @@ SCHEMA: Mapping[str, Any] = {
             "minimum": 1,
             "description": "Bytes of stdout and of stderr kept (default 65536).",
         },
+        "output": {
+            "enum": ["text", "json"],
+            "description": (
+                "`text` (default): the result's data holds exit code, stdout and stderr;"
+                " `json`: stdout is parsed as JSON into the result's data."
+            ),
+        },
     },
 }
 """JSON Schema (draft-07) of the ``command:`` value; the same as the spec schema's ``definitions/command``."""
