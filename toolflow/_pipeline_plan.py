@@ -29,21 +29,13 @@ class CompiledStep:
     """One step, ready to run."""
 
     step: PipelineStep
+    name: str
+    tool: str
     arguments: CompiledValue
     when: CompiledValue | None
     for_each: CompiledValue | None
     waits_for: tuple[str, ...]
     """The earlier steps that must finish first, in the pipeline's order."""
-
-    @property
-    def name(self) -> str:
-        """The step's name."""
-        return self.step.name
-
-    @property
-    def tool(self) -> str:
-        """The tool the step calls."""
-        return self.step.tool
 
 
 @attrs.frozen(kw_only=True)
@@ -118,6 +110,8 @@ def _compile_step(
     arguments = values["with"]
     return CompiledStep(
         step=step,
+        name=step.name,
+        tool=step.tool,
         arguments=arguments if arguments is not None else compile_value({}),  # type: ignore[arg-type]
         when=values["when"],
         for_each=values["for_each"],

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import trio
 
@@ -90,9 +90,10 @@ async def run_pipeline(
     result_error: str | None = None
     with runner.guarded(trio.CancelScope(deadline=trio.current_time() + timeout)) as scope:
         async with trio.open_nursery() as nursery:
-            run.nursery_scope = nursery.cancel_scope
+            run.nursery = nursery
             for step in pipeline.steps:
-                nursery.start_soon(run.step, step)
+                if not step.waits_for:
+                    nursery.start_soon(run.chain, step)
         if run.ending() is None:
             try:
                 data = await run.result()
@@ -155,14 +156,20 @@ class _Run:
         self.arguments = arguments
         self.call_id = call_id
         self.approved = approved
-        self.done = {step.name: trio.Event() for step in pipeline.steps}
+        # How many steps each step still waits for, and who waits for it (see chain()).
+        self.waiting = {step.name: len(step.waits_for) for step in pipeline.steps}
+        self.waiters: dict[str, list[CompiledStep]] = {step.name: [] for step in pipeline.steps}
+        for step in pipeline.steps:
+            for name in step.waits_for:
+                self.waiters[name].append(step)
         self.data: dict[str, Any] = {}
         self.errors: dict[str, Any] = {}
         self.continued: list[tuple[str, str]] = []
         self.failure: _Ending | None = None
         self.stopped = False
-        self.nursery_scope: trio.CancelScope | None = None
+        self.nursery: trio.Nursery | None = None
         self._records: dict[tuple[str, int | None], StepRecord] = {}
+        self._running: dict[tuple[str, int | None], tuple[Any, str]] = {}  # calls in flight: arguments, call id
         self.items: dict[str, list[Any]] = {}  # each for_each step's arguments, per item
 
     def ending(self) -> _Ending | None:
@@ -177,33 +184,46 @@ class _Run:
         """What the templates see: the parameters, ``steps`` and ``errors``."""
         return {**self.arguments, "steps": dict(self.data), "errors": dict(self.errors)}
 
-    async def step(self, compiled: CompiledStep) -> None:
-        """Run one step once the steps it waits for are done; always marks it done."""
+    async def chain(self, compiled: CompiledStep) -> None:
+        """Run *compiled*, then the steps its end makes ready: the first in this task, the others in their own.
+
+        A step is ready when every step it waits for has finished; none starts once the
+        pipeline is ending (a failure under ``on_error: stop``, a stop), nor when it is cancelled.
+        """
+        step: CompiledStep | None = compiled
+        while step is not None:
+            await self._step(step)
+            ready = []
+            for waiter in self.waiters[step.name]:
+                self.waiting[waiter.name] -= 1
+                if not self.waiting[waiter.name]:
+                    ready.append(waiter)
+            if self.failure is not None or self.stopped:
+                return
+            for other in ready[1:]:
+                cast("trio.Nursery", self.nursery).start_soon(self.chain, other)
+            step = ready[0] if ready else None
+
+    async def _step(self, compiled: CompiledStep) -> None:
+        """Run one step whose steps are done: its templates, then its call or its items' calls."""
+        if self.runner.stopping:
+            self.stopped = True
+            return
         try:
-            for name in compiled.waits_for:
-                await self.done[name].wait()
-            if self.failure is not None:
-                return
-            if self.runner.stopping:
-                self.stopped = True
-                return
-            try:
-                calls = await self._arguments(compiled)
-            except TemplateError as exc:
-                self._record(compiled, None, "failed", None, ToolResult.failure(str(exc)))
-                self._failed(compiled, str(exc), None)
-                return
-            if calls is None:
-                self.data[compiled.name] = None
-                self._record(compiled, None, "skipped", None, None)
-            elif compiled.for_each is None:
-                result = await self._call(compiled, calls[0], None)
-                if result is not None:
-                    self._settle(compiled, result, None)
-            else:
-                await self._each(compiled, calls)
-        finally:
-            self.done[compiled.name].set()
+            calls = await self._arguments(compiled)
+        except TemplateError as exc:
+            self._record(compiled, None, "failed", None, ToolResult.failure(str(exc)))
+            self._failed(compiled, str(exc), None)
+            return
+        if calls is None:
+            self.data[compiled.name] = None
+            self._record(compiled, None, "skipped", None, None)
+        elif compiled.for_each is None:
+            result = await self._call(compiled, calls[0], None)
+            if result is not None:
+                self._settle(compiled, result, None)
+        else:
+            await self._each(compiled, calls)
 
     async def _arguments(self, compiled: CompiledStep) -> list[Any] | None:
         """The step's arguments (one set per item of a ``for_each``), or ``None`` when ``when`` is false."""
@@ -224,18 +244,18 @@ class _Run:
         """The items of a ``for_each`` step, at most ``concurrency`` at a time; their data in the items' order."""
         results: list[ToolResult | None] = [None] * len(calls)
         self.items[compiled.name] = calls
-        limit = trio.CapacityLimiter(compiled.step.concurrency or max(len(calls), 1))
+        indexes = iter(range(len(calls)))  # shared: each worker takes the next item when it is free
 
-        async def item(index: int) -> None:
-            async with limit:
+        async def worker() -> None:
+            for index in indexes:
                 if self.runner.stopping:
                     self.stopped = True
                     return
                 results[index] = await self._call(compiled, calls[index], index)
 
         async with trio.open_nursery() as nursery:
-            for index in range(len(calls)):
-                nursery.start_soon(item, index)
+            for _ in range(min(compiled.step.concurrency or len(calls), len(calls))):
+                nursery.start_soon(worker)
         done = [result for result in results if result is not None]
         if len(done) == len(results):  # else a stop or a kill kept an item from ending: the pipeline ends so
             self._settle_items(compiled, done)
@@ -254,15 +274,17 @@ class _Run:
     async def _call(self, compiled: CompiledStep, arguments: Any, index: int | None) -> ToolResult | None:
         """One call of the step's tool; ``None`` when a stop kept it from running."""
         call_id = f"{self.call_id}.{compiled.name}" if index is None else f"{self.call_id}.{compiled.name}[{index}]"
-        self._record(compiled, index, "cancelled", arguments, None, call_id=call_id)  # until it ends
+        key = (compiled.name, index)
+        self._running[key] = (arguments, call_id)  # a call still here when the pipeline ends was cancelled
         started = trio.current_time()
         result = await self.runner.call_step(compiled.tool, arguments, call_id, approved=compiled.name in self.approved)
         if result is STOPPED:
             self.stopped = True
-            self._records.pop((compiled.name, index))
+            del self._running[key]
             return None
         if result is KILLED:
-            return None  # stays "cancelled"
+            return None  # still running when the pipeline ends: cancelled
+        del self._running[key]
         status = "succeeded" if result.success else "failed"
         self._record(
             compiled, index, status, arguments, result, call_id=call_id, duration=trio.current_time() - started
@@ -293,8 +315,8 @@ class _Run:
         if self.failure is None:
             message = f"{where} ({compiled.tool}) failed: {error}"
             self.failure = _Ending(message, {"failed_step": compiled.name})
-            if self.nursery_scope is not None:
-                self.nursery_scope.cancel()
+            if self.nursery is not None:
+                self.nursery.cancel_scope.cancel()
 
     def _record(
         self,
@@ -320,6 +342,10 @@ class _Run:
 
     def records(self) -> tuple[StepRecord, ...]:
         """A record per step (per item of a ``for_each``), in the pipeline's order; ``not_run`` if it never started."""
+        steps = {compiled.name: compiled for compiled in self.pipeline.steps}
+        for (step, index), (arguments, call_id) in self._running.items():
+            self._record(steps[step], index, "cancelled", arguments, None, call_id=call_id)
+        self._running.clear()
         out: list[StepRecord] = []
         for compiled in self.pipeline.steps:
             name, tool = compiled.name, compiled.tool
