@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 import trio
 import trio.testing
 
@@ -567,3 +568,31 @@ tools:
     assert "step 'first' reads step 'second', which comes later" in text
     assert "step 'second' needs step 'nowhere', which the pipeline does not have" in text
     assert "pipelines call each other in a cycle: a -> b -> a" in text
+
+
+async def test_the_agent_loop_sees_one_call_and_one_result(setup: Setup, tmp_path: Path) -> None:
+    """In the loop a pipeline is one call: one result, counted once per turn, its steps never counted or offered."""
+    registry, plugins, tools = setup
+    session = tmp_path / "session.yaml"
+    turns = [
+        {"tool_calls": [{"name": "refund_now", "arguments": {"order_id": "5"}}]},
+        {"tool_calls": [{"name": "lookup_order", "arguments": {"order_id": "5"}}]},
+        {"text": "done"},
+    ]
+    session.write_text(yaml.safe_dump({"turns": turns}), encoding="utf-8")
+    provider = toolflow.load_provider(f"scripted:{session}", plugins=plugins, record_requests=True)
+    policy = Policy.from_mapping({"categories": {"dangerous": {"per_turn": 1}}})
+    with trio.fail_after(60):
+        async with open_engine(registry, plugins=plugins) as engine:
+            agent = toolflow.Agent(engine, provider, policy=policy, format="openai")
+            result = await agent.run("refund order 5")
+    assert result.reason == "final_answer"
+    first, second = result.turns[0].entries, result.turns[1].entries
+    assert [(entry.tool_name, entry.result.success) for entry in first] == [("refund_now", True)]
+    assert tools.calls["refund"] == 1  # the dangerous step ran: only the pipeline counted against per_turn
+    assert second[0].result.extra["status"] == "blocked"  # expose: false keeps lookup_order from the model
+    offered = {tool["function"]["name"] for tool in provider.requests[0].tools}  # type: ignore[attr-defined]
+    assert "refund_now" in offered
+    assert "lookup_order" not in offered
+    tool_messages = [message for message in result.messages if message["role"] == "tool"]
+    assert len(tool_messages) == 2  # one result per model call, none per step

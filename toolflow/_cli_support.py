@@ -90,7 +90,8 @@ def approver(mode: str | None, out: TextIO) -> Any:
 
         async def ask(call: ToolCall, category: str) -> bool:
             arguments = json.dumps(dict(call.arguments), ensure_ascii=False)
-            out.write(f"approve {category} call {call.name} {arguments}? [y/N] ")
+            steps = f" (approving its steps {', '.join(call.approves)} too)" if call.approves else ""
+            out.write(f"approve {category} call {call.name} {arguments}{steps}? [y/N] ")
             out.flush()
             try:
                 # A blocked readline() cannot be interrupted: on Ctrl-C (a stop or a kill cancels
