@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 import trio
 import trio.testing
+import yaml
 
 import toolflow
 from toolflow._executor import open_engine
