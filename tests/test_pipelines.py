@@ -120,6 +120,12 @@ tools:
         first:
           tool: count
           with: {n: "{{ n + 1 }}", items: "{{ [n, n * 2] }}"}
+  one_at_a_time:
+    description: A 1 s nap; one call at a time.
+    concurrency: 1
+    pipeline:
+      steps:
+        a: {tool: nap, with: {seconds: 1, name: a}}
   three_naps:
     description: Three independent naps.
     pipeline:
@@ -596,3 +602,21 @@ async def test_the_agent_loop_sees_one_call_and_one_result(setup: Setup, tmp_pat
     assert "lookup_order" not in offered
     tool_messages = [message for message in result.messages if message["role"] == "tool"]
     assert len(tool_messages) == 2  # one result per model call, none per step
+
+
+async def test_a_pipeline_tools_own_concurrency_holds(setup: Setup, autojump_clock: trio.testing.MockClock) -> None:
+    """`concurrency: 1` on a pipeline tool: three calls at once take three seconds, one after another."""
+    registry, plugins, _ = setup
+    results: list[toolflow.ToolResult] = []
+    async with open_engine(registry, plugins=plugins) as engine:
+        started = trio.current_time()
+        async with trio.open_nursery() as nursery:
+            for index in range(3):
+
+                async def one(call_id: str = f"call_{index}") -> None:
+                    results.append(await engine.call("one_at_a_time", {}, call_id=call_id))
+
+                nursery.start_soon(one)
+        elapsed = trio.current_time() - started
+    assert elapsed == pytest.approx(3.0)
+    assert all(result.success for result in results)

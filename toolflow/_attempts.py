@@ -451,15 +451,19 @@ class Attempts:
         False (and no slot held) when a kill or, if *stoppable*, a stop ended a wait.
         """
         per_tool = plan.slots
-        if per_tool is not None and not await self._take(per_tool, stoppable=stoppable):
+        if per_tool is not None and not await self.take(per_tool, stoppable=stoppable):
             return False
-        if self.slots is not None and not await self._take(self.slots, stoppable=stoppable):
+        if self.slots is not None and not await self.take(self.slots, stoppable=stoppable):
             if per_tool is not None:
                 per_tool.release()
             return False
         return True
 
-    async def _take(self, slots: Slots, *, stoppable: bool) -> bool:
+    async def take(self, slots: Slots, *, stoppable: bool) -> bool:
+        """Take a slot of *slots*, waiting as long as needed.
+
+        False (and no slot held) when a kill or, if *stoppable*, a stop ended the wait.
+        """
         if slots.free:
             slots.free -= 1
             return True

@@ -408,16 +408,28 @@ class Engine:
     async def _dispatch(
         self, plan: Plan, prepared: _Prepared, call: ToolCall | None, call_id: str, *, approved: bool
     ) -> ToolResult:
-        """Run the call's attempts, or a pipeline's steps (once: its steps retry on their own)."""
+        """Run the call's attempts, or a pipeline's steps."""
         if prepared.function is not None:
             return await self._attempts.run(plan, prepared.function, prepared.cleaned, call, call_id)
+        return await self._pipeline(plan, prepared.cleaned, call_id, approved=approved)
+
+    async def _pipeline(self, plan: Plan, cleaned: Mapping[str, Any], call_id: str, *, approved: bool) -> ToolResult:
+        """Run a pipeline tool's steps, behind the tool's own ``concurrency``; once: its steps retry on their own."""
         pipeline = cast("CompiledPipeline", plan.pipeline)
         # A step is approved with the pipeline when it, or (a pipeline itself) one of its own steps, is covered.
         covered: frozenset[str] = frozenset()
         if approved:
             steps = covered_steps(pipeline, self._pipeline_of, self._needs_approval)
             covered = frozenset(step.split(".", 1)[0] for step, _ in steps)
-        result = await run_pipeline(self, plan.spec, pipeline, prepared.cleaned, call_id=call_id, approved=covered)
+        # The tool's own `concurrency` holds; no global slot is taken (see toolflow._pipelines).
+        kills = self._attempts.kills
+        if plan.slots is not None and not await self._attempts.take(plan.slots, stoppable=True):
+            return KILLED if self._attempts.kills != kills else STOPPED
+        try:
+            result = await run_pipeline(self, plan.spec, pipeline, cleaned, call_id=call_id, approved=covered)
+        finally:
+            if plan.slots is not None:
+                plan.slots.release()
         return attrs.evolve(result, extra={**result.extra, "attempts": 1})
 
     async def _store_result(self, plan: Plan, prepared: _Prepared, result: ToolResult) -> None:
