@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -161,6 +162,15 @@ tools:
     pipeline:
       steps:
         inner: {tool: three_naps}
+  odd:
+    description: Returns data that is not JSON.
+    implementation: p.odd
+  reads_odd:
+    description: Reads a step whose data cannot be pickled.
+    pipeline:
+      steps:
+        first: {tool: odd}
+        second: {tool: item_notes, with: {sku: "{{ steps.first }}"}}
   bad_args:
     description: Passes text where a number belongs.
     parameters:
@@ -233,7 +243,11 @@ class Tools:
         async def count(n: int = 0, items: list[Any] | None = None) -> dict[str, Any]:
             return {"n": n, "items": items, "types": [type(n).__name__, type(items).__name__]}
 
+        def odd() -> dict[str, Any]:
+            return {"success": True, "data": {"lock": threading.Lock()}}
+
         for name, function in {
+            "p.odd": odd,
             "p.order": order,
             "p.customer": customer,
             "p.note": note,
@@ -620,3 +634,17 @@ async def test_a_pipeline_tools_own_concurrency_holds(setup: Setup, autojump_clo
         elapsed = trio.current_time() - started
     assert elapsed == pytest.approx(3.0)
     assert all(result.success for result in results)
+
+
+async def test_data_that_cannot_reach_the_worker_fails_the_step(setup: Setup) -> None:
+    """A step's data that cannot be pickled for the template worker fails the step that reads it, nothing more."""
+    registry, plugins, _ = setup
+    with trio.fail_after(60):
+        async with open_engine(registry, plugins=plugins) as engine:
+            result = await engine.call("reads_odd", {})
+    assert not result.success
+    assert result.error is not None
+    assert result.error.startswith(
+        "step 'second' (item_notes) failed: the steps' data cannot reach the template worker"
+    )
+    assert _statuses(result) == [("first", None, "succeeded"), ("second", None, "failed")]

@@ -30,7 +30,7 @@ cancelled and which never started. Only cancellation from outside escapes.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol, cast
 
 import trio
@@ -231,7 +231,7 @@ class _Run:
         if all(part is None or is_constant(part) for part in parts):
             # Nothing to render: the same evaluation, in this process.
             return evaluate_step(compiled.when, compiled.for_each, compiled.arguments, compiled.step.item_name, {})
-        return await run_in_template_worker(
+        calls: list[Any] | None = await _in_worker(
             evaluate_step,
             compiled.when,
             compiled.for_each,
@@ -239,6 +239,7 @@ class _Run:
             compiled.step.item_name,
             self.variables(),
         )
+        return calls
 
     async def _each(self, compiled: CompiledStep, calls: list[Any]) -> None:
         """The items of a ``for_each`` step, at most ``concurrency`` at a time; their data in the items' order."""
@@ -367,7 +368,18 @@ class _Run:
             return {compiled.name: self.data.get(compiled.name) for compiled in self.pipeline.steps}
         if is_constant(self.pipeline.result):
             return constant_of(self.pipeline.result)
-        return await run_in_template_worker(evaluate, self.pipeline.result, self.variables())
+        return await _in_worker(evaluate, self.pipeline.result, self.variables())
 
 
 _STOPPED_EXTRA: Mapping[str, Any] = {"status": "aborted", "reason": "stopped"}
+
+
+async def _in_worker(function: Callable[..., Any], /, *args: Any) -> Any:
+    """``function(*args)`` in a template worker; every failure a :class:`TemplateError` (only cancellation escapes)."""
+    try:
+        return await run_in_template_worker(function, *args)
+    except TemplateError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a tool's data that cannot be pickled fails the step, not the engine
+        msg = f"the steps' data cannot reach the template worker ({type(exc).__name__}: {exc})"
+        raise TemplateError(msg) from None
