@@ -121,6 +121,16 @@ tools:
         first:
           tool: count
           with: {n: "{{ n + 1 }}", items: "{{ [n, n * 2] }}"}
+  many_items:
+    description: Ten items of which one fails, and a slow step beside them.
+    pipeline:
+      steps:
+        slow: {tool: nap, with: {seconds: 5, name: slow}}
+        each:
+          for_each: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
+          tool: nap
+          with: {seconds: 0.5}
+        bad: {tool: broken, needs: [each]}
   one_at_a_time:
     description: A 1 s nap; one call at a time.
     concurrency: 1
@@ -648,3 +658,13 @@ async def test_data_that_cannot_reach_the_worker_fails_the_step(setup: Setup) ->
         "step 'second' (item_notes) failed: the steps' data cannot reach the template worker"
     )
     assert _statuses(result) == [("first", None, "succeeded"), ("second", None, "failed")]
+
+
+async def test_the_summary_counts_many_items(setup: Setup, autojump_clock: trio.testing.MockClock) -> None:
+    """A for_each of ten items is counted in the failure's text, not listed item by item."""
+    registry, plugins, _ = setup
+    async with open_engine(registry, plugins=plugins) as engine:
+        result = await engine.call("many_items", {})
+    assert result.error == (
+        "step 'bad' (broken) failed: RuntimeError: the disk is on fire; ran: each (10 items), bad; cancelled: slow"
+    )

@@ -131,13 +131,29 @@ _FINISHED = ("succeeded", "failed", "skipped")
 
 
 def _summary(records: tuple[StepRecord, ...]) -> str:
-    """Which steps ran, which were cancelled and which never started: ``ran: a, b; cancelled: c; not run: d``."""
-    groups: dict[str, list[str]] = {"ran": [], "cancelled": [], "not run": []}
+    """Which steps ran, which were cancelled and which never started: ``ran: a, b; cancelled: c; not run: d``.
+
+    Items of a ``for_each`` are named (``notes[2]``) up to :data:`_NAMED_ITEMS` per step and
+    group, and counted beyond (``notes (40 items)``), so that the text stays short for a model.
+    """
+    groups: dict[str, dict[str, list[str]]] = {"ran": {}, "cancelled": {}, "not run": {}}
     for record in records:
         group = "ran" if record.status in _FINISHED else "cancelled" if record.status == "cancelled" else "not run"
         label = record.step if record.item is None else f"{record.step}[{record.item}]"
-        groups[group].append(label)
-    return "; ".join(f"{group}: {', '.join(labels)}" for group, labels in groups.items() if labels) or "no steps"
+        groups[group].setdefault(record.step, []).append(label)
+    parts = []
+    for group, steps in groups.items():
+        labels = [
+            label
+            for step, named in steps.items()
+            for label in (named if len(named) <= _NAMED_ITEMS else [f"{step} ({len(named)} items)"])
+        ]
+        if labels:
+            parts.append(f"{group}: {', '.join(labels)}")
+    return "; ".join(parts) or "no steps"
+
+
+_NAMED_ITEMS = 3
 
 
 class _Run:
