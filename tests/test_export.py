@@ -24,7 +24,7 @@ from toolflow._export import (
     openai_tool,
 )
 from toolflow._loader import load_specs
-from toolflow._model import Implementation, ToolSpec
+from toolflow._model import Implementation, Pipeline, PipelineStep, ToolSpec
 from toolflow._plugins import ImplementationKind, load_plugins
 from toolflow._registry import load_registry
 from toolflow.hookspecs import hookimpl
@@ -253,6 +253,60 @@ def test_mcp_annotations_follow_category_and_kind(
     assert annotations == dict(
         zip(("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"), expected, strict=True)
     )
+
+
+def _pipeline(name: str, *steps: str, category: str = "safe_chain") -> ToolSpec:
+    pipeline = Pipeline(steps=tuple(PipelineStep(name=f"s{i}", tool=tool) for i, tool in enumerate(steps)))
+    return ToolSpec(name=name, category=category, implementations=(Implementation(kind="pipeline", config=pipeline),))
+
+
+HINTS = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
+
+
+def _hints(spec: ToolSpec, *tools: ToolSpec) -> tuple[bool, ...]:
+    annotations = mcp_annotations(spec, {tool.name: tool for tool in tools})
+    return tuple(annotations[hint] for hint in HINTS)
+
+
+def test_a_pipelines_annotations_come_from_its_steps_not_its_category() -> None:
+    """A `dangerous` pipeline of read-only steps reads only; one destructive step makes it destructive."""
+    template = (Implementation(kind="template", config="x"),)
+    read = ToolSpec(name="read", category="safe_chain", implementations=template)
+    wipe = ToolSpec(name="wipe", category="dangerous", implementations=template)
+    assert _hints(_pipeline("p", "read", "read", category="dangerous"), read) == (True, False, True, False)
+    assert _hints(_pipeline("p", "read", "wipe"), read, wipe) == (False, True, False, False)
+
+
+def test_nested_pipelines_are_followed_and_a_shared_step_counted_once() -> None:
+    """Hints go through nested pipelines; a diamond of pipelines is worked out once per tool."""
+    send = ToolSpec(
+        name="send",
+        category="terminal",
+        idempotent=True,
+        implementations=(Implementation(kind="command", config=["true"]),),
+    )
+    tools = [send, *(_pipeline(f"p{i}", f"p{i + 1}", f"p{i + 1}") for i in range(60)), _pipeline("p60", "send")]
+    assert _hints(tools[1], *tools) == (False, False, True, True)
+
+
+def test_an_unknown_step_tool_or_a_cycle_gets_the_worst_case() -> None:
+    """A step tool that is not given, or a cycle (refused by the registry), has MCP's pessimistic defaults."""
+    worst = (False, True, False, True)
+    assert _hints(_pipeline("p", "missing")) == worst
+    a, b = _pipeline("a", "b"), _pipeline("b", "a")
+    assert _hints(a, a, b) == worst
+    assert _hints(_pipeline("p")) == (True, False, True, False)  # no step: does nothing
+
+
+def test_export_tools_looks_steps_up_in_the_given_tools() -> None:
+    """export_tools finds steps among the specs it exports, or among `tools` when the export is a selection."""
+    read = ToolSpec(name="read", implementations=(Implementation(kind="template", config="x"),))
+    pipeline = _pipeline("p", "read")
+    (alone,) = export_tools([pipeline], "mcp")
+    assert alone["annotations"]["readOnlyHint"] is False
+    (selected,) = export_tools([pipeline], "mcp", tools={"read": read, "p": pipeline})
+    assert selected["annotations"]["readOnlyHint"] is True
+    assert export_tools([pipeline, read], "mcp")[0] == selected
 
 
 def test_mcp_title_and_output_schema_rules() -> None:

@@ -15,6 +15,7 @@ import pytest
 import trio
 import yaml
 
+import toolflow
 from toolflow import ToolSpec, load_specs
 from toolflow._plugins import ImplementationKind, load_plugins
 from toolflow._templates import TemplateError
@@ -383,3 +384,110 @@ async def test_many_concurrent_calls(tmp_path: Path) -> None:
         result = results[n]
         assert isinstance(result, dict)
         assert json.loads(result["data"]["stdout"]) == [str(n)]
+
+
+def _json_registry(tmp_path: Path, tools: dict[str, Any]) -> toolflow.Registry:
+    path = tmp_path / "tools.yaml"
+    path.write_text(yaml.safe_dump({"toolflow": 1, "tools": tools}, sort_keys=False), encoding="utf-8")
+    return toolflow.load_registry([path], plugins=load_plugins(entry_points=False))
+
+
+def _json_tool(code: str, **options: Any) -> dict[str, Any]:
+    command = {"argv": [PY, "-c", code, "{{ arg }}"], "output": "json", **options}
+    return {"description": "A command tool", "parameters": PARAMETERS, "command": command}
+
+
+async def _json_call(tmp_path: Path, code: str, **options: Any) -> toolflow.ToolResult:
+    registry = _json_registry(tmp_path, {"t": _json_tool(code, **options)})
+    with trio.fail_after(30):
+        async with toolflow.open_engine(registry) as engine:
+            return await engine.call("t", {"arg": "x"})
+
+
+async def test_json_output_is_parsed_into_the_data(tmp_path: Path) -> None:
+    """With `output: json` the program's stdout, parsed, is the result's data; stderr is dropped."""
+    code = "import json, sys; sys.stderr.write('log line'); print(json.dumps({'arg': sys.argv[1], 'n': [1, 2]}))"
+    result = await _json_call(tmp_path, code)
+    assert result.success is True
+    assert result.data == {"arg": "x", "n": [1, 2]}
+    assert result.warnings == ()
+
+
+async def test_json_output_may_be_a_result_dict(tmp_path: Path) -> None:
+    """A parsed object with a `success` key is a result dict, so the program can report a failure itself."""
+    result = await _json_call(tmp_path, 'print(\'{"success": false, "error": "no such order"}\')')
+    assert result.success is False
+    assert result.error == "no such order"
+
+
+async def test_json_output_that_is_not_json_is_a_clear_failure(tmp_path: Path) -> None:
+    """Stdout that does not parse fails the call, naming the problem with a preview; the text stays in the data."""
+    result = await _call(tmp_path, {"argv": [PY, "-c", "print('not json')"], "output": "json"})
+    assert result == {
+        "success": False,
+        "data": {"exit_code": 0, "stdout": "not json\n", "stderr": "", "truncated": False},
+        "error": "command output is not valid JSON (Expecting value: line 1 column 1 (char 0)): 'not json\\n'",
+    }
+
+
+async def test_json_output_previews_only_the_start_of_long_text(tmp_path: Path) -> None:
+    """The error quotes the first 60 characters of stdout, not all of it."""
+    result = await _call(tmp_path, {"argv": [PY, "-c", "print('x' * 500)"], "output": "json"})
+    assert result["error"].endswith(": '" + "x" * 60 + "...'")
+
+
+async def test_json_output_refuses_nan(tmp_path: Path) -> None:
+    """NaN and Infinity are not JSON, as for templates."""
+    result = await _call(tmp_path, {"argv": [PY, "-c", "print('[NaN]')"], "output": "json"})
+    assert result["success"] is False
+    assert "NaN is not JSON" in result["error"]
+
+
+async def test_json_output_cut_at_max_output_is_a_failure(tmp_path: Path) -> None:
+    """Stdout longer than max_output is not parsed: its prefix could be JSON, and wrong."""
+    result = await _call(tmp_path, {"argv": [PY, "-c", "print(123456789)"], "output": "json", "max_output": 4})
+    assert result["success"] is False
+    assert result["error"] == "command output is not read as JSON: stdout was longer than max_output (4 bytes)"
+    assert result["data"]["stdout"] == "1234"
+
+
+async def test_json_output_nested_too_deeply_is_a_failure(tmp_path: Path) -> None:
+    """A document deeper than the parser's recursion limit fails the call; nothing is raised."""
+    code = "print('[' * 100000 + ']' * 100000)"
+    result = await _call(tmp_path, {"argv": [PY, "-c", code], "output": "json", "max_output": 300000})
+    assert result["success"] is False
+    assert result["error"] == "command output nests too deeply to be read as JSON"
+
+
+async def test_nonzero_exit_with_json_output_is_the_text_failure(tmp_path: Path) -> None:
+    """A non-zero exit fails as with `output: text`: stdout is kept as text, not parsed."""
+    code = "import sys; print('{\"partial\": 1}'); sys.stderr.write('boom'); sys.exit(2)"
+    result = await _call(tmp_path, {"argv": [PY, "-c", code], "output": "json"})
+    assert result == {
+        "success": False,
+        "data": {"exit_code": 2, "stdout": '{"partial": 1}\n', "stderr": "boom", "truncated": False},
+        "error": "command exited with status 2: boom",
+    }
+
+
+async def test_json_output_passes_structured_data_to_the_next_pipeline_step(tmp_path: Path) -> None:
+    """A command step with `output: json` gives the next step fields to read, through the engine."""
+    order = _json_tool("import json, sys; print(json.dumps({'customer': 'c-' + sys.argv[1], 'items': [1, 2]}))")
+    echo = _json_tool("import json, sys; print(json.dumps(sys.argv[1]))")
+    pipeline = {
+        "description": "An order's customer, twice.",
+        "parameters": PARAMETERS,
+        "pipeline": {
+            "steps": {
+                "order": {"tool": "order", "with": {"arg": "{{ arg }}"}},
+                "customer": {"tool": "echo", "with": {"arg": "{{ steps.order.customer }}"}},
+            },
+            "result": {"customer": "{{ steps.customer }}", "count": "{{ steps.order['items'] | length }}"},
+        },
+    }
+    registry = _json_registry(tmp_path, {"order": order, "echo": echo, "report": pipeline})
+    with trio.fail_after(30):
+        async with toolflow.open_engine(registry) as engine:
+            result = await engine.call("report", {"arg": "42"})
+    assert result.success is True, result.error
+    assert result.data == {"customer": "c-42", "count": 2}

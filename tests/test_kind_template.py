@@ -218,6 +218,12 @@ async def test_json_output_refuses_nan(tmp_path: Path) -> None:
     assert result == {"success": False, "error": "template output is not valid JSON (NaN is not JSON): '[NaN]'"}
 
 
+async def test_json_output_nested_too_deeply_is_a_failure(tmp_path: Path) -> None:
+    """A rendering deeper than the parser's recursion limit is a failure result; nothing is raised."""
+    result = await _render(tmp_path, {"source": "{{ '[' * 100000 }}{{ ']' * 100000 }}", "output": "json"})
+    assert result == {"success": False, "error": "template output nests too deeply to be read as JSON"}
+
+
 def test_syntax_error_is_found_when_the_tool_is_built(tmp_path: Path) -> None:
     """A template that does not compile fails at build time, with its line, not at the first call."""
     tool = _tool(tmp_path, "line one\n{{ name }")

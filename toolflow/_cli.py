@@ -94,12 +94,19 @@ def _parser() -> argparse.ArgumentParser:
     schema = commands.add_parser("spec-schema", help="print the JSON Schema of spec files (for editors)")
     schema.set_defaults(handler=_cmd_spec_schema)
 
-    export = commands.add_parser("schema", help="print the tools as OpenAI, Anthropic or MCP tool definitions (JSON)")
+    export = commands.add_parser(
+        "schema", help="print the tools as OpenAI, Anthropic or MCP tool definitions (JSON); --all: hidden ones too"
+    )
     export.add_argument("--format", required=True, choices=SCHEMA_FORMATS, help="the tool definition format")
     export.add_argument(
         "--specs", action="append", metavar="PATH", help="spec file or directory (repeatable; default: specs/)"
     )
     export.add_argument("--toolset", metavar="NAME", help="only the tools of this toolset")
+    export.add_argument(
+        "--all",
+        action="store_true",
+        help="also the tools hidden from models (expose: false), which are otherwise left out",
+    )
     export.set_defaults(handler=_cmd_schema)
 
     plugins = commands.add_parser("plugins", help="list plugins: source, version, hooks, tools bound, load status")
@@ -444,7 +451,7 @@ def _cmd_list(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         header = ("TOOL", "CATEGORY", "IMPLEMENTED BY", "TIMEOUT", "CACHE", "LOCATION")
         table = [header] + [
             (
-                r["name"],
+                r["name"] if r["expose"] else f"{r['name']} (hidden)",
                 r["category"],
                 r["implementation"] or "-",
                 f"{r['timeout']:g}s",
@@ -456,7 +463,9 @@ def _cmd_list(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         _write_table(table, stdout)
         tools = "tool" if len(rows) == 1 else "tools"
         files = "file" if len(result.files) == 1 else "files"
-        stdout.write(f"{len(rows)} {tools} in {len(result.files)} {files}\n")
+        hidden = sum(not r["expose"] for r in rows)
+        note = f"; {hidden} hidden from models (expose: false)" if hidden else ""
+        stdout.write(f"{len(rows)} {tools} in {len(result.files)} {files}{note}\n")
     return 0 if result.ok else 1
 
 
@@ -474,6 +483,7 @@ def _tool_row(tool: ToolSpec) -> dict[str, Any]:
         "cache": tool.cache.scope.value if tool.cache else None,
         "parameters": sorted((tool.parameters.get("properties") or {}).keys()),
         "description": description(tool),
+        "expose": tool.expose,
         "location": f"{tool.file}:{span.line}:{span.column}" if span else tool.file,
     }
 
@@ -495,12 +505,15 @@ def _cmd_spec_schema(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -
 
 
 def _cmd_schema(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    from toolflow._export import export_tools  # noqa: PLC0415
     from toolflow._registry import load_registry  # noqa: PLC0415
 
     registry = load_registry(spec_paths(args.specs or []), plugins=_load_plugins(stderr))
-    if args.toolset:
-        registry = registry.toolset(args.toolset)
-    stdout.write(json.dumps(registry.schemas(args.format), indent=2) + "\n")
+    selected = registry.toolset(args.toolset) if args.toolset else registry
+    # Definitions are for models, and a hidden tool is offered to none.
+    specs = [tool.spec for tool in selected if args.all or tool.spec.expose]
+    every = {tool.name: tool.spec for tool in registry}  # the steps of pipelines, for their annotations
+    stdout.write(json.dumps(export_tools(specs, args.format, tools=every), indent=2) + "\n")
     return 0
 
 

@@ -48,12 +48,18 @@ callable bound by a plugin), ``true`` for ``command`` and for every kind a
 plugin adds (``http`` and the like reach beyond the process). A read-only call
 changes nothing, so it is idempotent. A category a policy declares is unknown
 to the exporter and keeps the pessimistic destructive hint.
+
+A ``pipeline`` tool does nothing but call its steps, so its hints come from its
+steps' tools (through nested pipelines), whatever its own category: read-only
+only if every step is, destructive if any step is, idempotent only if every step
+is, open-world if any step is. A step whose tool is not among the tools given
+counts as the worst case (MCP's defaults).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Literal, get_args
+from typing import Any, Literal, NamedTuple, get_args
 
 from toolflow._errors import UsageError
 from toolflow._lint._target_facts import (
@@ -124,8 +130,8 @@ def anthropic_tool(spec: ToolSpec) -> dict[str, Any]:
     return {"name": spec.name, "description": description(spec), "input_schema": input_schema(spec)}
 
 
-def mcp_tool(spec: ToolSpec) -> dict[str, Any]:
-    """The MCP ``Tool`` definition of *spec* (as listed by ``tools/list``)."""
+def mcp_tool(spec: ToolSpec, tools: Mapping[str, ToolSpec] | None = None) -> dict[str, Any]:
+    """The MCP ``Tool`` definition of *spec* (as listed by ``tools/list``); *tools* as for :func:`mcp_annotations`."""
     tool: dict[str, Any] = {"name": spec.name}
     if spec.title:
         tool["title"] = masked(spec.title)
@@ -134,24 +140,77 @@ def mcp_tool(spec: ToolSpec) -> dict[str, Any]:
     output = spec.output_schema
     if isinstance(output, Mapping) and output.get("type") == "object":
         tool["outputSchema"] = masked(output)
-    tool["annotations"] = mcp_annotations(spec)
+    tool["annotations"] = mcp_annotations(spec, tools)
     return tool
 
 
-def mcp_annotations(spec: ToolSpec) -> dict[str, Any]:
-    """The MCP ``ToolAnnotations`` of *spec*, derived from its category and implementation kind."""
+def mcp_annotations(spec: ToolSpec, tools: Mapping[str, ToolSpec] | None = None) -> dict[str, Any]:
+    """The MCP ``ToolAnnotations`` of *spec*, derived from its category and implementation kind.
+
+    A pipeline's hints come from its steps' tools, looked up by name in *tools* (every tool its
+    steps may call, through nested pipelines too): see :func:`_hints`.
+    """
     annotations: dict[str, Any] = {}
     if spec.title:
         annotations["title"] = masked(spec.title)
+    hints = _hints(spec, tools or {}, {})
+    annotations["readOnlyHint"] = hints.read_only
+    annotations["destructiveHint"] = hints.destructive
+    annotations["idempotentHint"] = hints.idempotent
+    annotations["openWorldHint"] = hints.open_world
+    return annotations
+
+
+class _Hints(NamedTuple):
+    read_only: bool
+    destructive: bool
+    idempotent: bool
+    open_world: bool
+
+
+_UNKNOWN = _Hints(read_only=False, destructive=True, idempotent=False, open_world=True)
+"""MCP's own defaults, the worst case: the hints of a step whose tool is unknown (or calls back into its pipeline)."""
+
+
+def _own_hints(spec: ToolSpec) -> _Hints:
+    """The hints of a tool that is not a pipeline: from its category and implementation kind."""
     category = spec.category
     read_only = category == Category.SAFE_CHAIN
     known = category in {c.value for c in Category}
     kind = spec.implementation.kind if spec.implementation else "implementation"
-    annotations["readOnlyHint"] = read_only
-    annotations["destructiveHint"] = category == Category.DANGEROUS or not known
-    annotations["idempotentHint"] = read_only or spec.idempotent
-    annotations["openWorldHint"] = category == Category.ASYNC_REQUIRED or kind not in CLOSED_WORLD_KINDS
-    return annotations
+    return _Hints(
+        read_only=read_only,
+        destructive=category == Category.DANGEROUS or not known,
+        idempotent=read_only or spec.idempotent,
+        open_world=category == Category.ASYNC_REQUIRED or kind not in CLOSED_WORLD_KINDS,
+    )
+
+
+def _hints(spec: ToolSpec, tools: Mapping[str, ToolSpec], seen: dict[str, _Hints | None]) -> _Hints:
+    """The hints of *spec*: from its category and kind, or for a pipeline from its steps' tools.
+
+    A pipeline does nothing but call its steps, so its own category (which decides what the
+    agent loop does after it) does not enter: it is read-only only if every step is, destructive
+    if any step is, idempotent only if every step is, open-world if any step is. *seen* memoises
+    each tool's hints (``None`` while a pipeline is being worked out, so a cycle, which the
+    registry refuses anyway, gets the worst case instead of recursing forever).
+    """
+    pipeline = spec.pipeline
+    if pipeline is None:
+        return _own_hints(spec)
+    if spec.name in seen:
+        return seen[spec.name] or _UNKNOWN
+    seen[spec.name] = None
+    steps = [tools.get(step.tool) for step in pipeline.steps]
+    each = [_UNKNOWN if step is None else _hints(step, tools, seen) for step in steps]
+    hints = _Hints(
+        read_only=all(h.read_only for h in each),
+        destructive=any(h.destructive for h in each),
+        idempotent=all(h.idempotent for h in each),
+        open_world=any(h.open_world for h in each),
+    )
+    seen[spec.name] = hints
+    return hints
 
 
 _EXPORTERS: Mapping[str, Callable[[ToolSpec], dict[str, Any]]] = {
@@ -169,14 +228,26 @@ def _exporter(format: str) -> Callable[[ToolSpec], dict[str, Any]]:  # noqa: A00
     return exporter
 
 
-def export_tools(specs: Iterable[ToolSpec], format: str) -> list[dict[str, Any]]:  # noqa: A002
+def export_tools(
+    specs: Iterable[ToolSpec],
+    format: str,  # noqa: A002
+    *,
+    tools: Mapping[str, ToolSpec] | None = None,
+) -> list[dict[str, Any]]:
     """Export every tool of *specs*, in order, in *format*.
+
+    *tools* (default: *specs* by name) are the tools pipelines' steps are looked up in, for
+    their MCP annotations (:func:`mcp_annotations`); pass every tool when *specs* is a selection.
 
     Raises:
         UsageError: *format* is not one of :data:`EXPORT_FORMATS`.
     """
     exporter = _exporter(format)
-    return [exporter(spec) for spec in specs]
+    specs = tuple(specs)
+    if format != "mcp":
+        return [exporter(spec) for spec in specs]
+    lookup = {spec.name: spec for spec in specs} if tools is None else tools
+    return [mcp_tool(spec, lookup) for spec in specs]
 
 
 def openai_strict_compatible(parameters: object) -> bool:

@@ -10,7 +10,8 @@ low-level :class:`mcp.server.Server` gets two handlers, and everything else is t
   the engine's gate (an ``isError`` result listing the exposed tools) and never runs.
 - ``tools/list`` answers the exposed tools' MCP definitions from :func:`toolflow._export.mcp_tool`
   (name, title, description, ``inputSchema``, ``outputSchema`` when it describes an object,
-  annotations from the category), rendered once at start-up.
+  annotations from the category; a pipeline's from its steps' tools, served or not), rendered
+  once at start-up.
 - ``tools/call`` runs :meth:`toolflow.Engine.call`, so the gates, validation, caches, approval,
   timeouts and retries apply. Every outcome is a ``CallToolResult``: a failure of any kind (invalid
   arguments, an unknown tool, a timeout, a tool that fails or raises) has ``isError: true``
@@ -153,18 +154,27 @@ def exposed_tools(
     """The tools ``toolflow serve`` offers: *policy*'s exposure, with *toolsets* and *tools* as the selection.
 
     See :meth:`toolflow.Registry.exposed`. A tool named in *tools* that the policy keeps out
-    (``allow``, ``deny``) is an error, not a tool silently missing from the list.
+    (``allow``, ``deny``) or that is hidden from models (``expose: false``) is an error, not a
+    tool silently missing from the list.
 
     Raises:
-        UsageError: The policy names unknown tools or toolsets, or keeps out a tool of *tools*.
+        UsageError: The policy names unknown tools or toolsets, or a tool of *tools* is kept out.
         UnknownToolsetError: A toolset of *toolsets* is not declared.
         UnknownToolError: A tool of *tools* is not in *registry*.
     """
     tools = tuple(tools)
     exposed = registry.exposed(policy, toolsets=toolsets, tools=tools)
-    hidden = [name for name in dict.fromkeys(tools) if name in registry and name not in exposed]
+    missing = [name for name in dict.fromkeys(tools) if name in registry and name not in exposed]
+    hidden = [name for name in missing if not registry.get(name).spec.expose]
     if hidden:
         listed = ", ".join(repr(name) for name in hidden)
+        msg = (
+            f"not served: {listed}: 'expose: false' in the spec hides it from models, as a pipeline step only"
+            " (serve a pipeline that calls it)"
+        )
+        raise UsageError(msg)
+    if missing:
+        listed = ", ".join(repr(name) for name in missing)
         msg = f"the spec files' policy keeps {listed} from the model (policy 'allow'/'deny'), so it is not served"
         raise UsageError(msg)
     return exposed
@@ -235,16 +245,20 @@ class ToolService:
             *open_engine* opens hold every tool, with these as their allowlist.
         open_engine: Opens the engine of a new client session.
         shared: The engine of every request, when the transport serves one client (stdio).
+        engine_tools: Every tool the engines hold (default: *registry*), where the annotations
+            of a pipeline look up its steps' tools, served or not.
     """
 
     registry: Registry
     open_engine: OpenEngine
     shared: Engine | None = None
+    engine_tools: Registry | None = None
     _listing: types.ListToolsResult = attrs.field(init=False)
     _structured: frozenset[str] = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
-        definitions = [mcp_tool(tool.spec) for tool in self.registry]
+        every = {tool.name: tool.spec for tool in self.engine_tools or self.registry}
+        definitions = [mcp_tool(tool.spec, every) for tool in self.registry]
         self._listing = types.ListToolsResult(tools=[types.Tool.model_validate(d) for d in definitions])
         self._structured = frozenset(d["name"] for d in definitions if "outputSchema" in d)
 
@@ -290,7 +304,7 @@ class ToolService:
                 cache_options=cache_options,
             )
 
-        return cls(registry=exposed, open_engine=open_session)
+        return cls(registry=exposed, open_engine=open_session, engine_tools=registry)
 
     def input_schema(self, name: str) -> dict[str, Any] | None:
         """The ``inputSchema`` of tool *name*, or None for an unknown tool."""

@@ -170,6 +170,7 @@ def test_list_json() -> None:
         "cache": None,
         "parameters": ["loud", "message"],
         "description": "Say something to the room",
+        "expose": True,
         "location": "specs/room.yaml:3:3",
     }
     assert by_name["search_objects"]["cache"] == "session"

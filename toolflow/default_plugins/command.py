@@ -22,6 +22,13 @@ The result is ``{"success": exit status == 0, "data": {"exit_code", "stdout",
 "stderr", "truncated"}}``, with ``"error": "command exited with status N:
 <first line of stderr>"`` on failure. A program that cannot be started (not
 found, not executable, a missing working directory) is a failure result too.
+
+With ``output: json`` a program that exits 0 has its stdout parsed as JSON, as a
+``template:`` with ``output: json`` has its rendering (a parsed object with a
+``success`` key is a result dict); stderr is then dropped. Stdout that is not
+JSON, or that was cut at ``max_output``, is a failure naming it, with the text
+result's ``data``. A non-zero exit is the same failure as with ``output: text``:
+stdout is not parsed, since a failing program rarely finishes its document.
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ import attrs
 from toolflow import hookspecs
 from toolflow._model import ToolSpec
 from toolflow._plugins import ImplementationKind
+from toolflow.default_plugins.template import json_output
 
 if TYPE_CHECKING:
     import trio
@@ -118,6 +126,7 @@ def build(spec: ToolSpec) -> Callable[..., Coroutine[Any, Any, object]]:
     cwd: str | None = config["cwd"]
     extra_env: dict[str, str] = config["env"]
     max_output: int = config["max_output"]
+    output: str = config["output"]
 
     async def run(**arguments: Any) -> object:
         variables = {"env": TemplateEnv((), {}, unlisted=_UNLISTED), **arguments}
@@ -127,7 +136,7 @@ def build(spec: ToolSpec) -> Callable[..., Coroutine[Any, Any, object]]:
             where = "argv" if exc.line is None else f"argv[{exc.line}]"
             return {"success": False, "error": f"command {where}: {exc}"}
         env = {**os.environ, **extra_env} if extra_env else None
-        return await run_argv(argv, cwd=cwd, env=env, max_output=max_output)
+        return await run_argv(argv, cwd=cwd, env=env, max_output=max_output, output=output)
 
     run.__name__ = run.__qualname__ = f"command:{spec.name}"
     return run
@@ -145,6 +154,7 @@ def _config(spec: ToolSpec) -> dict[str, Any] | None:
         "cwd": config.get("cwd"),
         "env": {str(k): str(v) for k, v in (config.get("env") or {}).items()},
         "max_output": config.get("max_output") or DEFAULT_MAX_OUTPUT,
+        "output": config.get("output") or "text",
     }
 
 
@@ -152,13 +162,13 @@ def _config(spec: ToolSpec) -> dict[str, Any] | None:
 class _Capture:
     """The first *limit* bytes of a stream; the rest is read and dropped."""
 
-    _limit: int
+    limit: int
     _data: bytearray = attrs.field(factory=bytearray)
     truncated: bool = False
 
     async def drain(self, stream: trio.abc.ReceiveStream) -> None:
         while chunk := await stream.receive_some(_CHUNK):
-            room = self._limit - len(self._data)
+            room = self.limit - len(self._data)
             if room > 0:
                 self._data += chunk[:room]
             if len(chunk) > room:
@@ -176,18 +186,21 @@ async def run_argv(
     cwd: str | None = None,
     env: Mapping[str, str] | None = None,
     max_output: int = DEFAULT_MAX_OUTPUT,
-) -> dict[str, Any]:
-    """Run *argv* (no shell) in its own process group and return the command result dict.
+    output: str = "text",
+) -> object:
+    """Run *argv* (no shell) in its own process group and return the command result.
 
     Args:
         argv: The program and its arguments.
         cwd: Working directory (default: the current one).
         env: The whole environment of the program (default: inherited).
         max_output: Bytes of stdout and of stderr kept.
+        output: ``"json"``: the stdout of a program that exits 0 is parsed as JSON.
 
     Returns:
         ``{"success", "data": {"exit_code", "stdout", "stderr", "truncated"}}``
-        plus ``"error"`` when the program failed or could not be started.
+        plus ``"error"`` when the program failed or could not be started; with
+        ``output="json"`` and exit 0, the parsed stdout instead (see the module docstring).
 
     Raises:
         trio.Cancelled: The call was cancelled; the process group was killed and
@@ -230,17 +243,30 @@ async def run_argv(
             await process.wait()
             await stdout.aclose()
             await stderr.aclose()
-    code = process.returncode
-    stderr_text = err.text()
+    return _result(process.returncode, out, err, incomplete=incomplete, output=output)
+
+
+def _result(code: int | None, out: _Capture, err: _Capture, *, incomplete: bool, output: str) -> object:
+    """The result of a program that exited with *code*, having written *out* and *err*."""
+    stderr_text, stdout_text = err.text(), out.text()
     data = {
         "exit_code": code,
-        "stdout": out.text(),
+        "stdout": stdout_text,
         "stderr": stderr_text,
         "truncated": out.truncated or err.truncated or incomplete,
     }
-    if code == 0:
+    if code != 0:
+        return {"success": False, "data": data, "error": _exit_error(code, stderr_text)}
+    if output != "json":
         return {"success": True, "data": data}
-    return {"success": False, "data": data, "error": _exit_error(code, stderr_text)}
+    if out.truncated or incomplete:
+        # A prefix of a document can parse (a number, cut short) and would be wrong data.
+        cut = f"longer than max_output ({out.limit} bytes)" if out.truncated else "not read to its end"
+        return {"success": False, "data": data, "error": f"command output is not read as JSON: stdout was {cut}"}
+    try:
+        return json_output(stdout_text, "command output")
+    except ValueError as exc:
+        return {"success": False, "data": data, "error": str(exc)}
 
 
 def _kill_group(process: trio.Process) -> None:

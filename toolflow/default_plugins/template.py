@@ -29,7 +29,7 @@ from toolflow import hookspecs
 from toolflow._model import ToolSpec
 from toolflow._plugins import ImplementationKind
 
-__all__ = ["KIND", "SCHEMA", "build", "toolflow_register_kinds"]
+__all__ = ["KIND", "SCHEMA", "build", "json_output", "toolflow_register_kinds"]
 
 SCHEMA: Mapping[str, Any] = {
     "description": (
@@ -91,10 +91,9 @@ def build(spec: ToolSpec) -> Callable[..., Coroutine[Any, Any, object]]:
         if not as_json:
             return text
         try:
-            return json.loads(text, parse_constant=_refuse_constant)
+            return json_output(text, "template output")
         except ValueError as exc:
-            preview = text if len(text) <= _PREVIEW_CHARS else text[:_PREVIEW_CHARS] + "..."
-            return {"success": False, "error": f"template output is not valid JSON ({exc}): {preview!r}"}
+            return {"success": False, "error": str(exc)}
 
     run.__name__ = run.__qualname__ = f"template:{spec.name}"
     return run
@@ -108,6 +107,24 @@ def _config(spec: ToolSpec) -> dict[str, Any] | None:
     if not isinstance(config, Mapping) or not isinstance(config.get("source"), str):
         return None
     return {"source": config["source"], "env": list(config.get("env") or ()), "output": config.get("output", "text")}
+
+
+def json_output(text: str, what: str) -> object:
+    """*text* parsed as JSON (``NaN`` and ``Infinity`` refused): the ``output: json`` of ``template`` and ``command``.
+
+    Raises:
+        ValueError: *text* is not JSON (or nests past Python's recursion limit); the message
+            names *what* and shows the start of *text*.
+    """
+    try:
+        return json.loads(text, parse_constant=_refuse_constant)
+    except ValueError as exc:
+        preview = text if len(text) <= _PREVIEW_CHARS else text[:_PREVIEW_CHARS] + "..."
+        msg = f"{what} is not valid JSON ({exc}): {preview!r}"
+        raise ValueError(msg) from None
+    except RecursionError:
+        msg = f"{what} nests too deeply to be read as JSON"
+        raise ValueError(msg) from None
 
 
 def _refuse_constant(name: str) -> object:
