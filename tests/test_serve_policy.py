@@ -70,6 +70,13 @@ tools:
   stock:
     description: Count the stock (outside the toolset).
     implementation: shop.stock
+  note_twice:
+    description: Write two notes (a pipeline, outside the toolset).
+    category: dangerous
+    pipeline:
+      steps:
+        first: {tool: note, with: {text: one}}
+        second: {tool: note, with: {text: two}, needs: [first]}
 policy:
   toolset: desk
   deny: [admin_reset]
@@ -275,6 +282,22 @@ async def test_the_client_is_asked_by_elicitation(shop: Shop, mode: str) -> None
     assert text(refused) == "Error: 'note' was not approved, so it did not run; do not retry it unchanged"
     assert shop.runs() == [{"tool": "note", "text": "first"}]
     assert approver.asked[0] == 'Approve the dangerous call note({"text":"first"})? It runs only if you say yes.'
+
+
+@pytest.mark.parametrize("mode", ELICITING_MODES)
+async def test_one_elicitation_approves_a_pipeline_and_its_steps(shop: Shop, mode: str) -> None:
+    """A served pipeline is asked about once, the question naming the steps it covers; its steps run unasked."""
+    approver = Approver("yes")
+    with trio.fail_after(30):
+        async with connect(shop.service(tools=["note_twice"]), mode, approver) as client:
+            done = await client.call_tool("note_twice", {})
+    assert not done.is_error, text(done)
+    question = (
+        "Approve the dangerous call note_twice({})? Your answer covers its steps first (note), second (note) too."
+        " It runs only if you say yes."
+    )
+    assert approver.asked == [question]
+    assert shop.runs() == [{"tool": "note", "text": "one"}, {"tool": "note", "text": "two"}]
 
 
 @pytest.mark.parametrize("mode", ELICITING_MODES)

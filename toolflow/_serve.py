@@ -394,7 +394,13 @@ class _ClientApproval:
 
 def _approval_message(call: ToolCall, category: str) -> str:
     arguments = _to_json(dict(call.arguments))
-    return f"Approve the {category} call {call.name}({truncate_text(arguments, 2000)})? It runs only if you say yes."
+    steps = (
+        f" Your answer covers its steps {truncate_text(', '.join(call.approves), 2000)} too." if call.approves else ""
+    )
+    return (
+        f"Approve the {category} call {call.name}({truncate_text(arguments, 2000)})?{steps}"
+        " It runs only if you say yes."
+    )
 
 
 def _approved(answer: types.ElicitResult) -> bool:
