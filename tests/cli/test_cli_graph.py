@@ -6,13 +6,11 @@ dependency: the DOT output is checked by a small parser of the subset the comman
 
 from __future__ import annotations
 
-import io
 import re
 from pathlib import Path
 
 import pytest
-
-from toolflow._cli import run
+from _cli_project import make_project, toolflow
 
 SPECS = """\
 toolflow: 1
@@ -72,18 +70,7 @@ flowchart LR
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A project with the specs above in specs/; the working directory."""
-    (tmp_path / "pyproject.toml").write_text('[project]\nname = "demo"\n', encoding="utf-8")
-    (tmp_path / "specs").mkdir()
-    (tmp_path / "specs" / "tools.yaml").write_text(SPECS, encoding="utf-8")
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("TOOLFLOW_LOAD_PLUGINS", "none")
-    return tmp_path
-
-
-def toolflow(*args: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    code = run(list(args), stdout=out, stderr=err)
-    return code, out.getvalue(), err.getvalue()
+    return make_project(tmp_path, monkeypatch, SPECS)
 
 
 _ID = r"t_\w+"

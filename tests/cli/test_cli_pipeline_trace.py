@@ -5,7 +5,6 @@ Real spec files in tmp_path, in-process through `toolflow._cli.run`; no assertio
 
 from __future__ import annotations
 
-import io
 import json
 import re
 from pathlib import Path
@@ -13,8 +12,7 @@ from typing import Any
 
 import pytest
 import yaml
-
-from toolflow._cli import run
+from _cli_project import make_project, toolflow
 
 SPECS = """\
 toolflow: 1
@@ -86,18 +84,7 @@ tools:
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A project with the specs above; the working directory."""
-    (tmp_path / "pyproject.toml").write_text('[project]\nname = "demo"\n', encoding="utf-8")
-    (tmp_path / "specs").mkdir()
-    (tmp_path / "specs" / "tools.yaml").write_text(SPECS, encoding="utf-8")
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("TOOLFLOW_LOAD_PLUGINS", "none")
-    return tmp_path
-
-
-def toolflow(*args: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    code = run(list(args), stdout=out, stderr=err)
-    return code, out.getvalue(), err.getvalue()
+    return make_project(tmp_path, monkeypatch, SPECS)
 
 
 MS = r"\d+\.\dms"
@@ -107,8 +94,10 @@ CALL_TRACE = [
     rf'toolflow: trace:   order: lookup {{"order_id":"42"}}: succeeded, 1 attempt, {MS}, cache miss \(session\)',
     rf'toolflow: trace:   notes\[0\]: note {{"sku":"a"}}: succeeded, 1 attempt, {MS}, no cache',
     rf'toolflow: trace:   notes\[1\]: note {{"sku":"b"}}: succeeded, 1 attempt, {MS}, no cache',
-    rf'toolflow: trace:   broken: note {{"sku":5}}: failed, 0 attempts, {MS}, no cache: '
-    r"Parameter validation failed for 'note': - sku: Expected string .*",
+    (
+        rf'toolflow: trace:   broken: note {{"sku":5}}: failed, 0 attempts, {MS}, no cache: '
+        r"Parameter validation failed for 'note': - sku: Expected string .*"
+    ),
     r"toolflow: trace:   never: note: skipped",
     rf'toolflow: trace:   nested: inner {{"order_id":"42"}}: succeeded, 1 attempt, {MS}, no cache',
     rf'toolflow: trace:     again: lookup {{"order_id":"42"}}: succeeded, 0 attempts, {MS}, cache hit \(session\)',
