@@ -13,14 +13,21 @@ import logging
 import re
 import sys
 import time
-from collections.abc import Iterator
-from typing import TextIO
+from collections.abc import Callable, Iterator
+from typing import Any, TextIO
 
 import attrs
 import trio
 
 from toolflow._calls import MalformedCall, parse_tool_call
-from toolflow._cli_support import approver, project_cache_settings, run_trio, shutdown_grace, spec_paths
+from toolflow._cli_support import (
+    approver,
+    project_cache_settings,
+    run_trio,
+    shown_in_traces,
+    shutdown_grace,
+    spec_paths,
+)
 from toolflow._errors import UsageError
 from toolflow._executor import open_engine
 from toolflow._loader import load_specs
@@ -74,15 +81,18 @@ def _trace_line(name: str, success: bool, attempts: object, elapsed: float, scop
     return f"toolflow: trace: {name}: {outcome}, {attempts} {noun}, {elapsed * 1000:.1f}ms, {cache_text}"
 
 
-def _step_lines(records: tuple[StepRecord, ...], registry: Registry, depth: int = 1) -> Iterator[str]:
+def _step_lines(
+    records: tuple[StepRecord, ...], registry: Registry, shown: Callable[[Any], Any], depth: int = 1
+) -> Iterator[str]:
     """A ``--trace`` line per step record, indented under its pipeline's line; a nested pipeline's steps deeper.
 
-    ``toolflow: trace:   notes[1]: item_notes {"sku": "b"}: succeeded, 1 attempt, 0.4ms, no cache``
+    ``toolflow: trace:   notes[1]: item_notes {"sku": "b"}: succeeded, 1 attempt, 0.4ms, no cache``;
+    a ``${...}`` value of the specs shows as its reference (*shown*).
     """
     for record in records:
         label = record.step if record.item is None else f"{record.step}[{record.item}]"
-        arguments = "" if record.arguments is None else " " + _shorten(_compact(record.arguments), 80)
-        line = f"toolflow: trace: {'  ' * depth}{label}: {record.tool}{arguments}: {record.status.replace('_', ' ')}"
+        arguments = "" if record.arguments is None else " " + _shorten(_compact(shown(record.arguments)), 80)
+        line = f"{'  ' * depth}{label}: {record.tool}{arguments}: {record.status.replace('_', ' ')}"
         result = record.result
         if result is not None:
             attempts = result.extra.get("attempts", 0)
@@ -93,9 +103,9 @@ def _step_lines(records: tuple[StepRecord, ...], registry: Registry, depth: int 
             line += ", " + _cache_text(_scope(registry, record.tool), cached=result.extra.get("cached") is True)
             if not result.success:
                 line += ": " + _shorten(re.sub(r"\s*\n\s*", " ", result.error or ""), 200)
-        yield line
+        yield "toolflow: trace: " + shown(line)
         if result is not None and result.steps:
-            yield from _step_lines(result.steps, registry, depth + 1)
+            yield from _step_lines(result.steps, registry, shown, depth + 1)
 
 
 def _scope(registry: Registry, name: str) -> str | None:
@@ -118,6 +128,18 @@ def _shorten(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def _print_trace(name: str, result: ToolResult, elapsed: float, registry: Registry, stderr: TextIO) -> dict[str, Any]:
+    """Print the ``--trace`` lines of the call and its steps; the keys ``--trace`` adds to the printed result."""
+    attempts = result.extra.get("attempts", 0)
+    cached = result.extra.get("cached") is True
+    print(_trace_line(name, result.success, attempts, elapsed, _scope(registry, name), cached=cached), file=stderr)
+    if not result.steps:
+        return {}
+    shown = shown_in_traces(tool.spec for tool in registry)
+    stderr.writelines(line + "\n" for line in _step_lines(result.steps, registry, shown))
+    return {"steps": shown([record.to_dict() for record in result.steps])}
+
+
 def command(args: argparse.Namespace, request: CallRequest, plugins: Plugins, stdout: TextIO, stderr: TextIO) -> int:
     """Run ``toolflow call`` for the parsed *request*; return the exit code (0, 1 on failure, 128+N on signal N)."""
     name, arguments, warnings, call_id = request
@@ -127,7 +149,7 @@ def command(args: argparse.Namespace, request: CallRequest, plugins: Plugins, st
     approve = approver(args.approve, stderr)
     if args.no_cache:
         registry = without_caches(registry)
-    tool = registry.get(name)  # an unknown tool is a usage error (exit 2), before the engine opens
+    registry.get(name)  # an unknown tool is a usage error (exit 2), before the engine opens
     cache = project_cache_settings()
     interrupts = Interrupts(grace=shutdown_grace(args))
     elapsed = 0.0
@@ -154,16 +176,10 @@ def command(args: argparse.Namespace, request: CallRequest, plugins: Plugins, st
         result = run_trio(run_call, stderr)
     if warnings:
         result = attrs.evolve(result, warnings=(*warnings, *result.warnings))
-    if args.trace:
-        scope = tool.spec.cache.scope.value if tool.spec.cache is not None else None
-        attempts = result.extra.get("attempts", 0)
-        cached = result.extra.get("cached") is True
-        print(_trace_line(name, result.success, attempts, elapsed, scope, cached=cached), file=stderr)
-        stderr.writelines(line + "\n" for line in _step_lines(result.steps, registry))
     printed = attrs.evolve(result, extra={k: v for k, v in result.extra.items() if k not in _TRACE_KEYS})
     document = printed.to_dict()
-    if args.trace and result.steps:
-        document["steps"] = [record.to_dict() for record in result.steps]
+    if args.trace:
+        document.update(_print_trace(name, result, elapsed, registry, stderr))
     stdout.write(json.dumps(document, indent=2, ensure_ascii=False, default=str) + "\n")
     if interrupts.exit_code is not None:
         return interrupts.exit_code

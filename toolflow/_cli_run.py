@@ -9,13 +9,20 @@ from __future__ import annotations
 import argparse
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TextIO
 
 import attrs
 
 from toolflow._calls import ToolCall
-from toolflow._cli_support import approver, project_cache_settings, run_trio, shutdown_grace, spec_paths
+from toolflow._cli_support import (
+    approver,
+    project_cache_settings,
+    run_trio,
+    shown_in_traces,
+    shutdown_grace,
+    spec_paths,
+)
 from toolflow._errors import UsageError
 from toolflow._executor import Engine, open_engine
 from toolflow._loader import load_specs
@@ -105,14 +112,15 @@ def _details(result: ToolResult, duration: float | None) -> str:
     return f" ({', '.join(details)})" if details else ""
 
 
-def _step_lines(records: tuple[StepRecord, ...], indent: str) -> Iterator[str]:
+def _step_lines(records: tuple[StepRecord, ...], indent: str, shown: Callable[[Any], Any]) -> Iterator[str]:
     """A line per step of a pipeline call, under its call: ``· notes[1] → item_notes {"sku": "b"}: ok: ...``.
 
-    The steps of a step that is a pipeline follow their step, indented further.
+    The steps of a step that is a pipeline follow their step, indented further. A ``${...}``
+    value of the specs shows as its reference (*shown*).
     """
     for record in records:
         label = record.step if record.item is None else f"{record.step}[{record.item}]"
-        arguments = "" if record.arguments is None else " " + _shorten(_json(record.arguments), 120)
+        arguments = "" if record.arguments is None else " " + _shorten(_json(shown(record.arguments)), 120)
         result = record.result
         if record.status in {"succeeded", "failed"} and result is not None:
             outcome = _outcome(result, limit=120) + _details(result, record.duration)
@@ -120,13 +128,13 @@ def _step_lines(records: tuple[StepRecord, ...], indent: str) -> Iterator[str]:
             outcome = f"{record.status}: {_shorten(result.error, 120)}"
         else:
             outcome = record.status.replace("_", " ")
-        yield f"{indent}· {label} → {record.tool}{arguments}: {_one_line(outcome)}\n"
+        yield shown(f"{indent}· {label} → {record.tool}{arguments}: {_one_line(outcome)}") + "\n"
         if result is not None and result.steps:
-            yield from _step_lines(result.steps, indent + "  ")
+            yield from _step_lines(result.steps, indent + "  ", shown)
 
 
-def print_turn(turn: TurnRecord, stdout: TextIO) -> None:
-    """Write the trace of one turn."""
+def print_turn(turn: TurnRecord, stdout: TextIO, shown: Callable[[Any], Any]) -> None:
+    """Write the trace of one turn; *shown* is how the steps of pipeline calls show values (``shown_in_traces``)."""
     tokens = f" · {turn.usage.total_tokens:,} tokens" if turn.usage is not None else ""
     tools = "" if turn.tools_offered else " · no tools offered"
     stdout.write(f"turn {turn.turn}{tokens}{tools} · {turn.duration * 1000:.0f} ms\n")
@@ -136,7 +144,7 @@ def print_turn(turn: TurnRecord, stdout: TextIO) -> None:
         result = entry.result
         stdout.write(f"  → {entry.tool_name or '?'} {_arguments(entry.call)}\n")
         stdout.write(f"    {_outcome(result)}{_details(result, entry.duration)}\n")
-        stdout.writelines(_step_lines(result.steps, "    "))
+        stdout.writelines(_step_lines(result.steps, "    ", shown))
         for key in ("_token_advisory", "_loop_advisory"):
             advisory = result.extra.get(key)
             if isinstance(advisory, Mapping):
@@ -189,6 +197,7 @@ def command(args: argparse.Namespace, plugins: Plugins, stdout: TextIO, stderr: 
     cache = project_cache_settings()
     approve = approver(args.approve, stdout)
     interrupts = Interrupts(grace=shutdown_grace(args))
+    shown = shown_in_traces(tool.spec for tool in registry)
 
     async def main() -> LoopResult:
         engine: Engine
@@ -203,7 +212,7 @@ def command(args: argparse.Namespace, plugins: Plugins, stdout: TextIO, stderr: 
                     deliberate=args.deliberate,
                     approve=approve,
                     model=args.model.partition(":")[2],
-                    on_turn=(lambda turn: print_turn(turn, stdout)) if text else None,
+                    on_turn=(lambda turn: print_turn(turn, stdout, shown)) if text else None,
                 )
                 grace = interrupts.grace_text()
                 stopping = f"stopping after the calls in flight (at most {grace}; a second signal kills them)"
@@ -218,17 +227,17 @@ def command(args: argparse.Namespace, plugins: Plugins, stdout: TextIO, stderr: 
     if text:
         print_end(result, stdout)
     else:
-        stdout.write(json.dumps(_document(result), indent=2, ensure_ascii=False, default=str) + "\n")
+        stdout.write(json.dumps(_document(result, shown), indent=2, ensure_ascii=False, default=str) + "\n")
     if result.reason in {"stopped", "killed"} and interrupts.exit_code is not None:
         return interrupts.exit_code  # 143 after SIGTERM, 130 after Ctrl-C
     return EXIT_CODES.get(result.reason, 1)
 
 
-def _document(result: LoopResult) -> dict[str, Any]:
+def _document(result: LoopResult, shown: Callable[[Any], Any]) -> dict[str, Any]:
     """``--output json``: the loop's result, each pipeline call with its step records (``"steps"``)."""
     document = result.to_dict()
     for turn, turn_dict in zip(result.turns, document["turns"], strict=True):
         for entry, call in zip(turn.entries, turn_dict["calls"], strict=True):
             if entry.result.steps:
-                call["steps"] = [record.to_dict() for record in entry.result.steps]
+                call["steps"] = shown([record.to_dict() for record in entry.result.steps])
     return document

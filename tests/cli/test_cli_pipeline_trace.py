@@ -186,3 +186,50 @@ def test_run_json_carries_the_step_records_of_each_call(project: Path) -> None:
     assert [s["step"] for s in steps] == ["order", "notes", "notes", "broken", "never", "nested"]
     assert steps[3]["status"] == "failed"
     assert steps[5]["steps"][0]["step"] == "again"
+
+
+SECRET_SPECS = """\
+toolflow: 1
+tools:
+  size:
+    description: The length of a token.
+    parameters: {type: object, properties: {token: {type: string, description: A token.}}, required: [token]}
+    template: "{{ token | length }}"
+  check:
+    description: Check the token two ways.
+    parameters: {type: object, properties: {}}
+    pipeline:
+      steps:
+        as_is:
+          tool: size
+          with: {token: "${TRACE_TOKEN}"}
+        rendered:
+          tool: size
+          with: {token: "Bearer ${TRACE_TOKEN} {{ 1 + 1 }}"}
+"""
+
+TOKEN = "s3cr3t-trace-value"
+
+
+def test_traces_show_a_secret_in_step_arguments_as_its_reference(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A `${VAR}` in `with:` shows as `${VAR}` in both traces, text and JSON, even once a template rendered it."""
+    make_project(tmp_path, monkeypatch, SECRET_SPECS)
+    monkeypatch.setenv("TRACE_TOKEN", TOKEN)
+    turns = [{"tool_calls": [{"name": "check", "arguments": {}}]}, {"text": "done"}]
+    (tmp_path / "session.yaml").write_text(yaml.safe_dump({"prompt": "go", "turns": turns}), encoding="utf-8")
+    outputs = [
+        toolflow("call", "check", "--trace"),
+        toolflow("run", "--model", "scripted:session.yaml"),
+        toolflow("run", "--model", "scripted:session.yaml", "--output", "json"),
+    ]
+    for code, out, err in outputs:
+        assert code == 0, err
+        assert TOKEN not in out + err
+    call_err, run_text = outputs[0][2], outputs[1][1]
+    assert '  as_is: size {"token":"${TRACE_TOKEN}"}: succeeded' in call_err
+    assert '  rendered: size {"token":"Bearer ${TRACE_TOKEN} 2"}: succeeded' in call_err
+    assert '    · rendered → size {"token": "Bearer ${TRACE_TOKEN} 2"}: ok: "27"' in run_text
+    steps = json.loads(outputs[0][1])["steps"]
+    assert [s["arguments"]["token"] for s in steps] == ["${TRACE_TOKEN}", "Bearer ${TRACE_TOKEN} 2"]
