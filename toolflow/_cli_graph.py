@@ -4,7 +4,7 @@ The drawing is Mermaid (for a README or a pull request, which GitHub renders) or
 reads the specs as ``toolflow list`` does, from the loader alone: like ``toolflow lint``, it
 imports neither trio nor the engine nor any plugin's implementation. The output depends only on
 the specs: nodes sorted by name, a pipeline's edges in its steps' order, the pipelines sorted by
-name, then the ``depends_on`` edges sorted.
+name, then the ``depends_on`` edges sorted. A string from ``${...}`` shows as its reference.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import attrs
 from toolflow._cli_support import spec_paths
 from toolflow._loader import load_specs
 from toolflow._model import ToolSpec
+from toolflow._provenance import masked
 
 __all__ = ["GRAPH_FORMATS", "Edge", "Node", "command", "render", "tool_graph"]
 
@@ -65,19 +66,19 @@ def tool_graph(tools: Iterable[ToolSpec]) -> tuple[tuple[Node, ...], tuple[Edge,
     """
     specs: dict[str, ToolSpec] = {}
     for spec in tools:
-        specs.setdefault(spec.name, spec)
+        specs.setdefault(masked(spec.name), spec)
     steps: list[Edge] = []
     dependencies: list[Edge] = []
     for name in sorted(specs):
         spec = specs[name]
         pipeline = spec.pipeline
         steps.extend(
-            Edge(source=name, target=step.tool, label=_step_label(step.name, step.for_each, step.when))
+            Edge(source=name, target=masked(step.tool), label=_step_label(step.name, step.for_each, step.when))
             for step in (pipeline.steps if pipeline is not None else ())
         )
         for rule in spec.depends_on:
             label = "session" if rule.scope == "session" else ""
-            dependencies.append(Edge(source=name, target=rule.tool, label=label, dependency=True))
+            dependencies.append(Edge(source=name, target=masked(rule.tool), label=label, dependency=True))
     dependencies.sort(key=lambda edge: (edge.source, edge.target, edge.label))
     edges = (*steps, *dependencies)
     nodes = [_node(spec) for spec in specs.values()]
@@ -87,7 +88,7 @@ def tool_graph(tools: Iterable[ToolSpec]) -> tuple[tuple[Node, ...], tuple[Edge,
 
 def _node(spec: ToolSpec) -> Node:
     kind = spec.implementation.kind if spec.implementation is not None else ""
-    return Node(name=spec.name, category=spec.category, kind=kind, exposed=spec.expose)
+    return Node(name=masked(spec.name), category=masked(spec.category), kind=kind, exposed=spec.expose)
 
 
 _SINGLE_EXPRESSION = re.compile(r"\s*\{\{(?P<expression>(?:(?!\{\{|\}\}).)*)\}\}\s*", re.DOTALL)
@@ -103,8 +104,12 @@ def _step_label(step: str, for_each: Any, when: Any) -> str:
 
 
 def _expression(value: Any) -> str:
-    """A ``for_each`` or ``when`` value as a label shows it: the expression of ``{{ ... }}``, on one line, short."""
-    text = value if isinstance(value, str) else repr(value)
+    """A ``for_each`` or ``when`` value as a label shows it: the expression of ``{{ ... }}``, on one line, short.
+
+    Here and in every name, a string from ``${...}`` shows its reference (``masked``), never its value.
+    """
+    shown = masked(value)
+    text = shown if isinstance(shown, str) else repr(shown)
     match = _SINGLE_EXPRESSION.fullmatch(text)
     text = " ".join((match["expression"] if match else text).split())
     return text if len(text) <= 60 else text[:57] + "..."
