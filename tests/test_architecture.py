@@ -70,6 +70,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             "toolflow._cli",
             "toolflow._cli_call",
+            "toolflow._cli_graph",
             "toolflow._cli_run",
             "toolflow._cli_support",
             "toolflow._docgen",
@@ -219,8 +220,10 @@ def test_import_parser_resolves_relative_and_submodule_imports() -> None:
     assert "toolflow" not in imported
 
 
-def test_lint_run_imports_neither_trio_nor_implementations(tmp_path: Path) -> None:
-    """Linting from the command line loads plugins but neither trio, any plugin's implementations, nor the loop's modules."""
+@pytest.mark.parametrize("command", [["lint", "--isolated"], ["graph"]])
+def test_lint_run_imports_neither_trio_nor_implementations(tmp_path: Path, command: list[str]) -> None:
+    """Linting (and drawing the graph) from the command line loads plugins but neither trio, any plugin's
+    implementations, nor the loop's modules."""
     spec = tmp_path / "say.yaml"
     spec.write_text(
         "toolflow: 1\ntools:\n  say:\n    description: Say something to the room.\n"
@@ -231,7 +234,7 @@ def test_lint_run_imports_neither_trio_nor_implementations(tmp_path: Path) -> No
         "import io, sys\n"
         "from toolflow._cli import run\n"
         "out = io.StringIO()\n"
-        f"status = run(['lint', '--isolated', {str(spec)!r}], stdout=out, stderr=out)\n"
+        f"status = run({[*command, str(spec)]!r}, stdout=out, stderr=out)\n"
         "heavy = ('trio', 'trio_parallel', 'multiprocessing', 'toolflow._rendering', 'httpx',\n"
         "         'toolflow_assistant.tools', 'toolflow._executor', 'toolflow._loop',\n"
         "         'toolflow._history', 'toolflow._providers', 'toolflow.default_plugins._scripted',\n"

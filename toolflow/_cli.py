@@ -91,6 +91,15 @@ def _parser() -> argparse.ArgumentParser:
     show.add_argument("--json", action="store_true", help="print JSON instead of a table")
     show.set_defaults(handler=_cmd_list)
 
+    graph = commands.add_parser(
+        "graph", help="draw the tools, their pipelines' steps and their depends_on rules (Mermaid or DOT)"
+    )
+    graph.add_argument("paths", nargs="*", metavar="PATH", help="spec files or directories (default: specs/)")
+    graph.add_argument(
+        "--format", choices=("mermaid", "dot"), default="mermaid", help="Mermaid (default) or Graphviz DOT"
+    )
+    graph.set_defaults(handler=_cmd_graph)
+
     schema = commands.add_parser("spec-schema", help="print the JSON Schema of spec files (for editors)")
     schema.set_defaults(handler=_cmd_spec_schema)
 
@@ -467,6 +476,12 @@ def _cmd_list(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         note = f"; {hidden} hidden from models (expose: false)" if hidden else ""
         stdout.write(f"{len(rows)} {tools} in {len(result.files)} {files}{note}\n")
     return 0 if result.ok else 1
+
+
+def _cmd_graph(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    from toolflow._cli_graph import command  # noqa: PLC0415
+
+    return command(args, _load_plugins(stderr).kind_schemas(), stdout, stderr)
 
 
 def _tool_row(tool: ToolSpec) -> dict[str, Any]:

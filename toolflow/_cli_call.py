@@ -10,23 +10,31 @@ import argparse
 import contextlib
 import json
 import logging
+import re
 import sys
 import time
-from collections.abc import Iterator
-from typing import TextIO
+from collections.abc import Callable, Iterator
+from typing import Any, TextIO
 
 import attrs
 import trio
 
 from toolflow._calls import MalformedCall, parse_tool_call
-from toolflow._cli_support import approver, project_cache_settings, run_trio, shutdown_grace, spec_paths
+from toolflow._cli_support import (
+    approver,
+    project_cache_settings,
+    run_trio,
+    shown_in_traces,
+    shutdown_grace,
+    spec_paths,
+)
 from toolflow._errors import UsageError
 from toolflow._executor import open_engine
 from toolflow._loader import load_specs
 from toolflow._plugins import Plugins
 from toolflow._policy import Policy
 from toolflow._registry import Registry, without_caches
-from toolflow._results import ToolResult
+from toolflow._results import StepRecord, ToolResult
 from toolflow._shutdown import Interrupts, open_signal_watch
 
 __all__ = ["CallRequest", "call_request", "command"]
@@ -67,10 +75,69 @@ def call_request(args: argparse.Namespace, stdout: TextIO) -> CallRequest | None
 
 def _trace_line(name: str, success: bool, attempts: object, elapsed: float, scope: str | None, *, cached: bool) -> str:
     """The ``--trace`` line: ``toolflow: trace: NAME: success, 1 attempt, 12.3ms, cache miss (session)``."""
-    cache_text = "no cache" if scope is None else f"cache {'hit' if cached else 'miss'} ({scope})"
+    cache_text = _cache_text(scope, cached=cached)
     noun = "attempt" if attempts == 1 else "attempts"
     outcome = "success" if success else "failure"
     return f"toolflow: trace: {name}: {outcome}, {attempts} {noun}, {elapsed * 1000:.1f}ms, {cache_text}"
+
+
+def _step_lines(
+    records: tuple[StepRecord, ...], registry: Registry, shown: Callable[[Any], Any], depth: int = 1
+) -> Iterator[str]:
+    """A ``--trace`` line per step record, indented under its pipeline's line; a nested pipeline's steps deeper.
+
+    ``toolflow: trace:   notes[1]: item_notes {"sku": "b"}: succeeded, 1 attempt, 0.4ms, no cache``;
+    a ``${...}`` value of the specs shows as its reference (*shown*).
+    """
+    for record in records:
+        label = record.step if record.item is None else f"{record.step}[{record.item}]"
+        arguments = "" if record.arguments is None else " " + _shorten(_compact(shown(record.arguments)), 80)
+        line = f"{'  ' * depth}{label}: {record.tool}{arguments}: {record.status.replace('_', ' ')}"
+        result = record.result
+        if result is not None:
+            attempts = result.extra.get("attempts", 0)
+            noun = "attempt" if attempts == 1 else "attempts"
+            line += f", {attempts} {noun}"
+            if record.duration is not None:
+                line += f", {record.duration * 1000:.1f}ms"
+            line += ", " + _cache_text(_scope(registry, record.tool), cached=result.extra.get("cached") is True)
+            if not result.success:
+                line += ": " + _shorten(re.sub(r"\s*\n\s*", " ", result.error or ""), 200)
+        yield "toolflow: trace: " + shown(line)
+        if result is not None and result.steps:
+            yield from _step_lines(result.steps, registry, shown, depth + 1)
+
+
+def _scope(registry: Registry, name: str) -> str | None:
+    """The cache scope of the tool *name* (``None``: no cache, or no such tool)."""
+    if name not in registry:
+        return None
+    cache = registry.get(name).spec.cache
+    return None if cache is None else cache.scope.value
+
+
+def _cache_text(scope: str | None, *, cached: bool) -> str:
+    return "no cache" if scope is None else f"cache {'hit' if cached else 'miss'} ({scope})"
+
+
+def _compact(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def _shorten(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _print_trace(name: str, result: ToolResult, elapsed: float, registry: Registry, stderr: TextIO) -> dict[str, Any]:
+    """Print the ``--trace`` lines of the call and its steps; the keys ``--trace`` adds to the printed result."""
+    attempts = result.extra.get("attempts", 0)
+    cached = result.extra.get("cached") is True
+    print(_trace_line(name, result.success, attempts, elapsed, _scope(registry, name), cached=cached), file=stderr)
+    if not result.steps:
+        return {}
+    shown = shown_in_traces(tool.spec for tool in registry)
+    stderr.writelines(line + "\n" for line in _step_lines(result.steps, registry, shown))
+    return {"steps": shown([record.to_dict() for record in result.steps])}
 
 
 def command(args: argparse.Namespace, request: CallRequest, plugins: Plugins, stdout: TextIO, stderr: TextIO) -> int:
@@ -82,7 +149,7 @@ def command(args: argparse.Namespace, request: CallRequest, plugins: Plugins, st
     approve = approver(args.approve, stderr)
     if args.no_cache:
         registry = without_caches(registry)
-    tool = registry.get(name)  # an unknown tool is a usage error (exit 2), before the engine opens
+    registry.get(name)  # an unknown tool is a usage error (exit 2), before the engine opens
     cache = project_cache_settings()
     interrupts = Interrupts(grace=shutdown_grace(args))
     elapsed = 0.0
@@ -109,13 +176,11 @@ def command(args: argparse.Namespace, request: CallRequest, plugins: Plugins, st
         result = run_trio(run_call, stderr)
     if warnings:
         result = attrs.evolve(result, warnings=(*warnings, *result.warnings))
-    if args.trace:
-        scope = tool.spec.cache.scope.value if tool.spec.cache is not None else None
-        attempts = result.extra.get("attempts", 0)
-        cached = result.extra.get("cached") is True
-        print(_trace_line(name, result.success, attempts, elapsed, scope, cached=cached), file=stderr)
     printed = attrs.evolve(result, extra={k: v for k, v in result.extra.items() if k not in _TRACE_KEYS})
-    stdout.write(json.dumps(printed.to_dict(), indent=2, ensure_ascii=False, default=str) + "\n")
+    document = printed.to_dict()
+    if args.trace:
+        document.update(_print_trace(name, result, elapsed, registry, stderr))
+    stdout.write(json.dumps(document, indent=2, ensure_ascii=False, default=str) + "\n")
     if interrupts.exit_code is not None:
         return interrupts.exit_code
     return 0 if result.success else 1

@@ -8,13 +8,21 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TextIO
 
 import attrs
 
 from toolflow._calls import ToolCall
-from toolflow._cli_support import approver, project_cache_settings, run_trio, shutdown_grace, spec_paths
+from toolflow._cli_support import (
+    approver,
+    project_cache_settings,
+    run_trio,
+    shown_in_traces,
+    shutdown_grace,
+    spec_paths,
+)
 from toolflow._errors import UsageError
 from toolflow._executor import Engine, open_engine
 from toolflow._loader import load_specs
@@ -23,7 +31,7 @@ from toolflow._plugins import Plugins
 from toolflow._policy import Policy
 from toolflow._providers import ModelProvider, load_provider
 from toolflow._registry import Registry, without_caches
-from toolflow._results import ToolResult
+from toolflow._results import StepRecord, ToolResult
 from toolflow._shutdown import Interrupts, open_signal_watch
 
 __all__ = ["EXIT_CODES", "command", "print_end", "print_turn"]
@@ -62,20 +70,22 @@ def _shorten(text: str, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _outcome(result: ToolResult) -> str:
+def _outcome(result: ToolResult, limit: int = 300) -> str:
     if result.success:
         if result.data is None:
             return "ok"
-        return "ok: " + _shorten(json.dumps(result.data, ensure_ascii=False, default=str))
+        return "ok: " + _shorten(json.dumps(result.data, ensure_ascii=False, default=str), limit)
     status = result.extra.get("status")
     label = status if isinstance(status, str) else "failed"
-    return f"{label}: {_shorten(str(result.error or ''))}"
+    return f"{label}: {_shorten(str(result.error or ''), limit)}"
+
+
+def _json(value: Mapping[str, Any]) -> str:
+    return json.dumps(dict(value), ensure_ascii=False, separators=(", ", ": "), default=str)
 
 
 def _arguments(call: object) -> str:
-    if isinstance(call, ToolCall):
-        return json.dumps(dict(call.arguments), ensure_ascii=False, separators=(", ", ": "), default=str)
-    return "(malformed)"
+    return _json(call.arguments) if isinstance(call, ToolCall) else "(malformed)"
 
 
 def _milliseconds(seconds: float) -> str:
@@ -84,8 +94,47 @@ def _milliseconds(seconds: float) -> str:
     return f"{ms:.0f} ms" if ms >= 10 else f"{ms:.1f} ms"
 
 
-def print_turn(turn: TurnRecord, stdout: TextIO) -> None:
-    """Write the trace of one turn."""
+def _one_line(text: str) -> str:
+    """*text* with each line break and the blanks around it made one space (a validation error has several lines)."""
+    return re.sub(r"\s*\n\s*", " ", text)
+
+
+def _details(result: ToolResult, duration: float | None) -> str:
+    """`` (cached)``, `` (3 attempts, 12 ms)``: what the engine did for a call, when there is something to say."""
+    details = []
+    attempts = result.extra.get("attempts")
+    if result.extra.get("cached") is True:
+        details.append("cached")
+    elif isinstance(attempts, int) and attempts > 1:
+        details.append(f"{attempts} attempts")
+    if duration is not None:
+        details.append(_milliseconds(duration))
+    return f" ({', '.join(details)})" if details else ""
+
+
+def _step_lines(records: tuple[StepRecord, ...], indent: str, shown: Callable[[Any], Any]) -> Iterator[str]:
+    """A line per step of a pipeline call, under its call: ``· notes[1] → item_notes {"sku": "b"}: ok: ...``.
+
+    The steps of a step that is a pipeline follow their step, indented further. A ``${...}``
+    value of the specs shows as its reference (*shown*).
+    """
+    for record in records:
+        label = record.step if record.item is None else f"{record.step}[{record.item}]"
+        arguments = "" if record.arguments is None else " " + _shorten(_json(shown(record.arguments)), 120)
+        result = record.result
+        if record.status in {"succeeded", "failed"} and result is not None:
+            outcome = _outcome(result, limit=120) + _details(result, record.duration)
+        elif result is not None and result.error:
+            outcome = f"{record.status}: {_shorten(result.error, 120)}"
+        else:
+            outcome = record.status.replace("_", " ")
+        yield shown(f"{indent}· {label} → {record.tool}{arguments}: {_one_line(outcome)}") + "\n"
+        if result is not None and result.steps:
+            yield from _step_lines(result.steps, indent + "  ", shown)
+
+
+def print_turn(turn: TurnRecord, stdout: TextIO, shown: Callable[[Any], Any]) -> None:
+    """Write the trace of one turn; *shown* is how the steps of pipeline calls show values (``shown_in_traces``)."""
     tokens = f" · {turn.usage.total_tokens:,} tokens" if turn.usage is not None else ""
     tools = "" if turn.tools_offered else " · no tools offered"
     stdout.write(f"turn {turn.turn}{tokens}{tools} · {turn.duration * 1000:.0f} ms\n")
@@ -93,17 +142,9 @@ def print_turn(turn: TurnRecord, stdout: TextIO) -> None:
         stdout.write(f"  model: {turn.text}\n")
     for entry in turn.entries:
         result = entry.result
-        details = []
-        attempts = result.extra.get("attempts")
-        if result.extra.get("cached") is True:
-            details.append("cached")
-        elif isinstance(attempts, int) and attempts > 1:
-            details.append(f"{attempts} attempts")
-        if entry.duration is not None:
-            details.append(_milliseconds(entry.duration))
-        suffix = f" ({', '.join(details)})" if details else ""
         stdout.write(f"  → {entry.tool_name or '?'} {_arguments(entry.call)}\n")
-        stdout.write(f"    {_outcome(result)}{suffix}\n")
+        stdout.write(f"    {_outcome(result)}{_details(result, entry.duration)}\n")
+        stdout.writelines(_step_lines(result.steps, "    ", shown))
         for key in ("_token_advisory", "_loop_advisory"):
             advisory = result.extra.get(key)
             if isinstance(advisory, Mapping):
@@ -156,6 +197,7 @@ def command(args: argparse.Namespace, plugins: Plugins, stdout: TextIO, stderr: 
     cache = project_cache_settings()
     approve = approver(args.approve, stdout)
     interrupts = Interrupts(grace=shutdown_grace(args))
+    shown = shown_in_traces(tool.spec for tool in registry)
 
     async def main() -> LoopResult:
         engine: Engine
@@ -170,7 +212,7 @@ def command(args: argparse.Namespace, plugins: Plugins, stdout: TextIO, stderr: 
                     deliberate=args.deliberate,
                     approve=approve,
                     model=args.model.partition(":")[2],
-                    on_turn=(lambda turn: print_turn(turn, stdout)) if text else None,
+                    on_turn=(lambda turn: print_turn(turn, stdout, shown)) if text else None,
                 )
                 grace = interrupts.grace_text()
                 stopping = f"stopping after the calls in flight (at most {grace}; a second signal kills them)"
@@ -185,7 +227,17 @@ def command(args: argparse.Namespace, plugins: Plugins, stdout: TextIO, stderr: 
     if text:
         print_end(result, stdout)
     else:
-        stdout.write(json.dumps(result.to_dict(), indent=2, ensure_ascii=False, default=str) + "\n")
+        stdout.write(json.dumps(_document(result, shown), indent=2, ensure_ascii=False, default=str) + "\n")
     if result.reason in {"stopped", "killed"} and interrupts.exit_code is not None:
         return interrupts.exit_code  # 143 after SIGTERM, 130 after Ctrl-C
     return EXIT_CODES.get(result.reason, 1)
+
+
+def _document(result: LoopResult, shown: Callable[[Any], Any]) -> dict[str, Any]:
+    """``--output json``: the loop's result, each pipeline call with its step records (``"steps"``)."""
+    document = result.to_dict()
+    for turn, turn_dict in zip(result.turns, document["turns"], strict=True):
+        for entry, call in zip(turn.entries, turn_dict["calls"], strict=True):
+            if entry.result.steps:
+                call["steps"] = shown([record.to_dict() for record in entry.result.steps])
+    return document

@@ -13,15 +13,41 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 if TYPE_CHECKING:
     from toolflow._calls import ToolCall
+    from toolflow._model import ToolSpec
 
-__all__ = ["approver", "project_cache_settings", "run_trio", "shutdown_grace", "spec_paths"]
+__all__ = ["approver", "project_cache_settings", "run_trio", "shown_in_traces", "shutdown_grace", "spec_paths"]
 
 _T = TypeVar("_T")
+
+
+def shown_in_traces(specs: Iterable[ToolSpec]) -> Callable[[Any], Any]:
+    """How a trace shows text or JSON-like data built from the *specs*' values (a pipeline step's arguments).
+
+    A string that came from ``${...}`` shows its reference; in any other string, the value of
+    every such string of the specs is replaced by its reference (``toolflow._provenance.Redactor``):
+    a step's ``with:`` template renders a secret into plain text, which no longer carries the mark.
+    """
+    from toolflow._provenance import Interpolated, Redactor  # noqa: PLC0415
+
+    redact = Redactor(string for spec in specs for _, string in spec.interpolated)
+
+    def shown(value: Any) -> Any:
+        if type(value) is Interpolated:
+            return value.reference
+        if isinstance(value, str):
+            return redact(value)
+        if isinstance(value, Mapping):
+            return {shown(key): shown(item) for key, item in value.items()}
+        if isinstance(value, list | tuple):
+            return [shown(item) for item in value]
+        return value
+
+    return shown
 
 
 def spec_paths(paths: Sequence[str]) -> list[str]:

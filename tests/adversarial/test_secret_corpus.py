@@ -4,7 +4,7 @@ Each case puts ``${TF_CORPUS_SECRET}`` in one place of an otherwise clean spec (
 other text) and sets the variable to one of several hostile values: quotes, backslashes,
 non-ASCII, percent signs and slashes, a value that looks like YAML or a template, a long one
 that messages truncate. The spec is linted once, and the report rendered in every output
-format; ``toolflow list`` (text and JSON) and the exports of each format are rendered too.
+format; ``toolflow list`` (text and JSON), ``toolflow graph`` and the exports of each format are rendered too.
 No output may contain any eight characters of the value in a row, as they are or in the
 escaped forms messages quote values in (JSON, ``repr``). Hypothesis adds random values.
 """
@@ -25,6 +25,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from toolflow._cli import run
+from toolflow._cli_graph import GRAPH_FORMATS, tool_graph
+from toolflow._cli_graph import render as render_graph
 from toolflow._export import EXPORT_FORMATS, export_tools
 from toolflow._lint._config import LintConfig
 from toolflow._lint._engine import lint_paths
@@ -151,6 +153,8 @@ def _outputs(path: Path, value: str) -> Iterator[tuple[str, str]]:
     yield "diagnostics", "\n".join(d.render() for d in loaded.diagnostics)
     for export in EXPORT_FORMATS:
         yield f"schema --format {export}", json.dumps(export_tools(loaded.tools, export), ensure_ascii=False)
+    for graph_format in GRAPH_FORMATS:
+        yield f"graph --format {graph_format}", render_graph(*tool_graph(loaded.tools), graph_format)
 
 
 def _check(tmp_path: Path, place: str, value: str) -> int:
@@ -173,7 +177,7 @@ def test_no_output_shows_the_value(tmp_path: Path, place: str) -> None:
 
 
 def test_the_command_line_shows_no_value(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """``toolflow list`` (text and JSON) and ``toolflow lint`` read the environment themselves: the same holds."""
+    """``toolflow list`` (text and JSON), ``toolflow lint`` and ``toolflow graph`` read the environment themselves: the same holds."""
     monkeypatch.setenv("TOOLFLOW_LOAD_PLUGINS", "none")
     runs = 0
     for place in ("description", "description, inside text", "category", "parameter enum", "template syntax error"):
@@ -181,7 +185,7 @@ def test_the_command_line_shows_no_value(tmp_path: Path, monkeypatch: pytest.Mon
         for value in VALUES:
             monkeypatch.setenv("TF_CORPUS_SECRET", value)
             windows = set(_windows(value))
-            for args in (["list"], ["list", "--json"], ["lint", "--output-format", "json"]):
+            for args in (["list"], ["list", "--json"], ["lint", "--output-format", "json"], ["graph"]):
                 out, err = io.StringIO(), io.StringIO()
                 run([*args, str(tmp_path / "spec.yaml")], stdout=out, stderr=err)
                 text = out.getvalue() + err.getvalue()

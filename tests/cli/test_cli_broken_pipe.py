@@ -50,6 +50,7 @@ COMMANDS = {
     "lint": ["lint", "specs"],
     "rule": ["rule", "--all"],
     "list": ["list", "specs"],
+    "graph": ["graph", "specs"],
     "spec-schema": ["spec-schema"],
     "schema": ["schema", "--format", "openai", "--specs", "specs/good.yaml"],
     "plugins": ["plugins"],
