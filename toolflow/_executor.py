@@ -396,7 +396,10 @@ class Engine:
         call = record(call_id, plan.name, cleaned) if self._hooks.records else None
         if self._hooks.before:
             self._hooks.observe("toolflow_before_call", call=call)
-        result = await self._dispatch(plan, prepared, call, call_id, approved=approved)
+        if prepared.function is not None:
+            result = await self._attempts.run(plan, prepared.function, cleaned, call, call_id)
+        else:  # a pipeline; an awaited helper for both would add a coroutine frame to every call
+            result = await self._pipeline(plan, cleaned, call_id, approved=approved)
         if result is KILLED or result is STOPPED:
             # The tool's result (if any) is dropped: not cached; after_call still sees how the
             # call it saw start ended.
@@ -404,14 +407,6 @@ class Engine:
         if result.success and prepared.key is not None:
             await self._store_result(plan, prepared, result)
         return self._finish(plan, result, call_id, cleaned, call, warnings)
-
-    async def _dispatch(
-        self, plan: Plan, prepared: _Prepared, call: ToolCall | None, call_id: str, *, approved: bool
-    ) -> ToolResult:
-        """Run the call's attempts, or a pipeline's steps."""
-        if prepared.function is not None:
-            return await self._attempts.run(plan, prepared.function, prepared.cleaned, call, call_id)
-        return await self._pipeline(plan, prepared.cleaned, call_id, approved=approved)
 
     async def _pipeline(self, plan: Plan, cleaned: Mapping[str, Any], call_id: str, *, approved: bool) -> ToolResult:
         """Run a pipeline tool's steps, behind the tool's own ``concurrency``; once: its steps retry on their own."""
