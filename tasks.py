@@ -48,6 +48,7 @@ def run() -> None:
     sh(BIN / "toolflow", "call", "search_object", '{"name": "sword"}')
     sh(BIN / "toolflow", "call", "say", '{"message": "Hello, traveller!"}')
     sh(BIN / "toolflow", "call", "survey_room", "{}", "--trace")  # a pipeline: its steps traced
+    sh(BIN / "toolflow", "graph", "specs/")  # the tools, the pipeline's steps and depends_on, as Mermaid
     sh(BIN / "toolflow", "call", "list_directory", '{"path": "specs"}')
     sh(BIN / "toolflow", "run", "--specs", "specs/", "--model", "scripted:examples/assistant-session.yaml")
 
