@@ -582,6 +582,15 @@ tools:
     pipeline:
       steps:
         one: {tool: a}
+  shadowed:
+    description: A parameter the steps' results would hide.
+    parameters:
+      type: object
+      properties:
+        steps: {type: integer, description: How many.}
+    pipeline:
+      steps:
+        one: {tool: echo}
   broken:
     description: Broken references.
     pipeline:
@@ -598,6 +607,7 @@ tools:
     assert "step 'first' reads step 'second', which comes later" in text
     assert "step 'second' needs step 'nowhere', which the pipeline does not have" in text
     assert "pipelines call each other in a cycle: a -> b -> a" in text
+    assert "tool 'shadowed': a pipeline's parameter may not be called 'steps'" in text
 
 
 async def test_the_agent_loop_sees_one_call_and_one_result(setup: Setup, tmp_path: Path) -> None:

@@ -581,6 +581,14 @@ def _pipeline(spec: ToolSpec, specs: Mapping[str, ToolSpec], problems: list[str]
     if isinstance(compiled, list):
         for pointer, message in compiled:
             problems.append(f"{_where(spec, pointer, key=True)}: tool {spec.name!r}: {message}")
+    properties = spec.parameters.get("properties") if isinstance(spec.parameters, Mapping) else None
+    for reserved in ("steps", "errors"):
+        if isinstance(properties, Mapping) and reserved in properties:
+            where = _where(spec, f"{spec.pointer}/parameters/properties/{reserved}", key=True)
+            problems.append(
+                f"{where}: tool {spec.name!r}: a pipeline's parameter may not be called {reserved!r}: "
+                f"its templates read the steps' results as {reserved!r}"
+            )
     for step in pipeline.steps:
         if step.tool not in specs:
             where = _where(spec, f"{step.pointer}/tool")
