@@ -11,6 +11,7 @@ import hypothesis
 import hypothesis.strategies as st
 import trio
 import trio.testing
+from _process_tree import assert_gone, wait_for_tree, write_tree_project
 
 import toolflow
 from toolflow._executor import open_engine
@@ -118,3 +119,39 @@ def test_a_stop_or_a_kill_at_any_point_accounts_for_every_step(at: float, kill: 
                         assert len(naps.ended) == before + 1
 
         trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+
+
+async def test_a_kill_reaches_the_process_group_of_a_command_step(tmp_path: Path) -> None:
+    """A kill while a pipeline's command step runs: the step is cancelled and its whole process tree is gone."""
+    project = write_tree_project(tmp_path)
+    specs = project / "specs" / "tools.yaml"
+    specs.write_text(
+        specs.read_text(encoding="utf-8")
+        + """\
+  grow:
+    description: Grows a process tree in a step.
+    parameters:
+      type: object
+      properties:
+        pids: {type: string, description: The file of the pids.}
+      required: [pids]
+    pipeline:
+      steps:
+        tree: {tool: tree, with: {pids: "{{ pids }}"}}
+""",
+        encoding="utf-8",
+    )
+    pids_file = tmp_path / "pids"
+    registry = toolflow.load_registry([specs], plugins=toolflow.load_plugins(entry_points=False))
+    with trio.fail_after(60):
+        async with open_engine(registry) as engine, trio.open_nursery() as nursery:
+
+            async def kill_when_grown() -> None:
+                await trio.to_thread.run_sync(wait_for_tree, pids_file)
+                engine.kill()
+
+            nursery.start_soon(kill_when_grown)
+            result = await engine.call("grow", {"pids": str(pids_file)})
+    assert result.extra["reason"] == "killed"
+    assert [(r.step, r.status) for r in result.steps] == [("tree", "cancelled")]
+    assert_gone([int(line) for line in pids_file.read_text().split()])
