@@ -1,15 +1,18 @@
 """A template that does not compile.
 
 ## What it does
-Compiles every `template:` source and every item of a `command:` argv (each is a
-template too) in toolflow's sandboxed Jinja2 environment, and reports syntax
+Compiles every `template:` source, every item of a `command:` argv and every
+string of a pipeline's steps (`with:`, `when:`, `for_each:`) and `result:` (each
+is a template too) in toolflow's sandboxed Jinja2 environment, and reports syntax
 errors and unknown filters or tests at the line inside the YAML file where the
 template goes wrong, and templates nested deeper than Python can compile (more
 than 20 nested `for` loops, or about 100 nested blocks).
 
 ## Why is this bad?
 The template is compiled when the tool is first called, so the mistake surfaces
-as a failed tool call in the middle of an agent's work instead of in CI.
+as a failed tool call in the middle of an agent's work instead of in CI. (A
+pipeline's templates are compiled when the registry is built, which refuses to
+build with one that does not compile.)
 
 ## Example
 ```yaml
@@ -62,6 +65,24 @@ def check(ctx: LintContext) -> Iterator[Diagnostic]:
             for problem in facts.problems:
                 diagnostic = RULE.diag(tool, facts.pointer, f"{what} does not compile: {_sentence(problem.message)}")
                 position = file_position(tool, facts.pointer, problem.line)
+                if position is not None:
+                    line, column = position
+                    diagnostic = attrs.evolve(diagnostic, line=line, column=column, end_line=0, end_column=0)
+                yield diagnostic
+    if any(tool.pipeline is not None for tool in ctx.tools):
+        yield from _pipelines(ctx)
+
+
+def _pipelines(ctx: LintContext) -> Iterator[Diagnostic]:
+    from toolflow._lint._pipeline_facts import iter_pipelines, pipeline_strings  # noqa: PLC0415
+    from toolflow._lint._template_facts import file_position  # noqa: PLC0415
+
+    for _, tool, _ in iter_pipelines(ctx.files):
+        for string in pipeline_strings(tool):
+            where = "the result" if string.step is None else f"the '{string.key}' of step {string.step!r}"
+            for problem in string.problems:
+                diagnostic = RULE.diag(tool, string.pointer, f"{where} does not compile: {_sentence(problem.message)}")
+                position = file_position(tool, string.pointer, problem.line)
                 if position is not None:
                     line, column = position
                     diagnostic = attrs.evolve(diagnostic, line=line, column=column, end_line=0, end_column=0)
