@@ -21,7 +21,7 @@ import attrs
 import jinja2
 import jinja2.nodes
 
-from toolflow._diagnostics import Span
+from toolflow._diagnostics import Diagnostic, Span
 from toolflow._lint._memo import ToolMemo
 from toolflow._lint._template_facts import analyse_source
 from toolflow._model import Pipeline, SpecFile, ToolSpec
@@ -32,6 +32,7 @@ __all__ = [
     "PipelineString",
     "Read",
     "iter_pipelines",
+    "moved",
     "name_span",
     "pipeline_strings",
     "read_pattern",
@@ -256,3 +257,12 @@ def read_span(text: str, tool: ToolSpec, string: PipelineString, read: Read, upt
 def name_span(text: str, tool: ToolSpec, string: PipelineString, name: str) -> Span | None:
     """Where the variable *name* is first read in *string*."""
     return string_span(text, tool, string.pointer, 1, rf"(?<![\w.])(?P<at>{re.escape(name)})\b")
+
+
+def moved(diagnostic: Diagnostic, span: Span | None) -> Diagnostic:
+    """*diagnostic* at *span* (found inside its string); as it is when *span* is ``None``."""
+    if span is None:
+        return diagnostic
+    return attrs.evolve(
+        diagnostic, line=span.line, column=span.column, end_line=span.end_line, end_column=span.end_column
+    )

@@ -77,15 +77,7 @@ class Place:
         """The place of *pointer* (of its key, with *key*) in the file at *path*."""
         if locator is None:
             return cls(file=path, pointer=pointer, located=False)
-        span = locator.locate(pointer, key=key)
-        return cls(
-            file=path,
-            pointer=pointer,
-            line=span.line,
-            column=span.column,
-            end_line=span.end_line,
-            end_column=span.end_column,
-        )
+        return cls.at(path, pointer, locator.locate(pointer, key=key))
 
     @property
     def position(self) -> str:
@@ -94,7 +86,7 @@ class Place:
 
     @classmethod
     def at(cls, path: str, pointer: str, span: Span) -> Place:
-        """The place of *span*, found inside the value at *pointer*."""
+        """The place of *span*, in (or inside) the value at *pointer*."""
         return cls(
             file=path,
             pointer=pointer,

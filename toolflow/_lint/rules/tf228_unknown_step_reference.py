@@ -58,8 +58,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-import attrs
-
 from toolflow._diagnostics import Diagnostic, Severity
 from toolflow._lint._rule import LintContext, Rule
 from toolflow._model import Pipeline, ToolSpec
@@ -77,7 +75,7 @@ def check(ctx: LintContext) -> Iterator[Diagnostic]:
 
 
 def _pipeline(text: str, tool: ToolSpec, pipeline: Pipeline) -> Iterator[Diagnostic]:
-    from toolflow._lint._pipeline_facts import pipeline_strings, read_span  # noqa: PLC0415
+    from toolflow._lint._pipeline_facts import moved, pipeline_strings, read_span  # noqa: PLC0415
 
     names = [step.name for step in pipeline.steps]
     position = {name: index for index, name in enumerate(names)}
@@ -91,12 +89,7 @@ def _pipeline(text: str, tool: ToolSpec, pipeline: Pipeline) -> Iterator[Diagnos
                 continue
             reported.add(read.step)
             diagnostic = RULE.diag(tool, string.pointer, problem)
-            span = read_span(text, tool, string, read, 0)
-            if span is not None:
-                diagnostic = attrs.evolve(
-                    diagnostic, line=span.line, column=span.column, end_line=span.end_line, end_column=span.end_column
-                )
-            yield diagnostic
+            yield moved(diagnostic, read_span(text, tool, string, read, 0))
     for step in pipeline.steps:
         for index, name in enumerate(step.needs):
             problem = _problem(step.name, f"needs {name!r}", name, names, position)

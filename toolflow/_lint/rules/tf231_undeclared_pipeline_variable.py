@@ -65,8 +65,6 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
-import attrs
-
 from toolflow._diagnostics import Diagnostic, Severity
 from toolflow._lint._rule import LintContext, Rule
 from toolflow._model import Pipeline, ToolSpec
@@ -94,7 +92,7 @@ def check(ctx: LintContext) -> Iterator[Diagnostic]:
 
 
 def _pipeline(text: str, tool: ToolSpec, pipeline: Pipeline, parameters: frozenset[str]) -> Iterator[Diagnostic]:
-    from toolflow._lint._pipeline_facts import name_span, pipeline_strings  # noqa: PLC0415
+    from toolflow._lint._pipeline_facts import moved, name_span, pipeline_strings  # noqa: PLC0415
 
     items = {step.name: step.item_name for step in pipeline.steps if step.for_each is not None}
     for string in pipeline_strings(tool):
@@ -104,12 +102,7 @@ def _pipeline(text: str, tool: ToolSpec, pipeline: Pipeline, parameters: frozens
             allowed |= {item}
         for name in sorted(string.variables - allowed):
             diagnostic = RULE.diag(tool, string.pointer, _message(tool.name, string, name, items, allowed))
-            span = name_span(text, tool, string, name)
-            if span is not None:
-                diagnostic = attrs.evolve(
-                    diagnostic, line=span.line, column=span.column, end_line=span.end_line, end_column=span.end_column
-                )
-            yield diagnostic
+            yield moved(diagnostic, name_span(text, tool, string, name))
 
 
 def _message(
