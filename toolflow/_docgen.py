@@ -77,7 +77,7 @@ FAMILIES = (
         title="Semantics",
         about=(
             "Schema-valid specs that are still wrong: tool names, parameter schemas, examples, dependency rules, "
-            "templates, commands, categories and policies."
+            "templates, commands, categories, policies and pipelines (TF227-TF235)."
         ),
     ),
     Family(

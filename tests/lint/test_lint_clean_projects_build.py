@@ -1,7 +1,7 @@
 """A project that `toolflow lint` passes builds: its registry builds and every tool's implementation resolves.
 
 Random small projects of several spec files draw their names, schemas, templates, commands,
-toolsets, categories and dependencies from small pools, so that files collide with each other
+pipelines, toolsets, categories and dependencies from small pools, so that files collide with each other
 and some parts are broken. Whenever lint (with the same plugins) reports no error, the registry
 must build from the same files and every tool must resolve, as its first call would; a gap
 between the two is a project that passes CI and then cannot run.
@@ -55,10 +55,17 @@ def _tool(draw: st.DrawFn) -> dict[str, Any]:
     }
     # Mostly one implementation, sometimes none, two, or a name no plugin binds.
     kinds = draw(
-        st.sampled_from([("template",)] * 4 + [("command",)] * 2 + [(), ("template", "command"), ("implementation",)])
+        st.sampled_from(
+            [("template",)] * 4
+            + [("command",)] * 2
+            + [("pipeline",)] * 2
+            + [(), ("template", "command"), ("implementation",), ("template", "pipeline")]
+        )
     )
     for kind in kinds:
-        if kind == "template":
+        if kind == "pipeline":
+            tool["pipeline"] = draw(_pipeline())
+        elif kind == "template":
             tool["template"] = draw(st.sampled_from(TEMPLATES) if draw(st.booleans()) else st.just("{{ text }}"))
         elif kind == "command":
             tool["command"] = draw(st.sampled_from([["echo", "{{ text }}"], [], ["echo", "{% if %}"]]))
@@ -69,6 +76,43 @@ def _tool(draw: st.DrawFn) -> dict[str, Any]:
     if draw(st.integers(0, 3)) == 0:
         tool["depends_on"] = draw(st.lists(st.sampled_from(TOOL_NAMES), max_size=2, unique=True))
     return tool
+
+
+STEP_NAMES = ["first", "second", "third"]
+STEP_VALUES = [
+    "{{ text }}",
+    "plain",
+    "{{ steps.first }}",
+    "{{ steps.second.text }}",
+    "{{ errors.third }}",
+    "{{ steps[text] }}",
+    "{{ item }}",
+    "{{ text | shout }}",
+    "{{ text",
+]
+
+
+@st.composite
+def _pipeline(draw: st.DrawFn) -> dict[str, Any]:
+    """A pipeline of steps calling tools from the pool, reading each other (in order or not) and the parameters."""
+    names = draw(st.lists(st.sampled_from(STEP_NAMES), min_size=1, max_size=3, unique=True))
+    steps: dict[str, Any] = {}
+    values = st.sampled_from(STEP_VALUES) if draw(st.booleans()) else st.just("{{ text }}")
+    for name in names:
+        step: dict[str, Any] = {"tool": draw(st.sampled_from(TOOL_NAMES[:2]))}
+        if draw(st.booleans()):
+            step["with"] = {"text": draw(values)}
+        if draw(st.integers(0, 3)) == 0:
+            step["when"] = draw(values)
+        if draw(st.integers(0, 3)) == 0:
+            step["for_each"] = draw(st.sampled_from([["a"], "{{ steps.first }}", "{{ [text] }}"]))
+        if draw(st.integers(0, 3)) == 0:
+            step["needs"] = draw(st.lists(st.sampled_from(STEP_NAMES), min_size=1, max_size=2, unique=True))
+        steps[name] = step
+    pipeline: dict[str, Any] = {"steps": steps}
+    if draw(st.booleans()):
+        pipeline["result"] = {"out": draw(values)}
+    return pipeline
 
 
 @st.composite
@@ -124,7 +168,8 @@ def test_a_project_lint_passes_builds_and_resolves(files: list[dict[str, Any]]) 
         specs = load_specs(paths, kinds=plugins.kind_schemas())
         registry = Registry.build(specs, plugins)
         for tool in registry:
-            assert callable(tool.resolve()), tool.name
+            if tool.pipeline is None:  # a pipeline runs through an engine, not a callable
+                assert callable(tool.resolve()), tool.name
         # The agent loop takes the policy: its toolset and tool names must all exist.
         policy = Policy.from_specs(specs)
         tuple(registry.exposed(policy, deliberate=policy.deliberate is not None))

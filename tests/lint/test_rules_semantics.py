@@ -14,7 +14,8 @@ from toolflow._lint import _template_facts
 from toolflow._lint._config import LintConfig
 from toolflow._lint._engine import lint_paths
 from toolflow._lint._rule import LintContext
-from toolflow._lint._summary import ProjectSummary, summarize_file
+from toolflow._lint._summarize import summarize_file
+from toolflow._lint._summary import ProjectSummary
 from toolflow._lint.rules import builtin_rules
 from toolflow._loader import load_specs
 from toolflow._model import Implementation, ParameterRule, SpecFile, ToolDependency, ToolSpec

@@ -12,7 +12,8 @@ from toolflow._diagnostics import Diagnostic, Severity
 from toolflow._errors import expect, expect_names
 from toolflow._lint._config import LintConfig, RuleSet
 from toolflow._lint._rule import LintContext, PluginFacts, Rule
-from toolflow._lint._summary import FileSummary, ProjectSummary, summarize_file
+from toolflow._lint._summarize import summarize_file
+from toolflow._lint._summary import FileSummary, ProjectSummary
 from toolflow._lint._suppress import Suppression, find_suppressions
 from toolflow._lint.rules import builtin_rules
 from toolflow._loader import gc_paused, iter_spec_paths, load_file, missing_file

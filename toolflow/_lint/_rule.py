@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import functools
 import os
-import weakref
-from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
-from typing import Any, Generic, Literal, TypeVar, overload
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any, Literal, overload
 
 import attrs
 
 from toolflow._checking import _DIALECT as _KNOWN_DIALECT  # the dialects the runtime validators accept
 from toolflow._diagnostics import Diagnostic, Severity, Span
+from toolflow._lint._memo import ToolMemo
 from toolflow._lint._summary import Place, PluginFacts, ProjectSummary
 from toolflow._model import SpecFile, ToolSpec
 from toolflow._schemas import iter_schema_problems, json_pointer
@@ -109,36 +109,6 @@ class LintContext:
 
 Check = Callable[[LintContext], Iterable[Diagnostic]]
 ProjectCheck = Callable[[ProjectSummary], Iterable[Diagnostic]]
-
-T = TypeVar("T")
-
-
-class ToolMemo(Generic[T]):
-    """Facts about tools computed once and shared by several rules, dropped with their tool.
-
-    Entries are keyed by tool identity (specs hold dicts, so they do not hash);
-    a weak reference removes an entry when its tool goes, so that a later tool
-    that happens to get the same ``id()`` never sees another tool's facts.
-    """
-
-    def __init__(self) -> None:
-        self._entries: dict[tuple[int, Hashable], tuple[weakref.ref[ToolSpec], T]] = {}
-
-    def get(self, tool: ToolSpec, key: Hashable, compute: Callable[[], T]) -> T:
-        """Return the facts of *tool* under *key*, computing them on first use."""
-        entry_key = (id(tool), key)
-        entry = self._entries.get(entry_key)
-        if entry is not None and entry[0]() is tool:
-            return entry[1]
-        value = compute()
-
-        def forget(ref: weakref.ref[ToolSpec]) -> None:
-            current = self._entries.get(entry_key)
-            if current is not None and current[0] is ref:
-                del self._entries[entry_key]
-
-        self._entries[entry_key] = (weakref.ref(tool, forget), value)
-        return value
 
 
 @attrs.frozen(kw_only=True)

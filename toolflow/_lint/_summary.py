@@ -3,21 +3,19 @@
 ``toolflow lint`` runs the per-file rules on each file as it is loaded, then drops the file: its
 documents and node trees never wait for the end of the run. What the rules that need every file
 (duplicate names, dependencies, toolsets, policies) look at is this summary, kept for every file:
-names, categories, parameters, output fields, dependencies, toolsets and policy references, each
-with its :class:`Place` so that a diagnostic points where the file says it. Later cross-file rules
-(pipelines, loop rules, remote tools) extend these records with what they need.
+names, categories, parameters, output shapes, dependencies, pipelines' steps, toolsets and policy
+references, each with its :class:`Place` so that a diagnostic points where the file says it. Later
+cross-file rules (loop rules, remote tools) extend these records with what they need.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator, Mapping
-from typing import Any
+from collections.abc import Mapping
 
 import attrs
 
-from toolflow._diagnostics import Locator
-from toolflow._model import BUILTIN_CATEGORIES, SpecFile, Toolset, ToolSpec
+from toolflow._diagnostics import Locator, Span
 
 
 @attrs.frozen(kw_only=True)
@@ -38,15 +36,19 @@ class PluginFacts:
 
 
 __all__ = [
+    "CategorySettings",
     "DependencySummary",
+    "FieldRead",
     "FileSummary",
     "Named",
+    "PipelineSummary",
     "Place",
     "PolicySummary",
     "ProjectSummary",
+    "Shape",
+    "StepSummary",
     "ToolSummary",
     "ToolsetSummary",
-    "summarize_file",
 ]
 
 POLICY_LISTS = ("allow", "deny", "deliberate")
@@ -75,7 +77,16 @@ class Place:
         """The place of *pointer* (of its key, with *key*) in the file at *path*."""
         if locator is None:
             return cls(file=path, pointer=pointer, located=False)
-        span = locator.locate(pointer, key=key)
+        return cls.at(path, pointer, locator.locate(pointer, key=key))
+
+    @property
+    def position(self) -> str:
+        """``path:line:col``, as messages name another place (the path alone when not located)."""
+        return f"{self.file}:{self.line}:{self.column}" if self.located else self.file
+
+    @classmethod
+    def at(cls, path: str, pointer: str, span: Span) -> Place:
+        """The place of *span*, in (or inside) the value at *pointer*."""
         return cls(
             file=path,
             pointer=pointer,
@@ -84,11 +95,6 @@ class Place:
             end_line=span.end_line,
             end_column=span.end_column,
         )
-
-    @property
-    def position(self) -> str:
-        """``path:line:col``, as messages name another place (the path alone when not located)."""
-        return f"{self.file}:{self.line}:{self.column}" if self.located else self.file
 
 
 @attrs.frozen(kw_only=True)
@@ -109,6 +115,81 @@ class DependencySummary:
 
 
 @attrs.frozen(kw_only=True)
+class Shape:
+    """What a tool's ``output_schema`` says of one value of its result data, as far as it says it.
+
+    Attributes:
+        types: The JSON types its ``type`` allows; ``None``: not said.
+        properties: A closed object's fields (``properties`` without ``additionalProperties``
+            true or a schema, nor ``patternProperties``); ``None``: any field may be there.
+        items: The shape of an array's elements; ``None``: not said.
+    """
+
+    types: tuple[str, ...] | None = None
+    properties: Mapping[str, Shape] | None = None
+    items: Shape | None = None
+
+
+@attrs.frozen(kw_only=True)
+class FieldRead:
+    """A read of a step's data in a pipeline's template: ``steps.order.items[0]``.
+
+    Attributes:
+        step: The step read.
+        path: The constant field names and indexes read from its data, outermost first.
+        places: Where the step's name and each part of *path* are written (the string's place
+            when the part cannot be found inside it).
+    """
+
+    step: str
+    path: tuple[str | int, ...]
+    places: tuple[Place, ...]
+
+
+@attrs.frozen(kw_only=True)
+class StepSummary:
+    """One step of a pipeline, as the rules that need every file see it.
+
+    Attributes:
+        arguments: The keys of its ``with:``, each at its key.
+        arguments_place: Its ``with`` key, or its own key when it has none (where a missing
+            argument is reported).
+        reads: Its templates' reads of other steps' data that follow a field or an index.
+        for_each: Its ``for_each:``, when that is exactly one ``{{ steps.NAME... }}``.
+        waits_for: The steps it waits for (read, or listed in ``needs``); every earlier step when a
+            template picks one at run time.
+        conditional: Whether it has a ``when:``.
+    """
+
+    name: str
+    tool: str
+    place: Place
+    tool_place: Place
+    arguments: tuple[Named, ...]
+    arguments_place: Place
+    reads: tuple[FieldRead, ...]
+    for_each: FieldRead | None
+    repeated: bool
+    """Whether it has a ``for_each`` (its data is then a list of its tool's results)."""
+    waits_for: tuple[str, ...]
+    conditional: bool
+
+
+@attrs.frozen(kw_only=True)
+class PipelineSummary:
+    """A tool's pipeline: its steps in order, its result's reads, and where the tool's category is written."""
+
+    steps: tuple[StepSummary, ...]
+    result_reads: tuple[FieldRead, ...]
+    category_place: Place
+    """The tool's ``category`` value, or its key when the category is defaulted."""
+
+    def step(self, name: str) -> StepSummary | None:
+        """The step called *name*, or ``None``."""
+        return next((step for step in self.steps if step.name == name), None)
+
+
+@attrs.frozen(kw_only=True)
 class ToolSummary:
     """What rules that need every file know of one tool; nothing of it holds the document.
 
@@ -117,22 +198,29 @@ class ToolSummary:
         category: Its category, as written or defaulted.
         parameters: The names of its declared parameters (``parameters.properties``), in order.
         required: The parameters its ``parameters.required`` lists.
-        output_fields: The field paths its ``output_schema`` declares: ``("items", "*", "id")`` for
-            the ``id`` of each element of an ``items`` array.
+        defaulted: The parameters with a ``default`` (a call may leave them out, required or not).
+        closed: Whether a call's keys must be among *parameters*: ``properties`` is declared, with
+            no ``patternProperties`` and no ``additionalProperties`` (or ``unevaluatedProperties``)
+            other than false.
+        output: What its ``output_schema`` says of its result data; ``None``: it declares none.
         depends_on: Its dependencies, in order.
         place: The tool's key (where a duplicate name is reported).
         category_place: Its ``category`` value, when the category is not built in (built-in ones
             are always known; locating each would cost every tool a look-up).
+        pipeline: Its pipeline, when it is implemented by one.
     """
 
     name: str
     category: str
     parameters: tuple[str, ...]
     required: tuple[str, ...]
-    output_fields: tuple[tuple[str, ...], ...]
+    defaulted: tuple[str, ...]
+    closed: bool
+    output: Shape | None
     depends_on: tuple[DependencySummary, ...]
     place: Place
     category_place: Place | None
+    pipeline: PipelineSummary | None = None
 
     @property
     def file(self) -> str:
@@ -152,6 +240,15 @@ class ToolsetSummary:
 
 
 @attrs.frozen(kw_only=True)
+class CategorySettings:
+    """What a ``policy.categories`` entry sets of the properties pipelines are checked on; ``None``: not set."""
+
+    name: str
+    approval: bool | None = None
+    per_turn: int | None = None
+
+
+@attrs.frozen(kw_only=True)
 class PolicySummary:
     """The names a file's ``policy`` refers to.
 
@@ -159,11 +256,13 @@ class PolicySummary:
         toolset: ``policy.toolset``, when it is a string.
         lists: For each of ``allow``, ``deny`` and ``deliberate`` that is a list, its string entries.
         categories: The categories ``policy.categories`` declares.
+        settings: Their ``approval`` and ``per_turn``, as written.
     """
 
     toolset: Named | None
     lists: tuple[tuple[str, tuple[Named, ...]], ...]
     categories: tuple[str, ...]
+    settings: tuple[CategorySettings, ...] = ()
 
 
 @attrs.frozen(kw_only=True)
@@ -201,91 +300,3 @@ class ProjectSummary:
     def declared_categories(self) -> frozenset[str]:
         """The categories the files' ``policy: categories:`` mappings declare."""
         return frozenset(c for f in self.files if f.policy is not None for c in f.policy.categories)
-
-
-def summarize_file(spec_file: SpecFile) -> FileSummary:
-    """The summary of one loaded file (what remains of it once the per-file rules have run)."""
-    return FileSummary(
-        path=spec_file.path,
-        tools=tuple(_tool(tool) for tool in spec_file.tools),
-        toolsets=tuple(_toolset(spec_file, toolset) for toolset in spec_file.toolsets),
-        policy=_policy(spec_file),
-    )
-
-
-def _tool(tool: ToolSpec) -> ToolSummary:
-    parameters = tool.parameters if isinstance(tool.parameters, Mapping) else {}
-    properties = parameters.get("properties")
-    required = parameters.get("required")
-    return ToolSummary(
-        name=tool.name,
-        category=tool.category,
-        parameters=tuple(str(n) for n in properties) if isinstance(properties, Mapping) else (),
-        required=tuple(n for n in required if isinstance(n, str)) if isinstance(required, list) else (),
-        output_fields=tuple(_fields(tool.output_schema, ())),
-        depends_on=tuple(
-            DependencySummary(tool=d.tool, scope=d.scope, place=Place.of(tool.file, tool.locator, d.pointer))
-            for d in tool.depends_on
-        ),
-        place=Place.of(tool.file, tool.locator, tool.pointer, key=True),
-        category_place=None
-        if tool.category in BUILTIN_CATEGORIES
-        else Place.of(tool.file, tool.locator, f"{tool.pointer}/category"),
-    )
-
-
-def _fields(schema: Any, path: tuple[str, ...]) -> Iterator[tuple[str, ...]]:
-    """The field paths under *schema*: its properties, and an array's elements as ``*``."""
-    if not isinstance(schema, Mapping):
-        return
-    properties = schema.get("properties")
-    if isinstance(properties, Mapping):
-        for name, sub in properties.items():
-            where = (*path, str(name))
-            yield where
-            yield from _fields(sub, where)
-    items = schema.get("items")
-    if isinstance(items, Mapping):
-        yield from _fields(items, (*path, "*"))
-
-
-def _toolset(spec_file: SpecFile, toolset: Toolset) -> ToolsetSummary:
-    def named(key: str, names: tuple[str, ...]) -> tuple[Named, ...]:
-        return tuple(
-            Named(name=name, place=Place.of(spec_file.path, spec_file.locator, f"{toolset.pointer}/{key}/{index}"))
-            for index, name in enumerate(names)
-        )
-
-    return ToolsetSummary(
-        name=toolset.name,
-        place=Place.of(spec_file.path, spec_file.locator, toolset.pointer, key=True),
-        tools=named("tools", toolset.tools),
-        exclude=named("exclude", toolset.exclude),
-        categories=named("categories", toolset.categories),
-    )
-
-
-def _policy(spec_file: SpecFile) -> PolicySummary | None:
-    policy = spec_file.policy
-    if not isinstance(policy, Mapping):
-        return None
-    path, locator = spec_file.path, spec_file.locator
-    toolset = policy.get("toolset")
-    lists = []
-    for key in POLICY_LISTS:
-        names = policy.get(key)
-        if isinstance(names, list):
-            found = tuple(
-                Named(name=name, place=Place.of(path, locator, f"/policy/{key}/{index}"))
-                for index, name in enumerate(names)
-                if isinstance(name, str)
-            )
-            lists.append((key, found))
-    categories = policy.get("categories")
-    return PolicySummary(
-        toolset=Named(name=toolset, place=Place.of(path, locator, "/policy/toolset"))
-        if isinstance(toolset, str)
-        else None,
-        lists=tuple(lists),
-        categories=tuple(str(name) for name in categories) if isinstance(categories, Mapping) else (),
-    )

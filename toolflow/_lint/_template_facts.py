@@ -17,13 +17,13 @@ import attrs
 import jinja2
 import jinja2.nodes
 
-from toolflow._lint._rule import ToolMemo
+from toolflow._lint._memo import ToolMemo
 from toolflow._model import ToolSpec
 from toolflow._schemas import did_you_mean
 from toolflow._templates import TemplateProblem, compile_template, environment, parse_template, template_variables
 from toolflow._yaml import NodeLocator
 
-__all__ = ["TemplateFacts", "file_position", "template_facts"]
+__all__ = ["TemplateFacts", "analyse_source", "file_position", "template_facts"]
 
 
 @attrs.frozen(kw_only=True)
@@ -139,6 +139,15 @@ _KEYWORDS = frozenset(
     {"and", "or", "not", "in", "is", "if", "elif", "else", "endif", "true", "false", "none", "True", "False", "None"}
 )
 """Words that are not plain names to Jinja's parser (constants, operators, tags): they take the slow path."""
+
+
+def analyse_source(source: str) -> Analysis:
+    """Problems, free variables (template globals left out) and ``env`` reads of the template *source*.
+
+    What :func:`template_facts` gives of each template, for templates that are not a tool's own
+    (a pipeline's strings).
+    """
+    return _analyse(source)
 
 
 def _simple(source: str) -> Analysis | None:

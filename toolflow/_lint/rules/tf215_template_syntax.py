@@ -1,15 +1,18 @@
 """A template that does not compile.
 
 ## What it does
-Compiles every `template:` source and every item of a `command:` argv (each is a
-template too) in toolflow's sandboxed Jinja2 environment, and reports syntax
+Compiles every `template:` source, every item of a `command:` argv and every
+string of a pipeline's steps (`with:`, `when:`, `for_each:`) and `result:` (each
+is a template too) in toolflow's sandboxed Jinja2 environment, and reports syntax
 errors and unknown filters or tests at the line inside the YAML file where the
 template goes wrong, and templates nested deeper than Python can compile (more
 than 20 nested `for` loops, or about 100 nested blocks).
 
 ## Why is this bad?
 The template is compiled when the tool is first called, so the mistake surfaces
-as a failed tool call in the middle of an agent's work instead of in CI.
+as a failed tool call in the middle of an agent's work instead of in CI. (A
+pipeline's templates are compiled when the registry is built, which refuses to
+build with one that does not compile.)
 
 ## Example
 ```yaml
@@ -43,16 +46,21 @@ tools:
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import attrs
 
 from toolflow._diagnostics import Diagnostic, Severity
 from toolflow._lint._rule import LintContext, Rule
+from toolflow._model import ToolSpec
+
+if TYPE_CHECKING:
+    from toolflow._templates import TemplateProblem
 
 
 def check(ctx: LintContext) -> Iterator[Diagnostic]:
     # Imported here: Jinja2 is loaded only when some tool has a template.
-    from toolflow._lint._template_facts import file_position, template_facts  # noqa: PLC0415
+    from toolflow._lint._template_facts import template_facts  # noqa: PLC0415
 
     for tool in ctx.tools:
         if not any(impl.kind in ("template", "command") for impl in tool.implementations):
@@ -60,12 +68,31 @@ def check(ctx: LintContext) -> Iterator[Diagnostic]:
         for facts in template_facts(tool):
             what = "template" if facts.label == "template" else f"command {facts.label}"
             for problem in facts.problems:
-                diagnostic = RULE.diag(tool, facts.pointer, f"{what} does not compile: {_sentence(problem.message)}")
-                position = file_position(tool, facts.pointer, problem.line)
-                if position is not None:
-                    line, column = position
-                    diagnostic = attrs.evolve(diagnostic, line=line, column=column, end_line=0, end_column=0)
-                yield diagnostic
+                yield _problem(tool, facts.pointer, what, problem)
+    if any(tool.pipeline is not None for tool in ctx.tools):
+        yield from _pipelines(ctx)
+
+
+def _pipelines(ctx: LintContext) -> Iterator[Diagnostic]:
+    from toolflow._lint._pipeline_facts import iter_pipelines, pipeline_strings  # noqa: PLC0415
+
+    for _, tool, _ in iter_pipelines(ctx.files):
+        for string in pipeline_strings(tool):
+            where = "the result" if string.step is None else f"the '{string.key}' of step {string.step!r}"
+            for problem in string.problems:
+                yield _problem(tool, string.pointer, where, problem)
+
+
+def _problem(tool: ToolSpec, pointer: str, what: str, problem: TemplateProblem) -> Diagnostic:
+    """The diagnostic of *problem* of the template at *pointer*, at its line inside the file."""
+    from toolflow._lint._template_facts import file_position  # noqa: PLC0415
+
+    diagnostic = RULE.diag(tool, pointer, f"{what} does not compile: {_sentence(problem.message)}")
+    position = file_position(tool, pointer, problem.line)
+    if position is None:
+        return diagnostic
+    line, column = position
+    return attrs.evolve(diagnostic, line=line, column=column, end_line=0, end_column=0)
 
 
 def _sentence(message: str) -> str:

@@ -1,0 +1,163 @@
+"""Building the :class:`~toolflow._lint._summary.FileSummary` of one loaded file.
+
+Apart from the records (``_summary``) so that the summary of a pipeline, which needs Jinja2
+(``_pipeline_summary``), is imported only when some tool has a pipeline, without an import cycle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from toolflow._lint._summary import (
+    POLICY_LISTS,
+    CategorySettings,
+    DependencySummary,
+    FileSummary,
+    Named,
+    PipelineSummary,
+    Place,
+    PolicySummary,
+    Shape,
+    ToolsetSummary,
+    ToolSummary,
+)
+from toolflow._model import BUILTIN_CATEGORIES, SpecFile, Toolset, ToolSpec
+
+__all__ = ["shape_of", "summarize_file"]
+
+
+def summarize_file(spec_file: SpecFile) -> FileSummary:
+    """The summary of one loaded file (what remains of it once the per-file rules have run)."""
+    return FileSummary(
+        path=spec_file.path,
+        tools=tuple(_tool(tool, spec_file.text) for tool in spec_file.tools),
+        toolsets=tuple(_toolset(spec_file, toolset) for toolset in spec_file.toolsets),
+        policy=_policy(spec_file),
+    )
+
+
+def _tool(tool: ToolSpec, text: str) -> ToolSummary:
+    return ToolSummary(
+        name=tool.name,
+        category=tool.category,
+        **_parameters(tool.parameters),
+        output=None if tool.output_schema is None else shape_of(tool.output_schema),
+        depends_on=tuple(
+            DependencySummary(tool=d.tool, scope=d.scope, place=Place.of(tool.file, tool.locator, d.pointer))
+            for d in tool.depends_on
+        ),
+        place=Place.of(tool.file, tool.locator, tool.pointer, key=True),
+        category_place=None
+        if tool.category in BUILTIN_CATEGORIES
+        else Place.of(tool.file, tool.locator, f"{tool.pointer}/category"),
+        pipeline=None if tool.pipeline is None else _pipeline(tool, text),
+    )
+
+
+def _parameters(schema: Any) -> dict[str, Any]:
+    """The ``parameters``, ``required``, ``defaulted`` and ``closed`` of a tool's summary."""
+    parameters = schema if isinstance(schema, Mapping) else {}
+    properties = parameters.get("properties")
+    required = parameters.get("required")
+    if not isinstance(properties, Mapping):
+        properties = None
+    return {
+        "parameters": tuple(str(n) for n in properties) if properties is not None else (),
+        "required": tuple(n for n in required if isinstance(n, str)) if isinstance(required, list) else (),
+        "defaulted": tuple(str(n) for n, p in (properties or {}).items() if isinstance(p, Mapping) and "default" in p),
+        "closed": properties is not None
+        and "patternProperties" not in parameters
+        and all(parameters.get(k, False) is False for k in ("additionalProperties", "unevaluatedProperties")),
+    }
+
+
+def _pipeline(tool: ToolSpec, text: str) -> PipelineSummary:
+    # Imported here: Jinja2 is loaded only when some tool has a pipeline.
+    from toolflow._lint._pipeline_summary import summarize_pipeline  # noqa: PLC0415
+
+    return summarize_pipeline(tool, text)
+
+
+_OPAQUE = Shape()
+_COMBINATORS = ("$ref", "$dynamicRef", "allOf", "anyOf", "oneOf", "not", "if", "patternProperties")
+_DEEPEST_SHAPE = 32
+"""Shapes deeper than this are not followed (output schemas are rarely deeper than a few levels)."""
+
+
+def shape_of(schema: Any, depth: int = 0) -> Shape:
+    """What *schema* says of a value, as far as rules can follow it without resolving anything."""
+    if not isinstance(schema, Mapping) or depth > _DEEPEST_SHAPE or any(k in schema for k in _COMBINATORS):
+        return _OPAQUE
+    declared = schema.get("type")
+    types: tuple[str, ...] | None = None
+    if isinstance(declared, str):
+        types = (declared,)
+    elif isinstance(declared, list):
+        types = tuple(t for t in declared if isinstance(t, str))
+    properties = schema.get("properties")
+    additional = schema.get("additionalProperties", False)
+    items = schema.get("items")
+    return Shape(
+        types=types,
+        properties={str(n): shape_of(s, depth + 1) for n, s in properties.items()}
+        if isinstance(properties, Mapping) and additional is False
+        else None,
+        items=shape_of(items, depth + 1) if isinstance(items, Mapping) else None,
+    )
+
+
+def _toolset(spec_file: SpecFile, toolset: Toolset) -> ToolsetSummary:
+    def named(key: str, names: tuple[str, ...]) -> tuple[Named, ...]:
+        return tuple(
+            Named(name=name, place=Place.of(spec_file.path, spec_file.locator, f"{toolset.pointer}/{key}/{index}"))
+            for index, name in enumerate(names)
+        )
+
+    return ToolsetSummary(
+        name=toolset.name,
+        place=Place.of(spec_file.path, spec_file.locator, toolset.pointer, key=True),
+        tools=named("tools", toolset.tools),
+        exclude=named("exclude", toolset.exclude),
+        categories=named("categories", toolset.categories),
+    )
+
+
+def _policy(spec_file: SpecFile) -> PolicySummary | None:
+    policy = spec_file.policy
+    if not isinstance(policy, Mapping):
+        return None
+    path, locator = spec_file.path, spec_file.locator
+    toolset = policy.get("toolset")
+    lists = []
+    for key in POLICY_LISTS:
+        names = policy.get(key)
+        if isinstance(names, list):
+            found = tuple(
+                Named(name=name, place=Place.of(path, locator, f"/policy/{key}/{index}"))
+                for index, name in enumerate(names)
+                if isinstance(name, str)
+            )
+            lists.append((key, found))
+    categories = policy.get("categories")
+    settings = tuple(
+        CategorySettings(
+            name=str(name),
+            approval=own.get("approval") if isinstance(own.get("approval"), bool) else None,
+            per_turn=own.get("per_turn") if _is_count(own.get("per_turn")) else None,
+        )
+        for name, own in (categories.items() if isinstance(categories, Mapping) else ())
+        if isinstance(own, Mapping)
+    )
+    return PolicySummary(
+        toolset=Named(name=toolset, place=Place.of(path, locator, "/policy/toolset"))
+        if isinstance(toolset, str)
+        else None,
+        lists=tuple(lists),
+        categories=tuple(str(name) for name in categories) if isinstance(categories, Mapping) else (),
+        settings=settings,
+    )
+
+
+def _is_count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
