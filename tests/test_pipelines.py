@@ -14,6 +14,7 @@ import yaml
 
 import toolflow
 from toolflow._executor import open_engine
+from toolflow._pipeline_plan import pipeline_cycles
 from toolflow._policy import Policy
 from toolflow._registry import RegistryError
 
@@ -131,6 +132,15 @@ tools:
           tool: nap
           with: {seconds: 0.5}
         bad: {tool: broken, needs: [each]}
+  checks_errors:
+    description: Reads errors of a step that succeeded.
+    pipeline:
+      steps:
+        first: {tool: item_notes, with: {sku: x}}
+        second:
+          when: "{{ errors.first is none }}"
+          tool: item_notes
+          with: {sku: ok}
   one_at_a_time:
     description: A 1 s nap; one call at a time.
     concurrency: 1
@@ -678,3 +688,31 @@ async def test_the_summary_counts_many_items(setup: Setup, autojump_clock: trio.
     assert result.error == (
         "step 'bad' (broken) failed: RuntimeError: the disk is on fire; ran: each (10 items), bad; cancelled: slow"
     )
+
+
+def test_cycles_are_found_in_a_chain_longer_than_the_recursion_limit() -> None:
+    """pipeline_cycles walks a chain of 5,000 pipelines (and the cycle closing it) without recursing."""
+    count = 5000
+
+    def pipeline(name: str, calls: str) -> toolflow.ToolSpec:
+        steps = (toolflow.PipelineStep(name="next", tool=calls),)
+        return toolflow.ToolSpec(
+            name=name,
+            implementations=(toolflow.Implementation(kind="pipeline", config=toolflow.Pipeline(steps=steps)),),
+        )
+
+    chain = [pipeline(f"p{i}", f"p{i + 1}") for i in range(count)]
+    assert pipeline_cycles(chain) == []
+    closed = [*chain, pipeline(f"p{count}", "p0")]
+    (cycle,) = pipeline_cycles(closed)
+    assert (len(cycle), cycle[0], cycle[-1]) == (count + 2, "p0", "p0")
+
+
+async def test_errors_of_a_step_that_succeeded_is_null(setup: Setup, tmp_path: Path) -> None:
+    """`errors.NAME` is null for a step that succeeded, so `when: "{{ errors.first is none }}"` works."""
+    registry, plugins, _ = setup
+    with trio.fail_after(60):
+        async with open_engine(registry, plugins=plugins) as engine:
+            result = await engine.call("checks_errors", {})
+    assert result.success, result.error
+    assert result.data == {"first": "note of x", "second": "note of ok"}

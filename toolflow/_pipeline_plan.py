@@ -144,23 +144,24 @@ def pipeline_cycles(specs: Iterable[ToolSpec]) -> list[list[str]]:
     }
     cycles: list[list[str]] = []
     state: dict[str, int] = {}  # 1: on the current path, 2: done
-
-    def visit(name: str, path: list[str]) -> None:
-        state[name] = 1
-        path.append(name)
-        for callee in dict.fromkeys(calls.get(name, ())):
-            if callee not in calls:
-                continue
-            if state.get(callee) == 1:
+    for root in calls:
+        if root in state:
+            continue
+        # Depth first without recursion (a long chain of pipelines must not exhaust the stack).
+        path: list[str] = [root]
+        pending: list[Iterator[str]] = [iter(dict.fromkeys(calls[root]))]
+        state[root] = 1
+        while pending:
+            callee = next(pending[-1], None)
+            if callee is None:
+                state[path.pop()] = 2
+                pending.pop()
+            elif callee in calls and state.get(callee) == 1:
                 cycles.append([*path[path.index(callee) :], callee])
-            elif callee not in state:
-                visit(callee, path)
-        path.pop()
-        state[name] = 2
-
-    for name in calls:
-        if name not in state:
-            visit(name, [])
+            elif callee in calls and callee not in state:
+                state[callee] = 1
+                path.append(callee)
+                pending.append(iter(dict.fromkeys(calls[callee])))
     return cycles
 
 

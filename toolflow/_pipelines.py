@@ -232,7 +232,7 @@ class _Run:
             self._failed(compiled, str(exc), None)
             return
         if calls is None:
-            self.data[compiled.name] = None
+            self.data[compiled.name] = self.errors[compiled.name] = None
             self._record(compiled, None, "skipped", None, None)
         elif compiled.for_each is None:
             result = await self._call(compiled, calls[0], None)
@@ -280,6 +280,7 @@ class _Run:
     def _settle_items(self, compiled: CompiledStep, results: list[ToolResult]) -> None:
         """The data (and, when an item failed under ``on_error: continue``, the errors) of a ``for_each`` step."""
         self.data[compiled.name] = [result.data if result.success else None for result in results]
+        self.errors[compiled.name] = None
         if any(not result.success for result in results):  # under on_error: stop, _call ended the pipeline
             self.errors[compiled.name] = [None if result.success else result.error for result in results]
             self.continued.extend(
@@ -313,6 +314,7 @@ class _Run:
     def _settle(self, compiled: CompiledStep, result: ToolResult, index: int | None) -> None:
         if result.success:
             self.data[compiled.name] = result.data
+            self.errors[compiled.name] = None
         else:
             self._failed(compiled, result.error or "failed", index)
 
