@@ -426,3 +426,54 @@ def test_every_call_gets_one_result_or_the_batch_aborts_whole(
             assert "one dangerous action per turn" in (entry.result.error or "")
         if kind in {"slow", "hang"}:
             assert (entry.result.error or "").startswith("timed out after")
+
+
+async def test_calls_of_a_tool_with_a_concurrency_limit_run_in_call_order(tmp_path: Path) -> None:
+    """`concurrency: 1`: a turn's calls of the tool run one at a time in the order the model made them."""
+    spec = tmp_path / "tools.yaml"
+    spec.write_text(
+        """\
+toolflow: 1
+tools:
+  log:
+    description: Appends to a log, one call at a time.
+    concurrency: 1
+    parameters:
+      type: object
+      properties:
+        n: {type: integer, description: Which call.}
+      required: [n]
+    implementation: order.log
+  free:
+    description: No limit.
+    implementation: order.free
+""",
+        encoding="utf-8",
+    )
+    seen: list[int] = []
+
+    class Order:
+        @toolflow.hookimpl
+        def toolflow_register_implementations(self, register: Callable[[str, Any], None]) -> None:
+            async def log(n: int) -> int:
+                await trio.sleep(0.01)
+                seen.append(n)
+                return n
+
+            async def free() -> str:
+                return "ok"
+
+            register("order.log", log)
+            register("order.free", free)
+
+    plugins = toolflow.load_plugins(entry_points=False)
+    plugins.register(Order(), "order")
+    registry = toolflow.load_registry([spec], plugins=plugins)
+    with trio.fail_after(30):
+        async with toolflow.open_engine(registry, plugins=plugins) as engine:
+            for _ in range(20):  # trio starts tasks in a random order: one lucky run proves nothing
+                seen.clear()
+                calls = [{"id": f"c{n}", "name": "log", "arguments": {"n": n}} for n in range(6)]
+                results = await engine.run_batch([*calls[:3], {"id": "f", "name": "free", "arguments": {}}, *calls[3:]])
+                assert seen == list(range(6))
+                assert [result.data for result in results] == [0, 1, 2, "ok", 3, 4, 5]

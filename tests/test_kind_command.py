@@ -491,3 +491,24 @@ async def test_json_output_passes_structured_data_to_the_next_pipeline_step(tmp_
             result = await engine.call("report", {"arg": "42"})
     assert result.success is True, result.error
     assert result.data == {"customer": "c-42", "count": 2}
+
+
+async def test_success_codes_say_which_exit_statuses_succeed(tmp_path: Path) -> None:
+    """`success_codes: [0, 1]`: grep finding nothing (exit 1) is an answer; exit 2 is still a failure."""
+    (tmp_path / "words.txt").write_text("apple\nbanana\n", encoding="utf-8")
+    words = str(tmp_path / "words.txt")
+    found = await _call(tmp_path, {"argv": ["grep", "apple", words], "success_codes": [0, 1]})
+    nothing = await _call(tmp_path, {"argv": ["grep", "cherry", words], "success_codes": [0, 1]})
+    broken = await _call(tmp_path, {"argv": ["grep", "x", str(tmp_path / "missing")], "success_codes": [0, 1]})
+    plain = await _call(tmp_path, {"argv": ["grep", "cherry", words]})
+    assert (found["success"], found["data"]["stdout"]) == (True, "apple\n")
+    assert (nothing["success"], nothing["data"]["exit_code"], nothing["data"]["stdout"]) == (True, 1, "")
+    assert (broken["success"], broken["data"]["exit_code"]) == (False, 2)
+    assert (plain["success"], plain["error"]) == (False, "command exited with status 1")
+
+
+async def test_success_codes_and_json_output(tmp_path: Path) -> None:
+    """With `output: json`, stdout is parsed for every exit status the spec calls a success."""
+    script = "import json, sys; print(json.dumps({'matches': []})); sys.exit(1)"
+    result = await _call(tmp_path, {"argv": [sys.executable, "-c", script], "output": "json", "success_codes": [0, 1]})
+    assert result == {"matches": []}

@@ -608,6 +608,7 @@ def test_implementation_shorthands(tmp_path: Path) -> None:
         "env": {},
         "max_output": 65536,
         "output": "text",
+        "success_codes": [0],
     }
     assert tool(result, "i").implementations[0].config == "plugin.name"
     assert [i.kind for i in tool(result, "two").implementations] == ["implementation", "template"]

@@ -17,7 +17,7 @@ and a call that has not started yet sees the stop that a kill requests.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Literal, Protocol, TypeAlias, cast
 
 import attrs
@@ -134,6 +134,9 @@ class Runner(Protocol):
     def dependencies(self, name: str) -> frozenset[str]:
         """The tools *name* ``depends_on`` (none for an unknown tool)."""
 
+    def concurrency(self, name: str) -> int | None:
+        """The tool's own ``concurrency`` limit (``None``: none, or an unknown tool)."""
+
     def ran_dangerous(self) -> None:
         """Count a ``dangerous`` call that ran in this tick."""
 
@@ -209,9 +212,23 @@ async def _concurrently(runner: Runner, calls: list[tuple[int, ToolCall]], entri
             if index in done:  # however the call ended, the calls waiting for it go on
                 done[index].set()
 
+    async def in_order(queue: Iterator[tuple[int, ToolCall]]) -> None:
+        for index, call in queue:
+            await run_one(index, call)
+
+    # trio starts a nursery's tasks in no set order, so the calls of a tool with a `concurrency`
+    # limit would take its slots in any order: they go through that many workers, in call order.
+    limited: dict[str, list[tuple[int, ToolCall]]] = {}
     async with trio.open_nursery() as nursery:
         for index, call in calls:
-            nursery.start_soon(run_one, index, call)
+            if runner.concurrency(call.name) is None:
+                nursery.start_soon(run_one, index, call)
+            else:
+                limited.setdefault(call.name, []).append((index, call))
+        for name, group in limited.items():
+            queue = iter(group)
+            for _ in range(min(cast("int", runner.concurrency(name)), len(group))):
+                nursery.start_soon(in_order, queue)
 
 
 def _waits(runner: Runner, calls: list[tuple[int, ToolCall]]) -> dict[int, list[int]]:

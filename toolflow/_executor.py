@@ -594,6 +594,11 @@ class Engine:
         plan = self._known(name)
         return plan is not None and (plan.dangerous or plan.category in self._approving)
 
+    def concurrency(self, name: str) -> int | None:
+        """The tool's own ``concurrency`` limit (``None``: none, or an unknown tool)."""
+        plan = self._known(name)
+        return None if plan is None else plan.spec.concurrency
+
     def dependencies(self, name: str) -> frozenset[str]:
         """The tools *name* ``depends_on`` (none for an unknown tool)."""
         plan = self._plans.get(name)

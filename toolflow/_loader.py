@@ -520,6 +520,7 @@ def _implementation_config(kind: str, value: Any, pointer: str) -> Any:
             "env": dict(settings.get("env", {})),
             "max_output": settings.get("max_output", 65536),
             "output": settings.get("output", "text"),
+            "success_codes": list(settings.get("success_codes", [0])),
         }
     return value
 

@@ -18,12 +18,12 @@ detach with its own session). When the call is cancelled (a timeout, a stop),
 the whole process group is killed with ``SIGKILL`` and the program reaped
 before the cancellation goes on.
 
-The result is ``{"success": exit status == 0, "data": {"exit_code", "stdout",
-"stderr", "truncated"}}``, with ``"error": "command exited with status N:
-<first line of stderr>"`` on failure. A program that cannot be started (not
+The result is ``{"success": exit status in success_codes, "data": {"exit_code",
+"stdout", "stderr", "truncated"}}`` (``success_codes`` defaults to ``[0]``), with
+``"error": "command exited with status N: <first line of stderr>"`` on failure. A program that cannot be started (not
 found, not executable, a missing working directory) is a failure result too.
 
-With ``output: json`` a program that exits 0 has its stdout parsed as JSON, as a
+With ``output: json`` a program that succeeds has its stdout parsed as JSON, as a
 ``template:`` with ``output: json`` has its rendering (a parsed object with a
 ``success`` key is a result dict); stderr is then dropped. Stdout that is not
 JSON, or that was cut at ``max_output``, is a failure naming it, with the text
@@ -38,7 +38,7 @@ import contextlib
 import os
 import signal
 import subprocess
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Collection, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -86,6 +86,15 @@ SCHEMA: Mapping[str, Any] = {
                 " `json`: stdout is parsed as JSON into the result's data."
             ),
         },
+        "success_codes": {
+            "type": "array",
+            "items": {"type": "integer", "minimum": 0, "maximum": 255},
+            "minItems": 1,
+            "uniqueItems": True,
+            "description": (
+                "Exit statuses that mean success (default `[0]`; `grep` says 1 when nothing matched: `[0, 1]`)."
+            ),
+        },
     },
 }
 """JSON Schema (draft-07) of the ``command:`` value; the same as the spec schema's ``definitions/command``."""
@@ -127,6 +136,7 @@ def build(spec: ToolSpec) -> Callable[..., Coroutine[Any, Any, object]]:
     extra_env: dict[str, str] = config["env"]
     max_output: int = config["max_output"]
     output: str = config["output"]
+    success_codes: frozenset[int] = frozenset(config["success_codes"])
 
     async def run(**arguments: Any) -> object:
         variables = {"env": TemplateEnv((), {}, unlisted=_UNLISTED), **arguments}
@@ -136,7 +146,7 @@ def build(spec: ToolSpec) -> Callable[..., Coroutine[Any, Any, object]]:
             where = "argv" if exc.line is None else f"argv[{exc.line}]"
             return {"success": False, "error": f"command {where}: {exc}"}
         env = {**os.environ, **extra_env} if extra_env else None
-        return await run_argv(argv, cwd=cwd, env=env, max_output=max_output, output=output)
+        return await run_argv(argv, cwd=cwd, env=env, max_output=max_output, output=output, success_codes=success_codes)
 
     run.__name__ = run.__qualname__ = f"command:{spec.name}"
     return run
@@ -155,6 +165,7 @@ def _config(spec: ToolSpec) -> dict[str, Any] | None:
         "env": {str(k): str(v) for k, v in (config.get("env") or {}).items()},
         "max_output": config.get("max_output") or DEFAULT_MAX_OUTPUT,
         "output": config.get("output") or "text",
+        "success_codes": list(config.get("success_codes") or (0,)),
     }
 
 
@@ -187,6 +198,7 @@ async def run_argv(
     env: Mapping[str, str] | None = None,
     max_output: int = DEFAULT_MAX_OUTPUT,
     output: str = "text",
+    success_codes: Collection[int] = (0,),
 ) -> object:
     """Run *argv* (no shell) in its own process group and return the command result.
 
@@ -195,7 +207,8 @@ async def run_argv(
         cwd: Working directory (default: the current one).
         env: The whole environment of the program (default: inherited).
         max_output: Bytes of stdout and of stderr kept.
-        output: ``"json"``: the stdout of a program that exits 0 is parsed as JSON.
+        output: ``"json"``: the stdout of a program that succeeded is parsed as JSON.
+        success_codes: The exit statuses that mean success (default: 0 alone).
 
     Returns:
         ``{"success", "data": {"exit_code", "stdout", "stderr", "truncated"}}``
@@ -243,10 +256,11 @@ async def run_argv(
             await process.wait()
             await stdout.aclose()
             await stderr.aclose()
-    return _result(process.returncode, out, err, incomplete=incomplete, output=output)
+    ok = process.returncode in success_codes
+    return _result(process.returncode, out, err, incomplete=incomplete, output=output, ok=ok)
 
 
-def _result(code: int | None, out: _Capture, err: _Capture, *, incomplete: bool, output: str) -> object:
+def _result(code: int | None, out: _Capture, err: _Capture, *, incomplete: bool, output: str, ok: bool) -> object:
     """The result of a program that exited with *code*, having written *out* and *err*."""
     stderr_text, stdout_text = err.text(), out.text()
     data = {
@@ -255,7 +269,7 @@ def _result(code: int | None, out: _Capture, err: _Capture, *, incomplete: bool,
         "stderr": stderr_text,
         "truncated": out.truncated or err.truncated or incomplete,
     }
-    if code != 0:
+    if not ok:
         return {"success": False, "data": data, "error": _exit_error(code, stderr_text)}
     if output != "json":
         return {"success": True, "data": data}
