@@ -12,8 +12,8 @@ example, the first error in the validator's own words, at the failing argument
 when the error names one.
 
 ## Why is this bad?
-Examples document how to call the tool and are shown to models and readers
-as correct usage. An example that fails validation teaches a call that is
+Examples document how to call the tool: readers take them as correct usage,
+and tests run them. An example that fails validation teaches a call that is
 rejected, and usually means the schema and the examples drifted apart.
 
 ## Example
