@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 
 from toolflow._cli import run
@@ -513,3 +514,68 @@ def test_kinds_reach_the_exported_annotations(tmp_path: Path) -> None:
     write(tmp_path, "s.yaml", "toolflow: 1\ntools:\n  get:\n    description: Get a page\n    fetch: https://x\n")
     registry = load_registry([tmp_path / "s.yaml"], plugins=plugins)
     assert registry.schemas("mcp")[0]["annotations"]["openWorldHint"] is True
+
+
+# --- parameter rules -----------------------------------------------------------------------------
+
+RULES_SPEC = """\
+toolflow: 1
+tools:
+  find:
+    description: Find a thing.
+    parameters:
+      type: object
+      properties:
+        name: {type: string, description: By name.}
+        dbref: {type: string, description: By reference.}
+        mode: {type: string, enum: [fast, full], description: How.}
+        depth: {type: integer, description: How deep.}
+        tag: {type: string, description: A tag.}
+        owner: {type: string, description: An owner.}
+    parameter_rules:
+      - exactly_one: [name, dbref]
+      - when: {mode: full}
+        require: [depth]
+      - when: tag
+        require: [owner, depth]
+      - exclusive: [tag, dbref]
+      - at_least_one: [name, tag]
+    template: "{{ name }}"
+"""
+
+RULES_SENTENCE = (
+    'Parameter rules: give exactly one of `name` or `dbref`; if `mode` is "full", also give `depth`;'
+    " if `tag` is given, also give `owner` and `depth`; give at most one of `tag` or `dbref`;"
+    " give at least one of `name` and `tag`."
+)
+
+
+@pytest.fixture
+def ruled(tmp_path: Path) -> ToolSpec:
+    loaded = load_specs([write(tmp_path, "tools.yaml", RULES_SPEC)])
+    assert loaded.ok
+    (tool,) = loaded.tools
+    return tool
+
+
+def test_parameter_rules_are_a_sentence_for_openai_and_anthropic(ruled: ToolSpec) -> None:
+    """OpenAI and Anthropic refuse the rules' keywords at the top level: the description says them."""
+    (openai,) = export_tools([ruled], "openai")
+    (anthropic,) = export_tools([ruled], "anthropic")
+    assert openai["function"]["description"] == f"Find a thing.\n\n{RULES_SENTENCE}"
+    assert anthropic["description"] == f"Find a thing.\n\n{RULES_SENTENCE}"
+    assert "allOf" not in openai["function"]["parameters"]
+    assert "allOf" not in anthropic["input_schema"]
+
+
+def test_parameter_rules_are_json_schema_for_mcp(ruled: ToolSpec) -> None:
+    """MCP takes any JSON Schema: the rules are the validator's own fragments, and a client checking them agrees."""
+    (mcp,) = export_tools([ruled], "mcp")
+    schema = mcp["inputSchema"]
+    assert mcp["description"] == "Find a thing."
+    assert len(schema["allOf"]) == 5
+    validator = jsonschema.Draft202012Validator(schema)
+    assert validator.is_valid({"name": "a"})
+    assert not validator.is_valid({"name": "a", "dbref": "#1"})  # exactly one
+    assert not validator.is_valid({"name": "a", "mode": "full"})  # depth required
+    assert not validator.is_valid({"dbref": "#1"})  # at least one of name, tag

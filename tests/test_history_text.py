@@ -18,7 +18,7 @@ from toolflow._calls import MalformedCall, ParsedCall, ToolCall, parse_tool_call
 from toolflow._errors import UsageError
 from toolflow._executor import HistoryEntry
 from toolflow._history import DEFAULT_TEXT_PROTOCOL_TEMPLATE, TextFormat, get_format
-from toolflow._model import ToolSpec
+from toolflow._model import ParameterRule, ToolSpec
 from toolflow._results import ToolResult
 
 INSPECT = ToolSpec(
@@ -560,3 +560,16 @@ def test_fallback_scan_of_bracket_heavy_text_finds_the_call() -> None:
     text, parsed = read("fallback", noise + '\n{"tool": "ping"}')
     assert calls_of(parsed) == [("ping", {})]
     assert text == noise
+
+
+@pytest.mark.parametrize("name", ["text", "fallback"])
+async def test_prompted_formats_state_the_parameter_rules(name: str) -> None:
+    """A model reading the text or fallback prompt learns the parameter rules before it breaks one."""
+    find = ToolSpec(
+        name="find",
+        description="Find a thing.",
+        parameters={"type": "object", "properties": {"name": {"type": "string"}, "dbref": {"type": "string"}}},
+        parameter_rules=(ParameterRule(kind="exactly_one", params=("name", "dbref")),),
+    )
+    prompt = await get_format(name).system_prompt("You are a worker.", [find])
+    assert "Find a thing.\n\nParameter rules: give exactly one of `name` or `dbref`." in prompt

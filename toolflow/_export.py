@@ -12,6 +12,13 @@ Each exporter turns one :class:`~toolflow.ToolSpec` into a fresh JSON-ready
   false`` and lists every property in ``required``, and no keyword strict mode
   refuses is used (the facts of lint rule TF302); otherwise ``false``.
 - ``anthropic``: ``{"name", "description", "input_schema"}``.
+
+Parameter rules are enforced when a call runs; the exports tell the model them too, in the form
+each target takes: OpenAI and Anthropic refuse the rules' keywords at the top level of a
+schema (``allOf``, ``anyOf``, ``oneOf``, ``not``; strict mode refuses more), so their
+``description`` ends with a sentence (``Parameter rules: give exactly one of `name` or
+`dbref`.``); MCP's ``inputSchema`` holds them as JSON Schema under ``allOf``, the validator's own
+fragments. The text and fallback history formats describe tools with the sentence too.
 - ``mcp``: an MCP ``Tool``: ``{"name", "title"?, "description", "inputSchema",
   "outputSchema"?, "annotations"}``. ``title`` (also ``annotations.title``)
   appears when the spec has one; ``outputSchema`` when the spec's
@@ -58,7 +65,8 @@ counts as the worst case (MCP's defaults).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal, NamedTuple, get_args
 
 from toolflow._errors import UsageError
@@ -70,9 +78,9 @@ from toolflow._lint._target_facts import (
     TOP_LEVEL_REJECTED,
     is_object_schema,
 )
-from toolflow._model import Category, ToolSpec
+from toolflow._model import Category, ParameterRule, ToolSpec
 from toolflow._provenance import masked
-from toolflow._schemas import did_you_mean
+from toolflow._schemas import did_you_mean, validation_schema
 
 __all__ = [
     "EXPORT_FORMATS",
@@ -111,14 +119,62 @@ def description(spec: ToolSpec) -> str:
     return text
 
 
+def mcp_input_schema(spec: ToolSpec) -> dict[str, Any]:
+    """The parameter schema with the parameter rules as JSON Schema under ``allOf`` (MCP takes any JSON Schema)."""
+    if not spec.parameter_rules:
+        return input_schema(spec)
+    schema: dict[str, Any] = masked(validation_schema(input_schema(spec), spec.parameter_rules))
+    return schema
+
+
+def described_with_rules(spec: ToolSpec) -> str:
+    """The tool's description, followed by its parameter rules as a sentence (where a schema cannot hold them).
+
+    ``Parameter rules: give exactly one of `name` or `dbref`; if `mode` is "full", also give `depth`.``
+    """
+    text = description(spec)
+    sentences = rule_sentences(spec.parameter_rules)
+    if not sentences:
+        return text
+    rules = f"Parameter rules: {'; '.join(sentences)}."
+    return f"{text}\n\n{rules}" if text else rules
+
+
+def rule_sentences(rules: Sequence[ParameterRule]) -> list[str]:
+    """Each parameter rule as words a model reads (values from ``${...}`` masked)."""
+    sentences = []
+    for rule in rules:
+        names = [f"`{name}`" for name in dict.fromkeys(rule.params)]
+        listed = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} {_joiner(rule.kind)} {names[-1]}"
+        if rule.kind == "requires":
+            if rule.when_values is not None:
+                condition = " and ".join(
+                    f"`{key}` is {json.dumps(masked(value), ensure_ascii=False)}"
+                    for key, value in rule.when_values.items()
+                )
+            else:
+                condition = f"`{rule.when}` is given"
+            sentences.append(f"if {condition}, also give {listed}")
+        else:
+            sentences.append(f"give {_QUANTITY[rule.kind]} {listed}")
+    return sentences
+
+
+_QUANTITY = {"exclusive": "at most one of", "at_least_one": "at least one of", "exactly_one": "exactly one of"}
+
+
+def _joiner(kind: str) -> str:
+    return "and" if kind in {"requires", "at_least_one"} else "or"
+
+
 def openai_tool(spec: ToolSpec) -> dict[str, Any]:
-    """The OpenAI (Chat Completions) ``tools`` entry of *spec*."""
+    """The OpenAI (Chat Completions) ``tools`` entry of *spec*; parameter rules in the description."""
     parameters = input_schema(spec)
     return {
         "type": "function",
         "function": {
             "name": spec.name,
-            "description": description(spec),
+            "description": described_with_rules(spec),
             "parameters": parameters,
             "strict": openai_strict_compatible(parameters),
         },
@@ -126,8 +182,8 @@ def openai_tool(spec: ToolSpec) -> dict[str, Any]:
 
 
 def anthropic_tool(spec: ToolSpec) -> dict[str, Any]:
-    """The Anthropic Messages API ``tools`` entry of *spec*."""
-    return {"name": spec.name, "description": description(spec), "input_schema": input_schema(spec)}
+    """The Anthropic Messages API ``tools`` entry of *spec*; parameter rules in the description."""
+    return {"name": spec.name, "description": described_with_rules(spec), "input_schema": input_schema(spec)}
 
 
 def mcp_tool(spec: ToolSpec, tools: Mapping[str, ToolSpec] | None = None) -> dict[str, Any]:
@@ -136,7 +192,7 @@ def mcp_tool(spec: ToolSpec, tools: Mapping[str, ToolSpec] | None = None) -> dic
     if spec.title:
         tool["title"] = masked(spec.title)
     tool["description"] = description(spec)
-    tool["inputSchema"] = input_schema(spec)
+    tool["inputSchema"] = mcp_input_schema(spec)
     output = spec.output_schema
     if isinstance(output, Mapping) and output.get("type") == "object":
         tool["outputSchema"] = masked(output)

@@ -52,7 +52,7 @@ import trio
 
 from toolflow._calls import ToolCall
 from toolflow._errors import UsageError, expect
-from toolflow._export import anthropic_tool, description, input_schema, openai_tool
+from toolflow._export import anthropic_tool, described_with_rules, input_schema, openai_tool
 from toolflow._history_text import (
     DEFAULT_TEXT_PROTOCOL_TEMPLATE,
     TEXT_PROTOCOL_TIMEOUT,
@@ -191,7 +191,7 @@ def _tool_entries(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
         entries.append(
             {
                 "name": spec.name,
-                "description": description(spec),
+                "description": described_with_rules(spec),
                 "parameters": parameters,
                 "parameters_json": json.dumps(parameters, ensure_ascii=False),
                 "category": spec.category,
