@@ -64,7 +64,16 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "toolflow._rendering",
         ),
     ),
-    ("loop", ("toolflow._providers", "toolflow._history_text", "toolflow._history", "toolflow._loop")),
+    (
+        "loop",
+        (
+            "toolflow._providers",
+            "toolflow._history_text",
+            "toolflow._history",
+            "toolflow._loop_texts",
+            "toolflow._loop",
+        ),
+    ),
     (
         "cli, testing, default plugins",
         (

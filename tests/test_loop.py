@@ -85,6 +85,26 @@ async def test_max_iterations_ends_the_loop_with_every_call_answered(setup: Setu
     check_openai_history(result.messages)
 
 
+@pytest.mark.parametrize("format_name", ["openai", "text"])
+async def test_answer_at_limit_gives_one_last_turn_without_tools(setup: Setup, format_name: str) -> None:
+    """`answer_at_limit`: after the last allowed turn the model answers, offered no tools; a call then is refused."""
+    answered = [{"tool_calls": [call("look")]}, {"tool_calls": [call("look")]}, {"text": "Here is what I found."}]
+    policy = Policy(max_iterations=2, answer_at_limit=True)
+    result, provider = await setup.run(answered, policy=policy, format=format_name)
+    assert (result.reason, result.final_answer, len(result.turns)) == ("max_iterations", "Here is what I found.", 3)
+    last = provider.requests[-1]
+    assert last.tools == ()
+    assert "This task has used all its turns." in str(last.messages[-1])
+    stubborn = [{"tool_calls": [call("look")]}, {"tool_calls": [call("look")]}, {"tool_calls": [call("look")]}]
+    result, _ = await setup.run(stubborn, policy=policy, format=format_name)
+    assert result.reason == "max_iterations"
+    assert result.decision.message == "the model used its last turn for tool calls"
+    refused = result.turns[-1].entries[0].result
+    assert refused.error == "Error: no tools may be called now - the task has used all its turns; answer in plain text"
+    without, _ = await setup.run(answered, policy=Policy(max_iterations=2), format=format_name)
+    assert (without.reason, len(without.turns)) == ("max_iterations", 2)  # off by default
+
+
 async def test_token_warning_then_critical_gives_one_last_turn_without_tools(setup: Setup) -> None:
     """60 %: an advisory on the results; 80 %: one more turn without tools, then `token_critical`."""
     policy = attrs_evolve(setup.policy, tokens={"context_window": 1000})

@@ -48,6 +48,11 @@ from toolflow._calls import MalformedCall, ParsedCall, ToolCall, parse_tool_call
 from toolflow._errors import UsageError, expect, expect_count
 from toolflow._executor import Abort, Engine, HistoryEntry
 from toolflow._history import HistoryFormat, get_format
+from toolflow._loop_texts import ENDED as _ENDED
+from toolflow._loop_texts import KILLED_BEFORE as _KILLED_BEFORE
+from toolflow._loop_texts import KILLED_WHILE_RUNNING as _KILLED_WHILE_RUNNING
+from toolflow._loop_texts import LAST_TURN, NO_TOOLS_NOW
+from toolflow._loop_texts import STOPPED_BEFORE as _STOPPED_BEFORE
 from toolflow._model import RetryPolicy
 from toolflow._policy import LoopDecision, LoopReason, Policy, check_loop_continuation
 from toolflow._provenance import masked
@@ -70,29 +75,6 @@ logger = logging.getLogger("toolflow")
 PROVIDER_RETRY = RetryPolicy(attempts=4, initial=1.0, max=30.0)
 """How often and how patiently a retryable provider error is retried by default."""
 
-_LAST_TURN = (
-    "The context window is nearly full. Answer the user now, in plain text, without calling tools: "
-    "no more tool calls will be run."
-)
-
-# What the model reads for a call of a turn the user stopped or killed (the engine's own results for
-# a killed or stopped call, toolflow._attempts.KILLED and STOPPED, are for callers, not history).
-_STOPPED_BEFORE = ToolResult.failure(
-    "Error: not run - the user stopped the turn before this call", extra={"status": "stopped"}
-)
-_KILLED_WHILE_RUNNING = ToolResult.failure(
-    "Error: cancelled - the user killed the turn while the tool ran", extra={"status": "cancelled"}
-)
-_KILLED_BEFORE = ToolResult.failure(
-    "Error: cancelled - the user killed the turn before this call ran", extra={"status": "cancelled"}
-)
-_ENDED = ToolResult.failure(
-    "Error: cancelled - the turn ended before this call was answered", extra={"status": "cancelled"}
-)
-_NO_TOOLS_NOW = ToolResult.failure(
-    "Error: no tools may be called now - the context window is full; answer in plain text",
-    extra={"status": "not_run"},
-)
 _NOTHING: frozenset[str] = frozenset()
 
 
@@ -168,6 +150,8 @@ class _RunState:
 
     iteration: int = 0
     tools_offered: bool = True
+    last_turn: LoopReason = "token_critical"
+    """Why the model gets the turn without tools, once ``tools_offered`` is false."""
     errors: int = 0
     """Failed calls in a row (see ``max_consecutive_errors``)."""
     final_answer: str = ""
@@ -413,7 +397,8 @@ class Agent:
         if self._stop:
             return self._stopped(iteration - 1)
         try:
-            response = await self._ask(self._request(iteration, tools_offered=tools_offered))
+            then = None if tools_offered else LAST_TURN[state.last_turn]
+            response = await self._ask(self._request(iteration, tools_offered=tools_offered, then=then))
         except ProviderError as exc:
             remaining = max(0, self.policy.max_iterations - iteration + 1)
             return LoopDecision(
@@ -432,7 +417,7 @@ class Agent:
             entries, ended_by = (), ()
             decision = LoopDecision(
                 should_continue=False,
-                reason="final_answer" if tools_offered else "token_critical",
+                reason="final_answer" if tools_offered else state.last_turn,
                 message="the model answered without calling tools",
                 iterations_remaining=max(0, self.policy.max_iterations - iteration),
             )
@@ -450,10 +435,16 @@ class Agent:
         state.turns.append(record)
         if self.on_turn is not None:
             self.on_turn(record)
-        if decision.reason == "token_critical" and tools_offered and calls:
-            state.tools_offered = False  # one last turn, without tools, to answer
+        if tools_offered and calls and self._answers_after(decision):
+            state.tools_offered, state.last_turn = False, decision.reason  # one last turn, without tools
             return None
         return None if decision.should_continue else decision
+
+    def _answers_after(self, decision: LoopDecision) -> bool:
+        """Whether *decision*, after a turn with tool calls, gives the model one last turn without tools to answer."""
+        return decision.reason == "token_critical" or (
+            decision.reason == "max_iterations" and self.policy.answer_at_limit
+        )
 
     async def _answer(
         self, state: _RunState, calls: list[ParsedCall], response: ModelResponse
@@ -466,7 +457,8 @@ class Agent:
             if state.tools_offered:
                 entries, uncounted = await self._run_calls(calls)
             else:  # the turn without tools: none of them runs
-                entries, uncounted = tuple(_entry(call, _NO_TOOLS_NOW) for call in calls), _NOTHING
+                refused = NO_TOOLS_NOW[state.last_turn]
+                entries, uncounted = tuple(_entry(call, refused) for call in calls), _NOTHING
             decision, ended_by = self._decide(state, entries, response, uncounted)
             entries = self._advise(entries, decision)
             self._messages.extend(self.format.result_messages(entries, max_chars=self.max_result_chars))
@@ -545,8 +537,6 @@ class Agent:
         the same however long the run; the history is only ever appended to, so the view keeps
         showing the messages of this turn. Without tools, the model is told to answer now.
         """
-        if not tools_offered:
-            then = _LAST_TURN
         return ModelRequest(
             format=self.format.name,
             system=self.system if tools_offered else self._answer_system,
@@ -707,7 +697,7 @@ class Agent:
             reason = "error_cap"
             message = f"{state.errors} failed tool calls in a row (at most {policy.max_consecutive_errors})"
         elif not state.tools_offered:
-            reason, message = "token_critical", "the model used its last turn for tool calls"
+            reason, message = state.last_turn, "the model used its last turn for tool calls"
         else:
             return base, ()
         advisory, remaining = base.advisory, base.iterations_remaining
@@ -724,7 +714,7 @@ class Agent:
         if decision.advisory is not None:
             extra["_token_advisory"] = dict(decision.advisory)
             if decision.reason == "token_critical":
-                extra["_token_advisory"]["message"] = _LAST_TURN
+                extra["_token_advisory"]["message"] = LAST_TURN["token_critical"]
         turn = self.policy.max_iterations - decision.iterations_remaining
         if decision.should_continue and turn >= self._soft_warn_at:
             left = decision.iterations_remaining

@@ -214,6 +214,8 @@ class Policy:
         system_prompt: The loop's system prompt unless the caller gives one.
         text_protocol: A template replacing the text format's tool-protocol section.
         categories: Behaviour per category, the defaults merged with the spec files' overrides.
+        answer_at_limit: At ``max_iterations``, give the model one more turn, without tools, to
+            answer with what it found (as at the token budget's critical level); default off.
     """
 
     max_iterations: int = 10
@@ -227,6 +229,7 @@ class Policy:
     system_prompt: str = ""
     text_protocol: str | None = None
     categories: Mapping[str, CategoryPolicy] = DEFAULT_CATEGORY_POLICIES
+    answer_at_limit: bool = False
 
     @property
     def soft_warn_at(self) -> int:
@@ -243,6 +246,7 @@ class Policy:
         expect(self.toolset, (str, type(None)), "Policy: toolset", "a toolset's name or None")
         expect(self.system_prompt, str, "Policy: system_prompt", "a string")
         expect(self.text_protocol, (str, type(None)), "Policy: text_protocol", "a template or None")
+        expect(self.answer_at_limit, bool, "Policy: answer_at_limit", "True or False")
         expect(self.categories, Mapping, "Policy: categories", "a mapping of category names to CategoryPolicy")
         for name, behaviour in self.categories.items():
             expect(behaviour, CategoryPolicy, f"Policy: categories[{name!r}]", "a toolflow.CategoryPolicy")
@@ -267,6 +271,7 @@ class Policy:
                 "deliberate",
                 "system_prompt",
                 "text_protocol",
+                "answer_at_limit",
             )
             if key in mapping
         }

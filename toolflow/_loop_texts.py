@@ -1,0 +1,51 @@
+"""What the agent loop tells the model when it does not run a call, and in its turn without tools.
+
+These are history, so they are written for the model: each result says what happened to the
+call and what to do now. (The engine's own results for a killed or stopped call,
+``toolflow._attempts.KILLED`` and ``STOPPED``, are for callers, not history.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from toolflow._results import ToolResult
+
+__all__ = ["ENDED", "KILLED_BEFORE", "KILLED_WHILE_RUNNING", "LAST_TURN", "NO_TOOLS_NOW", "STOPPED_BEFORE"]
+
+LAST_TURN: Mapping[str, str] = {
+    "token_critical": (
+        "The context window is nearly full. Answer the user now, in plain text, without calling tools: "
+        "no more tool calls will be run."
+    ),
+    "max_iterations": (
+        "This task has used all its turns. Answer the user now, in plain text, with what you have found: "
+        "no more tool calls will be run."
+    ),
+}
+"""The user message of the turn without tools, by the reason the model gets it."""
+
+NO_TOOLS_NOW: Mapping[str, ToolResult] = {
+    "token_critical": ToolResult.failure(
+        "Error: no tools may be called now - the context window is full; answer in plain text",
+        extra={"status": "not_run"},
+    ),
+    "max_iterations": ToolResult.failure(
+        "Error: no tools may be called now - the task has used all its turns; answer in plain text",
+        extra={"status": "not_run"},
+    ),
+}
+"""The result of a call the model made anyway in the turn without tools, by its reason."""
+
+STOPPED_BEFORE = ToolResult.failure(
+    "Error: not run - the user stopped the turn before this call", extra={"status": "stopped"}
+)
+KILLED_WHILE_RUNNING = ToolResult.failure(
+    "Error: cancelled - the user killed the turn while the tool ran", extra={"status": "cancelled"}
+)
+KILLED_BEFORE = ToolResult.failure(
+    "Error: cancelled - the user killed the turn before this call ran", extra={"status": "cancelled"}
+)
+ENDED = ToolResult.failure(
+    "Error: cancelled - the turn ended before this call was answered", extra={"status": "cancelled"}
+)
