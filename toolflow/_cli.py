@@ -391,6 +391,7 @@ def _cmd_lint(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         rules=rules,
         plugins=plugins.lint_facts() if plugins else None,
         kinds=plugins.kind_schemas() if plugins else None,
+        packs=plugins.loader_options()["packs"] if plugins else None,
     )
     for crash in report.crashed:
         print(f"toolflow: warning: {crash}", file=stderr)
@@ -450,7 +451,7 @@ def _cmd_list(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     from toolflow._loader import load_specs  # noqa: PLC0415
 
     plugins = _load_plugins(stderr)
-    result = load_specs(spec_paths(args.paths), kinds=plugins.kind_schemas())
+    result = load_specs(spec_paths(args.paths), **plugins.loader_options())
     for diagnostic in result.diagnostics:
         print(diagnostic.render(), file=stderr)
     rows = [_tool_row(tool) for tool in result.tools]
@@ -481,7 +482,7 @@ def _cmd_list(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
 def _cmd_graph(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     from toolflow._cli_graph import command  # noqa: PLC0415
 
-    return command(args, _load_plugins(stderr).kind_schemas(), stdout, stderr)
+    return command(args, _load_plugins(stderr).loader_options(), stdout, stderr)
 
 
 def _tool_row(tool: ToolSpec) -> dict[str, Any]:
@@ -576,7 +577,12 @@ def _print_plugins(infos: Sequence[PluginInfo], stdout: TextIO) -> None:
 
 
 def _plugin_row(info: PluginInfo) -> tuple[str, ...]:
-    tools = [*info.implementations, *(f"kind:{k}" for k in info.kinds), *(f"rule:{r}" for r in info.lint_rules)]
+    tools = [
+        *info.implementations,
+        *(f"kind:{k}" for k in info.kinds),
+        *(f"rule:{r}" for r in info.lint_rules),
+        *(f"pack:{p}" for p in info.tool_packs),
+    ]
     return (
         info.name,
         info.source,
@@ -623,7 +629,7 @@ def _cmd_serve(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
             raise UsageError(msg) from None
     http = _http_settings(args, stderr) if args.transport == "http" else None
     plugins = _load_plugins(stderr)
-    specs = load_specs(spec_paths(args.specs or []), kinds=plugins.kind_schemas())
+    specs = load_specs(spec_paths(args.specs or []), **plugins.loader_options())
     registry = Registry.build(specs, plugins)
     if args.no_cache:
         registry = without_caches(registry)

@@ -143,7 +143,7 @@ def _print_trace(name: str, result: ToolResult, elapsed: float, registry: Regist
 def command(args: argparse.Namespace, request: CallRequest, plugins: Plugins, stdout: TextIO, stderr: TextIO) -> int:
     """Run ``toolflow call`` for the parsed *request*; return the exit code (0, 1 on failure, 128+N on signal N)."""
     name, arguments, warnings, call_id = request
-    specs = load_specs(spec_paths(args.specs or []), kinds=plugins.kind_schemas())
+    specs = load_specs(spec_paths(args.specs or []), **plugins.loader_options())
     registry = Registry.build(specs, plugins)
     policy = Policy.from_specs(specs)
     approve = approver(args.approve, stderr)

@@ -210,12 +210,12 @@ def _dot(nodes: tuple[Node, ...], edges: tuple[Edge, ...]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def command(args: argparse.Namespace, kinds: Mapping[str, Mapping[str, Any]], stdout: TextIO, stderr: TextIO) -> int:
-    """Run ``toolflow graph`` with parsed *args* and the plugins' *kinds*; 1 when the loader reported an error.
+def command(args: argparse.Namespace, loading: Mapping[str, Any], stdout: TextIO, stderr: TextIO) -> int:
+    """Run ``toolflow graph`` with parsed *args* and what the loader needs of the plugins; 1 on a load error.
 
     As ``toolflow list``: the loader's diagnostics go to standard error, and what loaded is drawn.
     """
-    result = load_specs(spec_paths(args.paths), kinds=kinds)
+    result = load_specs(spec_paths(args.paths), **loading)
     for diagnostic in result.diagnostics:
         print(diagnostic.render(), file=stderr)
     nodes, edges = tool_graph(result.tools)

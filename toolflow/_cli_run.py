@@ -175,7 +175,7 @@ def command(args: argparse.Namespace, plugins: Plugins, stdout: TextIO, stderr: 
     """Run ``toolflow run`` with parsed *args*; return the exit code (see :data:`EXIT_CODES`)."""
     import os  # noqa: PLC0415
 
-    specs = load_specs(spec_paths(args.specs or []), kinds=plugins.kind_schemas())
+    specs = load_specs(spec_paths(args.specs or []), **plugins.loader_options())
     registry = Registry.build(specs, plugins)
     policy = Policy.from_specs(specs)
     if args.max_iterations is not None:

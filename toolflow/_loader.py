@@ -9,11 +9,12 @@ is the one wrapper that raises when there are errors.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import gc
 import os
 import stat
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,11 +43,12 @@ from toolflow._model import (
     parse_duration,
 )
 from toolflow._provenance import Interpolated, Redactor, iter_interpolated, plain
-from toolflow._schemas import iter_spec_problems, json_pointer
+from toolflow._schemas import did_you_mean, iter_spec_problems, json_pointer
 
 __all__ = [
     "IMPLEMENTATION_KINDS",
     "MAX_FILE_BYTES",
+    "Includes",
     "gc_paused",
     "iter_spec_paths",
     "load_file",
@@ -94,13 +96,16 @@ def load_specs(
     *,
     environ: Mapping[str, str] | None = None,
     kinds: Mapping[str, Mapping[str, Any]] | None = None,
+    packs: Mapping[str, Sequence[str]] | None = None,
 ) -> LoadResult:
-    """Load every spec file named by *paths* (files or directories).
+    """Load every spec file named by *paths* (files or directories), and the tool packs they include.
 
     Args:
         paths: Spec files and directories.
         environ: Variables for ``${VAR}`` interpolation (default: ``os.environ``).
         kinds: Implementation kinds added by plugins: spec key to the JSON Schema of its value.
+        packs: Tool packs of plugins: name to its spec files (``Plugins.loader_options()`` gives
+            both); a file's ``include:`` loads a pack's files once, after the files of *paths*.
 
     Returns:
         The files, their tools, and every diagnostic of the load, sorted by position.
@@ -114,14 +119,44 @@ def load_specs(
     expect(kinds, (Mapping, type(None)), "kinds", "a mapping of spec keys to JSON Schemas, or None")
     files: list[SpecFile] = []
     diagnostics: list[Diagnostic] = []
-    for path, exists in iter_spec_paths(paths):
+    includes = Includes(packs)
+    for path, exists in includes.following(iter_spec_paths(paths)):
         if not exists:
             diagnostics.append(missing_file(path))
             continue
-        spec_file, found = load_file(path, environ=environ, kinds=kinds)
+        spec_file, found = load_file(path, environ=environ, kinds=kinds, packs=packs)
+        includes.note(spec_file)
         files.append(spec_file)
         diagnostics.extend(found)
     return LoadResult(files=tuple(files), diagnostics=tuple(sorted(diagnostics, key=Diagnostic.sort_key)))
+
+
+class Includes:
+    """The tool packs a load has to add: each included pack's files, once, after the files given.
+
+    ``following(paths)`` yields the given ``(path, exists)`` pairs, then every file of the packs
+    that the files :meth:`note` saw include (and those the packs' own files include), each once.
+    """
+
+    def __init__(self, packs: Mapping[str, Sequence[str]] | None) -> None:
+        self._packs = packs or {}
+        self._seen: set[str] = set()
+        self._queue: collections.deque[str] = collections.deque()
+
+    def note(self, spec_file: SpecFile) -> None:
+        """Queue the files of the packs *spec_file* includes that are not loaded yet."""
+        for name in spec_file.includes:
+            for path in self._packs.get(name, ()):
+                if path not in self._seen:
+                    self._seen.add(path)
+                    self._queue.append(path)
+
+    def following(self, given: Iterable[tuple[str, bool]]) -> Iterator[tuple[str, bool]]:
+        for path, exists in given:
+            self._seen.add(path)
+            yield path, exists
+        while self._queue:
+            yield self._queue.popleft(), True
 
 
 @contextlib.contextmanager
@@ -179,10 +214,15 @@ def load_file(
     *,
     environ: Mapping[str, str] | None = None,
     kinds: Mapping[str, Mapping[str, Any]] | None = None,
+    packs: Mapping[str, Sequence[str]] | None = None,
 ) -> tuple[SpecFile, list[Diagnostic]]:
-    """Load one spec file; return it (``ok=False`` when unusable) and its diagnostics."""
+    """Load one spec file; return it (``ok=False`` when unusable) and its diagnostics.
+
+    An ``include:`` of a pack that *packs* does not have is TF106 (the file's ``includes`` lists
+    the packs that exist); loading the packs' files is :func:`load_specs`' (see :class:`Includes`).
+    """
     with gc_paused():
-        return _load_file(path, environ=environ, kinds=kinds)
+        return _load_file(path, environ=environ, kinds=kinds, packs=packs)
 
 
 def _load_file(
@@ -190,6 +230,7 @@ def _load_file(
     *,
     environ: Mapping[str, str] | None,
     kinds: Mapping[str, Mapping[str, Any]] | None,
+    packs: Mapping[str, Sequence[str]] | None = None,
 ) -> tuple[SpecFile, list[Diagnostic]]:
     text_or_diag = _read_text(path)
     if isinstance(text_or_diag, Diagnostic):
@@ -243,6 +284,7 @@ def _load_file(
         locator,
         diagnostics,
         kinds=kinds or {},
+        packs=packs or {},
         interpolated=interpolated,
         exact=plain(data, within=marks) if marks else data,
     )
@@ -300,11 +342,13 @@ class _Builder:
         out: list[Diagnostic],
         *,
         kinds: Mapping[str, Mapping[str, Any]],
+        packs: Mapping[str, Sequence[str]],
         interpolated: tuple[tuple[str, Interpolated], ...],
         exact: Any,
     ) -> None:
         self.path, self.data, self.text, self.locator, self.out = path, data, text, locator, out
         self.kinds = kinds
+        self.packs = packs
         self.interpolated = interpolated
         self.exact = exact  # data with plain strings, for jsonschema_rs
         self.kind_keys = (*IMPLEMENTATION_KINDS, *(k for k in kinds if k not in IMPLEMENTATION_KINDS))
@@ -333,14 +377,7 @@ class _Builder:
                 interpolated=self.interpolated,
             )
         defaults = data.get("defaults", {}) if "defaults" not in bad_sections else {}
-        tools = []
-        for name, body in (data.get("tools") or {}).items():
-            if name in bad_tools:
-                continue
-            try:
-                tools.append(self.tool(name, body, defaults))
-            except ValueError as exc:  # a value the schema admits but the model refuses
-                self.diag("TF104", f"tool {name!r}: {exc}", json_pointer(["tools", name]), key=True)
+        tools = self.tools(data.get("tools") or {}, defaults, bad_tools)
         toolsets = () if "toolsets" in bad_sections else tuple(self.toolsets(data.get("toolsets") or {}))
         return SpecFile(
             path=self.path,
@@ -348,11 +385,44 @@ class _Builder:
             tools=tuple(tools),
             toolsets=toolsets,
             policy=data.get("policy"),
+            includes=() if "include" in bad_sections else self.includes(data.get("include") or ()),
             data=data,
             text=self.text,
             locator=self.locator,
             interpolated=self.interpolated,
         )
+
+    def tools(self, section: dict[str, Any], defaults: dict[str, Any], bad: set[str]) -> list[ToolSpec]:
+        """The well-formed tools of *section* (those not in *bad*); TF104 for a value the model refuses."""
+        tools = []
+        for name, body in section.items():
+            if name in bad:
+                continue
+            try:
+                tools.append(self.tool(name, body, defaults))
+            except ValueError as exc:  # a value the schema admits but the model refuses
+                self.diag("TF104", f"tool {name!r}: {exc}", json_pointer(["tools", name]), key=True)
+        return tools
+
+    def includes(self, names: Sequence[str]) -> tuple[str, ...]:
+        """The packs of ``include:`` that plugins provide; TF106 for the others."""
+        found = []
+        for index, name in enumerate(names):
+            files = self.packs.get(name)
+            if files:
+                found.append(name)
+                continue
+            if files is not None:  # registered by two plugins (Plugins.loader_options gives no files)
+                problem = f"tool pack {name!r} is registered by more than one plugin; uninstall or disable one"
+            else:
+                known = sorted(self.packs)
+                listed = ", ".join(repr(pack) for pack in known) if known else "none"
+                problem = (
+                    f"no plugin provides tool pack {name!r}{did_you_mean(name, known)} "
+                    f"(installed packs: {listed})"
+                )
+            self.diag("TF106", problem, f"/include/{index}")
+        return tuple(dict.fromkeys(found))
 
     def toolsets(self, section: dict[str, Any]) -> Iterator[Toolset]:
         for name, body in section.items():

@@ -310,6 +310,8 @@ class SpecFile:
     tools: tuple[ToolSpec, ...] = ()
     toolsets: tuple[Toolset, ...] = ()
     policy: Mapping[str, Any] | None = None
+    includes: tuple[str, ...] = ()
+    """The tool packs the file includes (``include:``) that a plugin provides."""
     data: Any = attrs.field(default=None, eq=False, repr=False)
     text: str = attrs.field(default="", eq=False, repr=False)
     locator: Locator | None = attrs.field(default=None, eq=False, repr=False)

@@ -28,7 +28,7 @@ import os
 import re
 import sys
 import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -47,6 +47,7 @@ __all__ = [
     "PluginInfo",
     "PluginLoadWarning",
     "Plugins",
+    "ToolPack",
     "load_plugins",
 ]
 
@@ -66,6 +67,8 @@ DEFAULT_PLUGINS = (
 IMPLEMENTATIONS = "toolflow_register_implementations"
 KINDS = "toolflow_register_kinds"
 LINT_RULES = "toolflow_register_lint_rules"
+TOOL_PACKS = "toolflow_register_tool_packs"
+_PACK_NAME = re.compile(r"^[a-z][a-z0-9]*([_-][a-z0-9]+)*$")
 
 _LAZY_TARGET = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 _PLUGIN_RULE_CODE = re.compile(r"^[A-Z]+[0-9]+$")
@@ -90,6 +93,15 @@ class PluginLoadWarning(UserWarning):
 
 
 @attrs.frozen(kw_only=True)
+class ToolPack:
+    """Spec files a plugin ships under a name that spec files ``include``."""
+
+    name: str
+    files: tuple[str, ...]
+    plugin: str = ""
+
+
+@attrs.frozen(kw_only=True)
 class PluginInfo:
     """What ``toolflow plugins`` reports about one plugin.
 
@@ -105,6 +117,7 @@ class PluginInfo:
         implementations: The implementation names it binds, in registration order.
         kinds: The implementation kinds it adds.
         lint_rules: The codes of the lint rules it adds.
+        tool_packs: The names of the tool packs it ships.
     """
 
     name: str
@@ -118,6 +131,7 @@ class PluginInfo:
     implementations: tuple[str, ...] = ()
     kinds: tuple[str, ...] = ()
     lint_rules: tuple[str, ...] = ()
+    tool_packs: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """The info as JSON-ready data (``toolflow plugins --json``)."""
@@ -244,6 +258,7 @@ class Plugins:
                 implementations=tuple(b.name for b in contributions.get(IMPLEMENTATIONS, ())),
                 kinds=tuple(k.name for k in contributions.get(KINDS, ())),
                 lint_rules=tuple(r.code for r in contributions.get(LINT_RULES, ())),
+                tool_packs=tuple(p.name for p in contributions.get(TOOL_PACKS, ())),
                 **info,
             )
         )
@@ -297,6 +312,21 @@ class Plugins:
         A conflict (two plugins, one kind) is left to the registry, which reports it; the first schema is used.
         """
         return {name: found[0].schema for name, found in self.kinds().items() if found}
+
+    def tool_packs(self) -> dict[str, list[ToolPack]]:
+        """Every tool pack with the plugins that register it (more than one is a conflict)."""
+        found: dict[str, list[ToolPack]] = {}
+        for pack in self._items(TOOL_PACKS):
+            found.setdefault(pack.name, []).append(pack)
+        return found
+
+    def loader_options(self) -> dict[str, Any]:
+        """What ``toolflow.load_specs`` needs of the plugins: their kinds' schemas and their tool packs' files.
+
+        A pack two plugins register is given as no files (``load_specs`` reports its inclusion).
+        """
+        packs = {name: found[0].files if len(found) == 1 else () for name, found in self.tool_packs().items()}
+        return {"kinds": self.kind_schemas(), "packs": packs}
 
     def lint_rules(self) -> list[tuple[str, Rule]]:
         """``(plugin name, rule)`` for every lint rule plugins register; ``rule.plugin`` is filled in."""
@@ -418,6 +448,7 @@ class _Collector:
             IMPLEMENTATIONS: self._implementation,
             KINDS: self._kind,
             LINT_RULES: self._lint_rule,
+            TOOL_PACKS: self._tool_pack,
         }
         self.register = handlers.get(hook_name, self._named)
 
@@ -464,6 +495,18 @@ class _Collector:
         if not callable(rule.check) and not callable(rule.check_project):
             self._fail(f"rule {code} has no check")
         self.items.append(attrs.evolve(rule, plugin=self.plugin))
+
+    def _tool_pack(self, name: str, files: Any) -> None:
+        self._once("pack name", name)
+        if not _PACK_NAME.match(name):
+            self._fail(f"pack name {name!r} must be lower-case words joined by '-' or '_' (like 'http-examples')")
+        if isinstance(files, str | os.PathLike) or not isinstance(files, Iterable):
+            self._fail(f"the files of pack {name!r} must be a list of paths, not {files!r}")
+        paths = tuple(str(path) for path in files)
+        if not paths or not all(os.path.isfile(path) for path in paths):
+            missing = [path for path in paths if not os.path.isfile(path)]
+            self._fail(f"pack {name!r} needs existing spec files; not files: {missing or 'none given'}")
+        self.items.append(ToolPack(name=name, files=paths, plugin=self.plugin))
 
     def _named(self, name: str, factory: Any) -> None:
         self._once("name", name)

@@ -512,7 +512,7 @@ def load_registry(
     expect(plugins, (Plugins, type(None)), "load_registry: plugins", "a toolflow.Plugins or None")
     if plugins is None:
         plugins = load_plugins()
-    return Registry.build(load_specs(paths, environ=environ, kinds=plugins.kind_schemas()), plugins)
+    return Registry.build(load_specs(paths, environ=environ, **plugins.loader_options()), plugins)
 
 
 # --- building ---------------------------------------------------------------------------------

@@ -34,6 +34,7 @@ __all__ = [
     "toolflow_register_kinds",
     "toolflow_register_lint_rules",
     "toolflow_register_model_providers",
+    "toolflow_register_tool_packs",
     "toolflow_retryable",
     "toolflow_wrap_call",
 ]
@@ -109,6 +110,20 @@ def toolflow_register_model_providers(register: Callable[[str, Any], None]) -> N
     :class:`toolflow.ModelProvider` it returns (``options`` are the provider's
     own settings, such as ``base_url`` for ``openai``). The built-in ``scripted``
     and ``openai`` providers are registered this way.
+    """
+
+
+@hookspec
+def toolflow_register_tool_packs(register: Callable[[str, Any], None]) -> None:
+    """Ship YAML tools: spec files a project includes by the pack's name.
+
+    Call ``register(name, files)`` with the pack's name (``http-examples``: lower-case words
+    joined by ``-`` or ``_``) and the spec files it holds, a list of paths (``str``,
+    ``os.PathLike`` or an ``importlib.resources`` file of the plugin's package that is a real
+    file). A spec file that says ``include: [http-examples]`` at its top level brings the pack's
+    files into every command that reads it (lint, list, schema, call, run, serve), with
+    diagnostics at their own lines in the plugin's files. Two plugins registering one name
+    is reported where the name is included.
     """
 
 

@@ -279,7 +279,7 @@ class ToolflowProject:
         from toolflow._loader import load_specs  # noqa: PLC0415
 
         plugins = self.plugins() if plugins is None else plugins
-        return load_specs(self.spec_paths(), kinds=plugins.kind_schemas())
+        return load_specs(self.spec_paths(), **plugins.loader_options())
 
     def registry(self, plugins: Plugins | None = None) -> Registry:
         """Load the specs and build the registry with *plugins* (default: :meth:`plugins`).

@@ -16,7 +16,7 @@ from toolflow._lint._summarize import summarize_file
 from toolflow._lint._summary import FileSummary, ProjectSummary
 from toolflow._lint._suppress import Suppression, find_suppressions
 from toolflow._lint.rules import builtin_rules
-from toolflow._loader import gc_paused, iter_spec_paths, load_file, missing_file
+from toolflow._loader import Includes, gc_paused, iter_spec_paths, load_file, missing_file
 from toolflow._model import SpecFile
 from toolflow._provenance import Interpolated, Redactor
 
@@ -69,6 +69,7 @@ def lint_paths(
     plugins: PluginFacts | None = None,
     kinds: Mapping[str, Mapping[str, Any]] | None = None,
     environ: Mapping[str, str] | None = None,
+    packs: Mapping[str, Sequence[str]] | None = None,
 ) -> LintReport:
     """Lint the spec files named by *paths* (files or directories).
 
@@ -84,6 +85,8 @@ def lint_paths(
         plugins: Facts about loaded plugins for the TF4xx rules (default: none loaded).
         kinds: Implementation kinds added by plugins (spec key to schema), passed to the loader.
         environ: Variables for ``${VAR}`` interpolation (default: ``os.environ``).
+        packs: Tool packs of plugins (name to files): the files of those the linted files
+            ``include`` are linted too, at their own paths.
 
     Returns:
         The report; its ``exit_code`` is what ``toolflow lint`` exits with.
@@ -98,11 +101,14 @@ def lint_paths(
     config = config or LintConfig()
     ruleset = RuleSet(rules if rules is not None else builtin_rules())
     run = _Run(ruleset=ruleset, config=config, enabled=ruleset.enabled(config), plugins=plugins)
-    for path, exists in iter_spec_paths(paths):
+    includes = Includes(packs)
+    for path, exists in includes.following(iter_spec_paths(paths)):
         if exists:
             # As while loading (see gc_paused): what checking one file makes dies with the file.
             with gc_paused():
-                run.add_file(*load_file(path, environ=environ, kinds=kinds))
+                spec_file, loaded = load_file(path, environ=environ, kinds=kinds, packs=packs)
+                includes.note(spec_file)
+                run.add_file(spec_file, loaded)
         else:
             run.found.append(missing_file(path))
     return run.report()

@@ -6,12 +6,17 @@ import datetime as dt
 import importlib.metadata
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+import toolflow_http.plugin
 from toolflow_http._request import parse_retry_after
 from toolflow_http._schema import SCHEMA
 
+import toolflow
 from toolflow import load_plugins
+from toolflow._lint._engine import lint_paths
+from toolflow._lint.rules import builtin_rules
 from toolflow.testing import IsolatedPlugins, ToolflowProject
 
 NOW = dt.datetime(2025, 12, 6, 12, 0, tzinfo=dt.UTC)
@@ -155,3 +160,16 @@ def test_lint_rules_are_selectable_by_code(toolflow_project: ToolflowProject) ->
     env = {"TOOLFLOW_LOAD_PLUGINS": "http", "TOOLFLOW_DISABLE_PLUGINS": None}
     assert "HTTP101" in toolflow_project.lint(env=env).stdout
     assert toolflow_project.lint("--ignore", "HTTP", env=env).exit_code == 0
+
+
+def test_the_http_examples_pack_lints_clean_when_included(tmp_path: Path) -> None:
+    """`include: [http-examples]` brings the plugin's two tools; they lint clean with the plugin's rules."""
+    (tmp_path / "main.yaml").write_text("toolflow: 1\ninclude: [http-examples]\n", encoding="utf-8")
+    plugins = toolflow.load_plugins(entry_points=False)
+    plugins.register(toolflow_http.plugin, "http")
+    loaded = toolflow.load_specs([tmp_path], **plugins.loader_options())
+    assert loaded.ok, [d.render() for d in loaded.diagnostics]
+    assert [tool.name for tool in loaded.tools] == ["public_ip", "weather_now"]
+    rules = (*builtin_rules(), *(rule for _, rule in plugins.lint_rules()))
+    report = lint_paths([tmp_path], rules=rules, **plugins.loader_options())
+    assert report.diagnostics == ()

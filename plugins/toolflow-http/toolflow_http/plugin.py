@@ -1,4 +1,4 @@
-"""The toolflow plugin: registers the ``http`` implementation kind and its lint rules.
+"""The toolflow plugin: registers the ``http`` implementation kind, its lint rules and the ``http-examples`` tool pack.
 
 Entry point ``[project.entry-points.toolflow] http = "toolflow_http.plugin"``.
 Loading it (as ``toolflow lint`` does, to check ``http:`` keys against the
@@ -9,12 +9,13 @@ schema) imports neither httpx nor trio: they are imported when the first
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from importlib.resources import files
 from typing import Any
 
 from toolflow import ImplementationKind, ToolSpec, hookimpl
 from toolflow_http._schema import SCHEMA
 
-__all__ = ["KIND", "build", "toolflow_register_kinds", "toolflow_register_lint_rules"]
+__all__ = ["KIND", "build", "toolflow_register_kinds", "toolflow_register_lint_rules", "toolflow_register_tool_packs"]
 
 
 def build(spec: ToolSpec) -> Callable[..., Awaitable[dict[str, Any]]]:
@@ -46,3 +47,9 @@ def toolflow_register_lint_rules(register: Callable[[Any], None]) -> None:
 
     for rule in RULES:
         register(rule)
+
+
+@hookimpl
+def toolflow_register_tool_packs(register: Callable[[str, Any], None]) -> None:
+    """Ship ``http-examples``: two tools that call public services without a key (``include: [http-examples]``)."""
+    register("http-examples", [str(files("toolflow_http") / "packs" / "http_examples.yaml")])
