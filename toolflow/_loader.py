@@ -418,8 +418,7 @@ class _Builder:
                 known = sorted(self.packs)
                 listed = ", ".join(repr(pack) for pack in known) if known else "none"
                 problem = (
-                    f"no plugin provides tool pack {name!r}{did_you_mean(name, known)} "
-                    f"(installed packs: {listed})"
+                    f"no plugin provides tool pack {name!r}{did_you_mean(name, known)} (installed packs: {listed})"
                 )
             self.diag("TF106", problem, f"/include/{index}")
         return tuple(dict.fromkeys(found))
