@@ -100,6 +100,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     graph.set_defaults(handler=_cmd_graph)
 
+    init = commands.add_parser("init", help="create a working project: specs, a plugin module, a session, CI set-up")
+    init.add_argument("directory", nargs="?", default=".", help="where to create it (default: here)")
+    init.add_argument("--name", help="the project's name (default: the directory's)")
+    init.set_defaults(handler=_cmd_init)
     schema = commands.add_parser("spec-schema", help="print the JSON Schema of spec files (for editors)")
     schema.set_defaults(handler=_cmd_spec_schema)
 
@@ -477,6 +481,12 @@ def _cmd_list(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         note = f"; {hidden} hidden from models (expose: false)" if hidden else ""
         stdout.write(f"{len(rows)} {tools} in {len(result.files)} {files}{note}\n")
     return 0 if result.ok else 1
+
+
+def _cmd_init(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    from toolflow._cli_init import command  # noqa: PLC0415
+
+    return command(args, stdout)
 
 
 def _cmd_graph(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
