@@ -103,6 +103,9 @@ def _parser() -> argparse.ArgumentParser:
     init = commands.add_parser("init", help="create a working project: specs, a plugin module, a session, CI set-up")
     init.add_argument("directory", nargs="?", default=".", help="where to create it (default: here)")
     init.add_argument("--name", help="the project's name (default: the directory's)")
+    init.add_argument(
+        "--plugin", metavar="NAME", help="create a plugin package instead: one implementation kind, a lint rule, a test"
+    )
     init.set_defaults(handler=_cmd_init)
     schema = commands.add_parser("spec-schema", help="print the JSON Schema of spec files (for editors)")
     schema.set_defaults(handler=_cmd_spec_schema)

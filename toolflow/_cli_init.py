@@ -19,7 +19,7 @@ from typing import TextIO
 from toolflow._errors import UsageError
 from toolflow._schemas import spec_schema
 
-__all__ = ["command", "project_files"]
+__all__ = ["command", "plugin_files", "project_files"]
 
 _SPECS = """\
 # yaml-language-server: $schema=../.toolflow/spec-v1.schema.json
@@ -150,6 +150,174 @@ jobs:
 """
 
 
+_PLUGIN_PYPROJECT = """\
+[build-system]
+requires = ["setuptools>=69"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "{dist_name}"
+version = "0.1.0"
+description = "A toolflow plugin: the `{kind}:` implementation kind and its lint rule."
+requires-python = ">=3.11"
+dependencies = ["{dist}"]
+
+[project.optional-dependencies]
+test = ["pytest>=8", "pytest-trio>=0.8"]
+
+[project.entry-points.toolflow]
+{kind} = "{package}.plugin"
+
+[tool.pytest.ini_options]
+trio_mode = true
+"""
+
+_PLUGIN_MODULE = '''\
+"""The `{kind}:` implementation kind: a tool whose result is a fixed greeting with the arguments filled in.
+
+A spec writes ``{kind}: {{greeting: "Hello, {{name}}!"}}``; each call formats the greeting with
+the validated arguments (Python's ``str.format_map``: an argument the greeting names but the
+call lacks fails the call). Rule {code}101 reports an empty greeting.
+"""
+
+from collections.abc import Callable
+from typing import Any
+
+import toolflow
+
+SCHEMA = {{
+    "description": "A greeting whose {{name}} fields the arguments fill in.",
+    "type": "object",
+    "required": ["greeting"],
+    "additionalProperties": False,
+    "properties": {{"greeting": {{"type": "string", "description": "The text, with {{argument}} fields."}}}},
+}}
+
+
+def build(spec: toolflow.ToolSpec) -> Callable[..., Any]:
+    """The callable of one tool: its greeting, formatted per call."""
+    greeting = spec.implementation.config["greeting"]  # type: ignore[union-attr]
+
+    async def run(**arguments: Any) -> str:
+        return str(greeting.format_map(arguments))
+
+    return run
+
+
+KIND = toolflow.ImplementationKind(name="{kind}", schema=SCHEMA, build=build, description="A formatted greeting.")
+
+
+def check_empty(ctx: toolflow.LintContext) -> Any:
+    """Yield a diagnostic for each `{kind}:` tool whose greeting is empty."""
+    for tool in ctx.tools:
+        implementation = tool.implementation
+        if implementation is not None and implementation.kind == "{kind}" and not implementation.config["greeting"]:
+            yield EMPTY_GREETING.diag(tool, f"{{implementation.pointer}}/greeting", "the greeting is empty")
+
+
+EMPTY_GREETING = toolflow.LintRule(
+    code="{code}101",
+    name="empty-greeting",
+    severity=toolflow.Severity.ERROR,
+    doc="""A `{kind}:` tool whose greeting is empty.
+
+The model would get an empty result from every call.
+""",
+    check=check_empty,
+)
+
+
+@toolflow.hookimpl
+def toolflow_register_kinds(register: Callable[[Any], None]) -> None:
+    """Add the `{kind}:` kind."""
+    register(KIND)
+
+
+@toolflow.hookimpl
+def toolflow_register_lint_rules(register: Callable[[Any], None]) -> None:
+    """Add rule {code}101."""
+    register(EMPTY_GREETING)
+'''
+
+_PLUGIN_TEST = '''\
+"""Tests of the `{kind}:` kind, with toolflow's pytest plugin (fixtures `toolflow_plugins`, `toolflow_project`)."""
+
+import toolflow
+
+import {package}.plugin
+
+SPEC = """
+toolflow: 1
+tools:
+  hello:
+    description: Greet someone.
+    parameters:
+      type: object
+      properties:
+        name: {{type: string, description: Who.}}
+      required: [name]
+    {kind}: {{greeting: "GREETING"}}
+"""
+
+
+async def test_a_tool_of_the_kind_answers(toolflow_plugins, toolflow_project):
+    """The kind's tool formats its greeting with the arguments, through toolflow's own call."""
+    toolflow_plugins.register({package}.plugin, "{kind}")
+    toolflow_project.write_spec("tools.yaml", SPEC.replace("GREETING", "Hello, {{name}}!"))
+    registry = toolflow_project.registry(toolflow_plugins)
+    result = await toolflow.invoke(registry.get("hello"), {{"name": "Ada"}}, plugins=toolflow_plugins)
+    assert (result.success, result.data) == (True, "Hello, Ada!")
+
+
+def test_the_rule_reports_an_empty_greeting(toolflow_plugins, toolflow_project):
+    """Rule {code}101 reports an empty greeting at its line (`toolflow lint` runs it once the plugin is installed)."""
+    toolflow_plugins.register({package}.plugin, "{kind}")
+    toolflow_project.write_spec("tools.yaml", SPEC.replace("GREETING", ""))
+    loaded = toolflow_project.load(toolflow_plugins)
+    context = toolflow.LintContext(files=loaded.files)
+    found = list({package}.plugin.EMPTY_GREETING.check(context))
+    assert [(d.code, d.line, d.message) for d in found] == [("{code}101", 10, "the greeting is empty")]
+'''
+
+_PLUGIN_CONFTEST = """\
+pytest_plugins = ["toolflow.testing"]
+"""
+
+_PLUGIN_README = """\
+# {dist_name}
+
+A toolflow plugin: the `{kind}:` implementation kind and lint rule `{code}101`.
+
+    pip install -e '.[test]'
+    toolflow plugins        # lists {kind}: kind:{kind}, rule:{code}101
+    pytest
+"""
+
+
+def plugin_files(name: str) -> dict[str, str]:
+    """The files of a new plugin package called *name*: relative path to text."""
+    words = name.lower().replace("-", " ").replace("_", " ").split()
+    kind = "_".join(words)
+    package = "toolflow_" + kind
+    code = "".join(word[0] for word in words).upper()[:4] or "X"
+    code = code if len(code) >= 2 else (kind[:3].upper())
+    values = {
+        "dist_name": "toolflow-" + "-".join(words),
+        "dist": _distribution(),
+        "kind": kind,
+        "package": package,
+        "code": code,
+    }
+    return {
+        "pyproject.toml": _PLUGIN_PYPROJECT.format(**values),
+        "README.md": _PLUGIN_README.format(**values),
+        f"{package}/__init__.py": '"""The {dist_name} plugin of toolflow."""\n'.format(**values),
+        f"{package}/plugin.py": _PLUGIN_MODULE.format(**values),
+        "tests/conftest.py": _PLUGIN_CONFTEST,
+        "tests/test_plugin.py": _PLUGIN_TEST.format(**values),
+    }
+
+
 def _distribution() -> str:
     """The name toolflow is installed under (what a project depends on)."""
     names = importlib.metadata.packages_distributions().get("toolflow") or ["toolflow"]
@@ -174,11 +342,11 @@ def project_files(name: str) -> dict[str, str]:
 def command(args: argparse.Namespace, stdout: TextIO) -> int:
     """Write a new project into ``args.directory``; 0, or a usage error when a file exists already."""
     root = Path(args.directory)
-    name = args.name or root.resolve().name
-    if not name or not name.replace("-", "").replace("_", "").isalnum():
-        msg = f"init: {name!r} is not a project name (letters, digits, '-' and '_'); give one with --name"
+    name = args.plugin or args.name or root.resolve().name
+    if not name or not name.replace("-", "").replace("_", "").isalnum() or not name[0].isalpha():
+        msg = f"init: {name!r} is not a name (a letter, then letters, digits, '-' and '_'); give one with --name"
         raise UsageError(msg)
-    files = project_files(name)
+    files = plugin_files(name) if args.plugin else project_files(name)
     existing = sorted(path for path in files if (root / path).exists())
     if existing:
         msg = f"init: {root} already has {', '.join(existing)}; nothing was written (init never overwrites)"
@@ -187,9 +355,13 @@ def command(args: argparse.Namespace, stdout: TextIO) -> int:
         target = root / path
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text, encoding="utf-8")
-    stdout.write(f"Created project {name!r} in {root}:\n")
+    what = "plugin" if args.plugin else "project"
+    stdout.write(f"Created {what} {name!r} in {root}:\n")
     for path in files:
         stdout.write(f"  {path}\n")
+    if args.plugin:
+        stdout.write("Next, in that directory:\n  pip install -e '.[test]'\n  pytest\n")
+        return 0
     stdout.write(
         "Next, in that directory:\n"
         "  toolflow lint\n"

@@ -72,4 +72,25 @@ def test_a_name_that_is_no_project_name_is_refused(tmp_path: Path) -> None:
     """`--name` must be letters, digits, '-' and '_'."""
     err = io.StringIO()
     assert run(["init", str(tmp_path), "--name", "my shop!"], stdout=io.StringIO(), stderr=err) == 2
-    assert "is not a project name" in err.getvalue()
+    assert "is not a name" in err.getvalue()
+
+
+def test_a_new_plugin_passes_its_own_tests(tmp_path: Path) -> None:
+    """`init --plugin`: a kind, a rule and tests that pass with toolflow's pytest plugin, as generated."""
+    plugin = tmp_path / "greeting"
+    out = io.StringIO()
+    assert run(["init", str(plugin), "--plugin", "greeting"], stdout=out, stderr=io.StringIO()) == 0
+    assert "Created plugin 'greeting'" in out.getvalue()
+    pyproject = (plugin / "pyproject.toml").read_text(encoding="utf-8")
+    assert 'greeting = "toolflow_greeting.plugin"' in pyproject
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
+        cwd=plugin,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={**ENV, "PYTHONPATH": str(plugin)},
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "2 passed" in done.stdout
