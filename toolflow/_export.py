@@ -144,16 +144,16 @@ def rule_sentences(rules: Sequence[ParameterRule]) -> list[str]:
     """Each parameter rule as words a model reads (values from ``${...}`` masked)."""
     sentences = []
     for rule in rules:
-        names = [f"`{name}`" for name in dict.fromkeys(rule.params)]
+        names = [f"`{masked(name)}`" for name in dict.fromkeys(rule.params)]
         listed = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} {_joiner(rule.kind)} {names[-1]}"
         if rule.kind == "requires":
             if rule.when_values is not None:
                 condition = " and ".join(
-                    f"`{key}` is {json.dumps(masked(value), ensure_ascii=False)}"
+                    f"`{masked(key)}` is {json.dumps(masked(value), ensure_ascii=False, default=str)}"
                     for key, value in rule.when_values.items()
                 )
             else:
-                condition = f"`{rule.when}` is given"
+                condition = f"`{masked(rule.when)}` is given"
             sentences.append(f"if {condition}, also give {listed}")
         else:
             sentences.append(f"give {_QUANTITY[rule.kind]} {listed}")
