@@ -232,7 +232,7 @@ async def test_a_byte_stream_split_anywhere_assembles_the_same_answer(step: int)
 async def test_interleaved_blocks_empty_inputs_thinking_and_cached_usage() -> None:
     """Deltas are folded by index even when interleaved; a tool without input gets {}; thinking blocks keep
     their signature; empty text blocks are dropped; cached input tokens count as prompt tokens."""
-    events = [
+    events: list[dict[str, Any]] = [
         {
             "type": "message_start",
             "message": {
