@@ -83,7 +83,7 @@ async def test_a_tool_round_trip_reaches_the_server_as_tool_result_blocks(setup:
     first, second = (request.json() for request in server.requests)
     assert first["messages"] == [{"role": "user", "content": "What is north?"}]
     assert first["system"] == second["system"] == "Be brief."
-    user, assistant, results = second["messages"]
+    _, assistant, results = second["messages"]
     assert assistant == {
         "role": "assistant",
         "content": [text_block("Let me look."), tool_use("toolu_look", "look", {"where": "north"})],
@@ -168,5 +168,5 @@ async def test_toolflow_run_plays_the_shipped_session_through_the_server() -> No
     assert "not available now" in _tool_results(requests[2])["toolu_2_1"]
     assert set(_tool_results(requests[3])) == {"toolu_3_0", "toolu_3_1", "toolu_3_2"}
     last = requests[3].json()
-    anthropic_request(last["system"] if "system" in last else "", last["messages"], last["tools"])
+    anthropic_request(last.get("system", ""), last["messages"], last["tools"])
     check_anthropic_history(last["messages"])
