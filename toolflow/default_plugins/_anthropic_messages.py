@@ -1,37 +1,24 @@
 """The Messages API client behind the ``anthropic`` provider (see :mod:`toolflow.default_plugins.anthropic`).
 
 Kept apart from the plugin module so that registering the provider (which ``toolflow lint``
-does) imports neither httpx nor anything else this needs. It speaks HTTP with httpx itself, as
-the ``openai`` provider does, and shares that provider's server-sent-event decoder and its
-helpers for URLs, TLS and ``retry-after`` (why not the official SDK: docs/design.md, the loop's
-record).
+does) imports neither httpx nor anything else this needs. It speaks HTTP with httpx, as the
+``openai`` provider does, on the same :class:`~toolflow.default_plugins._http_provider.HttpProvider`
+(the connection, the deadline, the errors of HTTP, the event stream reader); why not Anthropic's
+SDK: docs/design.md, the agent loop's record.
 """
 
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
-import httpx
-import trio
-
-from toolflow import __version__
 from toolflow._providers import ModelRequest, ModelResponse, ProviderError, Usage
-from toolflow.default_plugins._openai_chat import (
-    _DRAIN_SECONDS,
-    _HTML_TYPES,
-    _MAX_DETAIL_CHARS,
-    _RETRYABLE_STATUS,
-    _describe,
-    _EventDecoder,
-    _fix_surrogates,
-    _jsonable,
-    _media_type,
-    _retry_after,
-    _ssl_context,
-    _without_credentials,
+from toolflow.default_plugins._http_provider import (
+    HttpProvider,
+    fix_surrogates,
+    read_events,
+    shorten,
 )
 
 __all__ = ["AnthropicProvider"]
@@ -44,7 +31,7 @@ _FATAL_ERROR_TYPES = frozenset(
 """Error types (in a body or a stream's ``error`` event) that asking again cannot mend."""
 
 
-class AnthropicProvider:
+class AnthropicProvider(HttpProvider):
     """A Messages API client for the agent loop; made by :func:`toolflow.default_plugins.anthropic.create_provider`.
 
     Attributes:
@@ -60,6 +47,8 @@ class AnthropicProvider:
 
     name = NAME
     formats: tuple[str, ...] = ("anthropic", "fallback", "text")
+    api = "Messages API"
+    answer = "Messages API answer"
 
     def __init__(
         self,
@@ -73,22 +62,20 @@ class AnthropicProvider:
         response_timeout: float,
         options: Mapping[str, Any],
     ) -> None:
-        self.model = model
-        self.base_url = base_url
+        headers = {"anthropic-version": version}
+        if api_key:
+            headers["x-api-key"] = api_key
+        super().__init__(
+            model=model,
+            base_url=base_url,
+            url=f"{base_url}/v1/messages",
+            headers=headers,
+            stream=stream,
+            timeout=timeout,
+            response_timeout=response_timeout,
+            options=options,
+        )
         self.version = version
-        self.stream = stream
-        self.response_timeout = response_timeout
-        self._api_key = api_key
-        self._timeout = timeout
-        self._options = dict(options)
-        self._url = f"{base_url}/v1/messages"
-        self._shown_url = _without_credentials(self._url)
-        # Made on first use, inside the trio run that uses it: connections belong to one event loop.
-        self._client: httpx.AsyncClient | None = None
-
-    def __repr__(self) -> str:
-        base_url = _without_credentials(self.base_url)
-        return f"<AnthropicProvider model={self.model!r} base_url={base_url!r} stream={self.stream!r}>"
 
     def request_body(self, request: ModelRequest) -> dict[str, Any]:
         """The JSON body sent for *request* (without checking its format).
@@ -105,51 +92,16 @@ class AnthropicProvider:
             body["system"] = request.system
         if request.tools:
             body["tools"] = list(request.tools)
-        for key, value in self._options.items():
-            if value is None:
-                body.pop(key, None)
-            else:
-                body[key] = value
-        return body
+        return self._add_options(body)
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
-        """Ask the server for the next assistant message.
+        """Ask the server for the next assistant message (see :meth:`HttpProvider.complete` for the errors).
 
         For the ``anthropic`` format the message is ``{"role": "assistant", "content": [blocks]}``
         (``text``, ``tool_use`` with its ``input`` decoded, ``thinking``, ...); for ``fallback``
         and ``text`` it is ``{"role": "assistant", "content": "the text"}``.
-
-        Raises:
-            ProviderError: The request's format is ``openai`` or unknown, the request cannot be
-                encoded as JSON, the server answered with an error status, an HTML page or
-                something else that is not a Messages API answer, the connection failed, timed
-                out or broke off, or the whole answer took longer than :attr:`response_timeout`.
-                ``retryable``, ``status`` and ``retry_after`` say what the loop may do. Messages
-                name the URL without its user name, password and query.
         """
-        if request.format not in self.formats:
-            msg = (
-                f"the Messages API cannot take the {request.format!r} history format;"
-                f" use one of {', '.join(self.formats)}"
-            )
-            raise ProviderError(msg, provider=NAME)
-        try:
-            content = json.dumps(
-                self.request_body(request), ensure_ascii=False, allow_nan=False, default=_jsonable
-            ).encode()
-        except (TypeError, ValueError) as exc:
-            msg = f"the request cannot be encoded as JSON: {exc}"
-            raise ProviderError(msg, provider=NAME) from exc
-        headers = {
-            "content-type": "application/json",
-            "accept": "text/event-stream" if self.stream else "application/json",
-        }
-        try:
-            with trio.fail_after(self.response_timeout):
-                response = await self._exchange(content, headers)
-        except trio.TooSlowError:
-            msg = f"{self._shown_url} did not finish its answer within {self.response_timeout:g}s (response_timeout)"
-            raise ProviderError(msg, provider=NAME, retryable=True) from None
+        response = await super().complete(request)
         if request.format == "anthropic":
             return response
         # fallback and text keep plain string messages: the text blocks, joined.
@@ -159,52 +111,25 @@ class AnthropicProvider:
             message={"role": "assistant", "content": text}, usage=response.usage, finish_reason=response.finish_reason
         )
 
-    async def _exchange(self, content: bytes, headers: Mapping[str, str]) -> ModelResponse:
-        """Send the request and read the answer; every httpx failure becomes a ProviderError."""
-        url = self._shown_url
+    async def _read_stream(self, chunks: AsyncIterator[bytes]) -> ModelResponse:
+        assembler = _Assembler()
+        incomplete = ProviderError(
+            "the stream ended before message_stop: the answer is incomplete", provider=NAME, retryable=True
+        )
+        return await read_events(chunks, lambda events: _fold(assembler, events), incomplete=incomplete)
+
+    def _parse(self, data: Any) -> ModelResponse:
+        return _parse_message(data)
+
+    def _server_detail(self, body: bytes) -> str:
         try:
-            async with self._get_client().stream("POST", self._url, content=content, headers=headers) as response:
-                if not response.is_success:
-                    await response.aread()
-                    raise _status_error(response, url)
-                if _media_type(response) in _HTML_TYPES:
-                    msg = (
-                        f"POST {url} answered HTTP {response.status_code} with an HTML page"
-                        f" ({_media_type(response)}), not a Messages API answer: check the base URL;"
-                        " a proxy or a network's login page may be answering instead of the API"
-                    )
-                    raise ProviderError(msg, provider=NAME, status=response.status_code)
-                if self.stream and _media_type(response) != "application/json":
-                    return await _read_stream(response.aiter_bytes())
-                return _parse_message(_json_body(await response.aread()))
-        except httpx.TimeoutException as exc:
-            msg = f"no answer from {url} within {self._timeout:g}s ({type(exc).__name__})"
-            raise ProviderError(msg, provider=NAME, retryable=True) from exc
-        except (httpx.NetworkError, httpx.RemoteProtocolError, httpx.ProxyError) as exc:
-            msg = f"the connection to {url} failed: {_describe(exc)}"
-            raise ProviderError(msg, provider=NAME, retryable=True) from exc
-        except (httpx.HTTPError, httpx.InvalidURL) as exc:
-            msg = f"cannot ask {url}: {_describe(exc)}"
-            raise ProviderError(msg, provider=NAME) from exc
-
-    async def aclose(self) -> None:
-        """Close the HTTP client and its connections; the next request opens a new one."""
-        client, self._client = self._client, None
-        if client is not None:
-            await client.aclose()
-
-    def _get_client(self) -> httpx.AsyncClient:
-        if self._client is None:
-            headers = {
-                "user-agent": f"toolflow/{__version__} python-httpx/{httpx.__version__}",
-                "anthropic-version": self.version,
-            }
-            if self._api_key:
-                headers["x-api-key"] = self._api_key
-            self._client = httpx.AsyncClient(
-                headers=headers, timeout=httpx.Timeout(self._timeout), verify=_ssl_context()
-            )
-        return self._client
+            data = json.loads(body)
+        except ValueError:
+            data = None
+        if isinstance(data, Mapping):
+            kind, message = _error_parts(data)
+            return shorten(f"{kind}: {message}" if kind else message)
+        return shorten(body.decode("utf-8", "replace"))
 
 
 # -- answers ------------------------------------------------------------------------------------
@@ -275,15 +200,6 @@ def _stop_reason(value: object) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def _json_body(raw: bytes) -> Any:
-    try:
-        return json.loads(raw)
-    except ValueError:
-        snippet = raw[:200].decode("utf-8", "replace")
-        msg = f"the answer is not JSON: {snippet!r}"
-        raise ProviderError(msg, provider=NAME) from None
-
-
 # -- errors -------------------------------------------------------------------------------------
 
 
@@ -302,29 +218,6 @@ def _error_event(data: Mapping[str, Any]) -> ProviderError:
     detail = f"{kind}: {message}" if kind else message
     return ProviderError(
         f"the server answered with an error: {detail}", provider=NAME, retryable=kind not in _FATAL_ERROR_TYPES
-    )
-
-
-def _status_error(response: httpx.Response, url: str) -> ProviderError:
-    status = response.status_code
-    try:
-        data = json.loads(response.content)
-    except ValueError:
-        data = None
-    if isinstance(data, Mapping):
-        kind, message = _error_parts(data)
-        detail = f"{kind}: {message}" if kind else message
-    else:
-        detail = response.content.decode("utf-8", "replace").strip()
-    detail = " ".join(detail.split()) or response.reason_phrase or "no message"
-    if len(detail) > _MAX_DETAIL_CHARS:
-        detail = detail[: _MAX_DETAIL_CHARS - 3] + "..."
-    return ProviderError(
-        f"POST {url} answered HTTP {status}: {detail}",
-        provider=NAME,
-        retryable=status in _RETRYABLE_STATUS or status >= 500,
-        retry_after=_retry_after(response.headers),
-        status=status,
     )
 
 
@@ -383,7 +276,7 @@ class _Assembler:
 
     def _finished(self, index: int) -> dict[str, Any]:
         block = self._blocks[index]
-        text = _fix_surrogates("".join(self._parts[index]))
+        text = fix_surrogates("".join(self._parts[index]))
         kind = block.get("type")
         if kind in {"text", "thinking"}:
             block[kind] = str(block.get(kind) or "") + text
@@ -408,32 +301,6 @@ def _index(data: Mapping[str, Any]) -> int:
 
 def _object(value: object) -> Any:
     return value if isinstance(value, Mapping) else {}
-
-
-async def _read_stream(chunks: AsyncIterator[bytes]) -> ModelResponse:
-    """Read server-sent events up to ``message_stop`` and assemble the answer.
-
-    As the ``openai`` provider does, the stream is read to its end even after ``message_stop``
-    or an error (a server that keeps it open gets :data:`_DRAIN_SECONDS`), so that httpx's byte
-    generators are not left half-way.
-    """
-    decoder = _EventDecoder()
-    assembler = _Assembler()
-    outcome: ModelResponse | ProviderError | None = None
-    with trio.move_on_after(math.inf) as drain:
-        async for raw in chunks:
-            if outcome is None:
-                outcome = _fold(assembler, decoder.feed(raw))
-                if outcome is not None:
-                    drain.deadline = trio.current_time() + _DRAIN_SECONDS
-    if outcome is None:
-        outcome = _fold(assembler, decoder.close())
-    if outcome is None:
-        msg = "the stream ended before message_stop: the answer is incomplete"
-        outcome = ProviderError(msg, provider=NAME, retryable=True)
-    if isinstance(outcome, ProviderError):
-        raise outcome
-    return outcome
 
 
 def _fold(assembler: _Assembler, events: list[tuple[str, str]]) -> ModelResponse | ProviderError | None:
