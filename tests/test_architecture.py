@@ -248,7 +248,8 @@ def test_lint_run_imports_neither_trio_nor_implementations(tmp_path: Path, comma
         "heavy = ('trio', 'trio_parallel', 'multiprocessing', 'toolflow._rendering', 'httpx',\n"
         "         'toolflow_assistant.tools', 'toolflow._executor', 'toolflow._loop',\n"
         "         'toolflow._history', 'toolflow._providers', 'toolflow.default_plugins._scripted',\n"
-        "         'toolflow.default_plugins._openai_chat')\n"
+        "         'toolflow.default_plugins._openai_chat', 'toolflow.default_plugins._anthropic_messages',\n"
+        "         'toolflow.default_plugins._http_provider')\n"
         "loaded = sorted(m for m in heavy if m in sys.modules)\n"
         "print(status, loaded)\n"
     )

@@ -33,7 +33,7 @@ from hypothesis import strategies as st
 
 from toolflow import ModelProvider, ModelRequest, ModelResponse, ProviderError, Usage, UsageError
 from toolflow._plugins import load_plugins
-from toolflow.default_plugins import _openai_chat, openai
+from toolflow.default_plugins import _http_provider, _openai_chat, openai
 from toolflow.default_plugins._openai_chat import OpenAIProvider
 from toolflow.default_plugins.openai import create_provider
 
@@ -531,7 +531,7 @@ async def test_a_stream_left_open_after_done_still_answers(fast_clock: trio.test
         response = await _ask(server)
         waited = trio.current_time() - start
     assert response.message == {"role": "assistant", "content": "done"}
-    assert _openai_chat._DRAIN_SECONDS <= waited < 30
+    assert _http_provider._DRAIN_SECONDS <= waited < 30
 
 
 async def test_a_stream_that_stalls_mid_answer_times_out(fast_clock: trio.testing.MockClock) -> None:
@@ -687,7 +687,7 @@ _EVENTS: list[dict[str, Any] | str] = [
 def test_event_decoder_ignores_where_the_bytes_are_split(offsets: list[int]) -> None:
     """Any split of the byte stream yields the same events as the whole stream at once."""
     data = sse(*_EVENTS).replace(b"\n", b"\r\n")
-    decoder = _openai_chat._EventDecoder()
+    decoder = _http_provider.EventDecoder()
     events = [event for piece in split_bytes(data, offsets) for event in decoder.feed(piece)] + decoder.close()
     expected = [("", e if isinstance(e, str) else json.dumps(e, ensure_ascii=False)) for e in _EVENTS]
     assert events == expected
@@ -695,7 +695,7 @@ def test_event_decoder_ignores_where_the_bytes_are_split(offsets: list[int]) -> 
 
 def test_event_decoder_joins_data_lines_and_flushes_the_last_event() -> None:
     """Several data lines join with newlines; an event without its blank line is delivered at the end."""
-    decoder = _openai_chat._EventDecoder()
+    decoder = _http_provider.EventDecoder()
     assert decoder.feed(b"event: note\ndata: a\ndata:b\nid: 1\n\ndata: tail") == [("note", "a\nb")]
     assert decoder.close() == [("", "tail")]
 

@@ -261,9 +261,14 @@ def _add_run_parser(commands: Any) -> None:
         "--model",
         required=True,
         metavar="PROVIDER:TARGET",
-        help="the model: scripted:FILE (a YAML transcript) or openai:MODEL (any OpenAI-compatible server)",
+        help="the model: scripted:FILE (a YAML transcript), openai:MODEL (any OpenAI-compatible server)"
+        " or anthropic:MODEL (the Messages API)",
     )
-    run.add_argument("--format", choices=HISTORY_FORMATS, default="openai", help="the history format (default: openai)")
+    run.add_argument(
+        "--format",
+        choices=HISTORY_FORMATS,
+        help="the history format (default: openai, or anthropic for an anthropic: model)",
+    )
     run.add_argument("--prompt", metavar="TEXT", help="the user's message (default: the transcript's 'prompt')")
     run.add_argument("--system", metavar="TEXT", help="the system prompt (default: the policy's, or the transcript's)")
     run.add_argument("--max-iterations", type=int, metavar="N", help="override the policy's max_iterations")
@@ -279,15 +284,19 @@ def _add_run_parser(commands: Any) -> None:
     )
     run.add_argument("--no-cache", action="store_true", help="use no cache at all")
     run.add_argument("--output", choices=("text", "json"), default="text", help="text trace (default) or one JSON")
-    run.add_argument("--base-url", metavar="URL", help="openai: the server (default: $OPENAI_BASE_URL)")
-    run.add_argument("--api-key-env", metavar="VAR", help="openai: read the API key from this variable")
-    run.add_argument("--no-stream", action="store_true", help="openai: ask for whole responses, not streams")
+    run.add_argument(
+        "--base-url",
+        metavar="URL",
+        help="openai, anthropic: the server (default: $OPENAI_BASE_URL, $ANTHROPIC_BASE_URL)",
+    )
+    run.add_argument("--api-key-env", metavar="VAR", help="openai, anthropic: read the API key from this variable")
+    run.add_argument("--no-stream", action="store_true", help="openai, anthropic: ask for whole responses, not streams")
     _add_grace_option(run, "the calls")
     run.add_argument(
         "--response-timeout",
         type=float,
         metavar="SECONDS",
-        help="openai: seconds allowed for a whole answer, keep-alives or not (default: 600)",
+        help="openai, anthropic: seconds allowed for a whole answer, keep-alives or not (default: 600)",
     )
     run.set_defaults(handler=_cmd_run)
 

@@ -207,7 +207,8 @@ def command(args: argparse.Namespace, plugins: Plugins, stdout: TextIO, stderr: 
                     engine,
                     provider,
                     policy=policy,
-                    format=args.format,
+                    # The provider's own format unless asked: openai where it speaks it (scripted, openai).
+                    format=args.format or ("openai" if "openai" in provider.formats else provider.formats[0]),
                     system=system,
                     deliberate=args.deliberate,
                     approve=approve,

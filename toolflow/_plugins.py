@@ -62,6 +62,7 @@ DEFAULT_PLUGINS = (
     "toolflow.default_plugins.command",
     "toolflow.default_plugins.scripted",
     "toolflow.default_plugins.openai",
+    "toolflow.default_plugins.anthropic",
 )
 
 IMPLEMENTATIONS = "toolflow_register_implementations"

@@ -20,8 +20,8 @@ provider sends it as the first ``system`` message, an Anthropic one as the ``sys
 
 Providers are registered by plugins through ``toolflow_register_model_providers``:
 ``register(name, factory)``, where ``factory(target, **options)`` returns a provider; the CLI's
-``--model NAME:TARGET`` calls the factory of ``NAME`` with ``TARGET``. The built-in ``scripted``
-and ``openai`` providers are default plugins.
+``--model NAME:TARGET`` calls the factory of ``NAME`` with ``TARGET``. The built-in ``scripted``,
+``openai`` and ``anthropic`` providers are default plugins.
 """
 
 from __future__ import annotations

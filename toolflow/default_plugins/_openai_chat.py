@@ -1,42 +1,31 @@
 """The Chat Completions client behind the ``openai`` provider (see :mod:`toolflow.default_plugins.openai`).
 
 Kept apart from the plugin module so that registering the provider (which ``toolflow lint``
-does) imports neither httpx nor anything else this needs.
+does) imports neither httpx nor anything else this needs. The connection, the deadline and the
+errors of HTTP are :class:`~toolflow.default_plugins._http_provider.HttpProvider`'s.
 """
 
 from __future__ import annotations
 
-import codecs
-import functools
 import json
-import math
-import re
 import secrets
-import ssl
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
-import httpx
-import trio
-
-from toolflow import __version__
 from toolflow._providers import ModelRequest, ModelResponse, ProviderError, Usage
-from toolflow._retrying import retry_after_seconds
+from toolflow.default_plugins._http_provider import (
+    HttpProvider,
+    fix_surrogates,
+    read_events,
+    shorten,
+)
 
 __all__ = ["OpenAIProvider"]
 
 NAME = "openai"
 
-_RETRYABLE_STATUS = frozenset({408, 409, 429})
-_MAX_DETAIL_CHARS = 500
-_DRAIN_SECONDS = 2.0
-"""How long to wait for a stream's end after ``[DONE]`` or an error event before closing it."""
-_NEWLINE = re.compile(r"\r\n|\r|\n")
-_USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/?#]*@")
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
-
-class OpenAIProvider:
+class OpenAIProvider(HttpProvider):
     """A Chat Completions client for the agent loop; made by :func:`toolflow.default_plugins.openai.create_provider`.
 
     Attributes:
@@ -51,6 +40,8 @@ class OpenAIProvider:
 
     name = NAME
     formats: tuple[str, ...] = ("openai", "fallback", "text")
+    api = "Chat Completions API"
+    answer = "Chat Completions answer"
 
     def __init__(
         self,
@@ -63,21 +54,16 @@ class OpenAIProvider:
         response_timeout: float,
         options: Mapping[str, Any],
     ) -> None:
-        self.model = model
-        self.base_url = base_url
-        self.stream = stream
-        self.response_timeout = response_timeout
-        self._api_key = api_key
-        self._timeout = timeout
-        self._options = dict(options)
-        self._url = f"{base_url}/chat/completions"
-        self._shown_url = _without_credentials(self._url)
-        # Made on first use, inside the trio run that uses it: connections belong to one event loop.
-        self._client: httpx.AsyncClient | None = None
-
-    def __repr__(self) -> str:
-        base_url = _without_credentials(self.base_url)
-        return f"<OpenAIProvider model={self.model!r} base_url={base_url!r} stream={self.stream!r}>"
+        super().__init__(
+            model=model,
+            base_url=base_url,
+            url=f"{base_url}/chat/completions",
+            headers={"authorization": f"Bearer {api_key}"} if api_key else {},
+            stream=stream,
+            timeout=timeout,
+            response_timeout=response_timeout,
+            options=options,
+        )
 
     def request_body(self, request: ModelRequest) -> dict[str, Any]:
         """The JSON body sent for *request* (without checking its format).
@@ -93,95 +79,16 @@ class OpenAIProvider:
             body["tools"] = list(request.tools)
         if self.stream:
             body["stream_options"] = {"include_usage": True}
-        for key, value in self._options.items():
-            if value is None:
-                body.pop(key, None)
-            else:
-                body[key] = value
-        return body
+        return self._add_options(body)
 
-    async def complete(self, request: ModelRequest) -> ModelResponse:
-        """Ask the server for the next assistant message.
+    async def _read_stream(self, chunks: AsyncIterator[bytes]) -> ModelResponse:
+        return await _read_stream(chunks)
 
-        Raises:
-            ProviderError: The request's format is ``anthropic`` or unknown, the request cannot
-                be encoded as JSON, the server answered with an error status, an HTML page or
-                something else that is not a Chat Completions answer, the connection failed,
-                timed out or broke off, or the whole answer took longer than
-                :attr:`response_timeout`. ``retryable``, ``status`` and ``retry_after`` say what
-                the loop may do. Messages name the URL without its user name, password and query.
-        """
-        if request.format not in self.formats:
-            msg = (
-                f"the Chat Completions API cannot take the {request.format!r} history format;"
-                f" use one of {', '.join(self.formats)}"
-            )
-            raise ProviderError(msg, provider=NAME)
-        try:
-            content = json.dumps(
-                self.request_body(request), ensure_ascii=False, allow_nan=False, default=_jsonable
-            ).encode()
-        except (TypeError, ValueError) as exc:
-            msg = f"the request cannot be encoded as JSON: {exc}"
-            raise ProviderError(msg, provider=NAME) from exc
-        headers = {
-            "content-type": "application/json",
-            "accept": "text/event-stream" if self.stream else "application/json",
-        }
-        # httpx's timeout bounds each wait (to connect, for the next bytes); this bounds the whole
-        # answer, which a server sending keep-alive comments forever would otherwise never end.
-        try:
-            with trio.fail_after(self.response_timeout):
-                return await self._exchange(content, headers)
-        except trio.TooSlowError:
-            msg = f"{self._shown_url} did not finish its answer within {self.response_timeout:g}s (response_timeout)"
-            raise ProviderError(msg, provider=NAME, retryable=True) from None
+    def _parse(self, data: Any) -> ModelResponse:
+        return _parse_completion(data)
 
-    async def _exchange(self, content: bytes, headers: Mapping[str, str]) -> ModelResponse:
-        """Send the request and read the answer; every httpx failure becomes a ProviderError."""
-        url = self._shown_url
-        try:
-            async with self._get_client().stream("POST", self._url, content=content, headers=headers) as response:
-                if not response.is_success:
-                    await response.aread()
-                    raise _status_error(response, url)
-                if _media_type(response) in _HTML_TYPES:
-                    raise _html_error(response, url)
-                if self.stream and _media_type(response) != "application/json":
-                    return await _read_stream(response.aiter_bytes())
-                # Also the answer of a server that ignores ``stream: true`` and sends JSON.
-                return _parse_completion(_json_body(await response.aread()))
-        except httpx.TimeoutException as exc:
-            msg = f"no answer from {url} within {self._timeout:g}s ({type(exc).__name__})"
-            raise ProviderError(msg, provider=NAME, retryable=True) from exc
-        except (httpx.NetworkError, httpx.RemoteProtocolError, httpx.ProxyError) as exc:
-            msg = f"the connection to {url} failed: {_describe(exc)}"
-            raise ProviderError(msg, provider=NAME, retryable=True) from exc
-        except (httpx.HTTPError, httpx.InvalidURL) as exc:
-            msg = f"cannot ask {url}: {_describe(exc)}"
-            raise ProviderError(msg, provider=NAME) from exc
-
-    async def aclose(self) -> None:
-        """Close the HTTP client and its connections; the next request opens a new one."""
-        client, self._client = self._client, None
-        if client is not None:
-            await client.aclose()
-
-    def _get_client(self) -> httpx.AsyncClient:
-        if self._client is None:
-            headers = {"user-agent": f"toolflow/{__version__} python-httpx/{httpx.__version__}"}
-            if self._api_key:
-                headers["authorization"] = f"Bearer {self._api_key}"
-            self._client = httpx.AsyncClient(
-                headers=headers, timeout=httpx.Timeout(self._timeout), verify=_ssl_context()
-            )
-        return self._client
-
-
-@functools.cache
-def _ssl_context() -> ssl.SSLContext:
-    """The default verifying context of httpx, made once: loading the CA bundle costs tens of milliseconds."""
-    return httpx.create_ssl_context()
+    def _server_detail(self, body: bytes) -> str:
+        return _server_message(body)
 
 
 # -- answers ------------------------------------------------------------------------------------
@@ -277,45 +184,7 @@ def _error_in(data: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _json_body(raw: bytes) -> Any:
-    try:
-        return json.loads(raw)
-    except ValueError:
-        snippet = raw[:200].decode("utf-8", "replace")
-        msg = f"the answer is not JSON: {snippet!r}"
-        raise ProviderError(msg, provider=NAME) from None
-
-
-def _jsonable(value: object) -> Any:
-    """``json.dumps`` fallback: read-only mappings and other iterables of the history."""
-    if isinstance(value, Mapping):
-        return dict(value)
-    if isinstance(value, Iterable) and not isinstance(value, str | bytes):
-        return list(value)
-    msg = f"{type(value).__name__} is not JSON serializable"
-    raise TypeError(msg)
-
-
-def _fix_surrogates(text: str) -> str:
-    # A character outside the BMP may arrive as two JSON escapes (\ud83d, \ude00) in two deltas.
-    if _SURROGATE.search(text) is None:
-        return text
-    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
-
-
 # -- errors -------------------------------------------------------------------------------------
-
-
-def _status_error(response: httpx.Response, url: str) -> ProviderError:
-    status = response.status_code
-    detail = _server_message(response.content) or response.reason_phrase or "no message"
-    return ProviderError(
-        f"POST {url} answered HTTP {status}: {detail}",
-        provider=NAME,
-        retryable=status in _RETRYABLE_STATUS or status >= 500,
-        retry_after=_retry_after(response.headers),
-        status=status,
-    )
 
 
 def _server_message(body: bytes) -> str:
@@ -330,101 +199,10 @@ def _server_message(body: bytes) -> str:
             text = found if isinstance(found, str) else json.dumps(data, default=str)
         else:
             text = json.dumps(data, default=str)
-    text = " ".join(text.split())
-    return text if len(text) <= _MAX_DETAIL_CHARS else text[: _MAX_DETAIL_CHARS - 3] + "..."
-
-
-def _retry_after(headers: httpx.Headers) -> float | None:
-    milliseconds = headers.get("retry-after-ms")
-    if milliseconds is not None:
-        try:
-            value = float(milliseconds) / 1000
-        except ValueError:
-            value = math.nan
-        if math.isfinite(value) and value >= 0:
-            return value
-    return retry_after_seconds(headers.get("retry-after"))
-
-
-def _describe(exc: Exception) -> str:
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-def _media_type(response: httpx.Response) -> str:
-    """The response's media type, lower-cased, without parameters (``text/event-stream``)."""
-    content_type: str = response.headers.get("content-type", "")
-    return content_type.split(";", 1)[0].strip().lower()
-
-
-_HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
-
-
-def _html_error(response: httpx.Response, url: str) -> ProviderError:
-    """A 200 answer that is a web page: a wrong base URL, a proxy's login page, a captive portal."""
-    msg = (
-        f"POST {url} answered HTTP {response.status_code} with an HTML page ({_media_type(response)}),"
-        " not a Chat Completions answer: check the base URL; a proxy or a network's login page"
-        " (captive portal) may be answering instead of the API"
-    )
-    return ProviderError(msg, provider=NAME, status=response.status_code)
-
-
-def _without_credentials(url: str) -> str:
-    """*url* without its user name, password, query and fragment, which may carry secrets, for messages."""
-    return _USERINFO.sub(r"\1", url).split("#", 1)[0].split("?", 1)[0]
+    return shorten(text)
 
 
 # -- streaming ----------------------------------------------------------------------------------
-
-
-class _EventDecoder:
-    """Server-sent events from a byte stream split anywhere.
-
-    Decodes UTF-8 incrementally (a character may be split between two reads) and ends lines only
-    at CR, LF or CRLF, as the SSE specification says (``str.splitlines``, which httpx's
-    ``aiter_lines`` uses, also splits at U+2028 and U+0085, which JSON may carry raw).
-    """
-
-    def __init__(self) -> None:
-        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
-        self._pending = ""
-        self._data: list[str] = []
-        self._event = ""
-
-    def feed(self, raw: bytes) -> list[tuple[str, str]]:
-        """The ``(event name, data)`` of each event that *raw* completes."""
-        text = self._pending + self._decoder.decode(raw)
-        # A CR at the very end may be the first half of a CRLF: keep it for the next read.
-        held = text.endswith("\r")
-        lines = _NEWLINE.split(text[:-1] if held else text)
-        self._pending = lines.pop() + ("\r" if held else "")
-        return self._lines(lines)
-
-    def close(self) -> list[tuple[str, str]]:
-        """The events left when the stream ends (a last one without its blank line included)."""
-        text = self._pending + self._decoder.decode(b"", final=True)
-        self._pending = ""
-        lines = _NEWLINE.split(text) if text else []
-        return self._lines([*lines, ""])
-
-    def _lines(self, lines: list[str]) -> list[tuple[str, str]]:
-        events = []
-        for line in lines:
-            if not line:
-                if self._data:
-                    events.append((self._event, "\n".join(self._data)))
-                self._data, self._event = [], ""
-            elif line.startswith(":"):  # a comment (keep-alive)
-                continue
-            else:
-                field, _, value = line.partition(":")
-                value = value.removeprefix(" ")
-                if field == "data":
-                    self._data.append(value)
-                elif field == "event":
-                    self._event = value
-        return events
 
 
 class _Call:
@@ -511,41 +289,24 @@ class _Assembler:
             _tool_call(
                 {
                     "id": call.id,
-                    "function": {"name": call.name, "arguments": _fix_surrogates("".join(call.arguments))},
+                    "function": {"name": call.name, "arguments": fix_surrogates("".join(call.arguments))},
                 },
                 position,
             )
             # By index, as the API numbers them; calls sharing an index keep the order they came in.
             for position, call in enumerate(sorted(self._calls, key=lambda item: item.index))
         ]
-        content = _fix_surrogates("".join(self._content)) if self._content else None
+        content = fix_surrogates("".join(self._content)) if self._content else None
         return ModelResponse(message=_assistant(content, calls), usage=self._usage, finish_reason=self._finish_reason)
 
 
 async def _read_stream(chunks: AsyncIterator[bytes]) -> ModelResponse:
-    """Read server-sent events up to ``[DONE]`` and assemble the answer.
-
-    The stream is read to its end even after ``[DONE]`` or an error event: leaving httpx's
-    nested byte generators half-way leaves them to the garbage collector (a ResourceWarning
-    under trio). A server that keeps the stream open after that gets :data:`_DRAIN_SECONDS`.
-    """
-    decoder = _EventDecoder()
+    """Read server-sent events up to ``[DONE]`` and assemble the answer."""
     assembler = _Assembler()
-    outcome: ModelResponse | ProviderError | None = None
-    with trio.move_on_after(math.inf) as drain:
-        async for raw in chunks:
-            if outcome is None:
-                outcome = _fold(assembler, decoder.feed(raw))
-                if outcome is not None:
-                    drain.deadline = trio.current_time() + _DRAIN_SECONDS
-    if outcome is None:
-        outcome = _fold(assembler, decoder.close())
-    if outcome is None:
-        msg = "the stream ended before [DONE]: the answer is incomplete"
-        outcome = ProviderError(msg, provider=NAME, retryable=True)
-    if isinstance(outcome, ProviderError):
-        raise outcome
-    return outcome
+    incomplete = ProviderError(
+        "the stream ended before [DONE]: the answer is incomplete", provider=NAME, retryable=True
+    )
+    return await read_events(chunks, lambda events: _fold(assembler, events), incomplete=incomplete)
 
 
 def _fold(assembler: _Assembler, events: list[tuple[str, str]]) -> ModelResponse | ProviderError | None:
