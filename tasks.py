@@ -30,11 +30,20 @@ def sh(*argv: str | Path) -> None:
         sys.exit(code)
 
 
+def installed(name: str) -> bool:
+    """Whether ``.venv`` has distribution *name*."""
+    return subprocess.run([BIN / "python", "-m", "pip", "show", name], capture_output=True, check=False).returncode == 0
+
+
 def ensure_venv(*requirements: str | Path) -> None:
     """Create ``.venv`` if needed and install *requirements* into it."""
     if not (BIN / "python").exists():
         venv.EnvBuilder(with_pip=True).create(VENV)
         sh(BIN / "python", "-m", "pip", "install", "--quiet", "--upgrade", "pip")
+    elif installed("toolflow"):
+        # This checkout installed as "toolflow" before it was renamed toolflow-yaml. Both would own the
+        # package and the command, so the old one goes first (removing it after would delete the command).
+        sh(BIN / "python", "-m", "pip", "uninstall", "--quiet", "--yes", "toolflow")
     sh(BIN / "python", "-m", "pip", "install", "--quiet", *requirements)
 
 

@@ -133,7 +133,9 @@ def _parser() -> argparse.ArgumentParser:
 
 def _add_serve_parser(commands: Any) -> None:
     """Add ``toolflow serve`` (its handler imports the MCP SDK only when it runs)."""
-    serve = commands.add_parser("serve", help="serve the tools over the Model Context Protocol (needs toolflow[mcp])")
+    serve = commands.add_parser(
+        "serve", help="serve the tools over the Model Context Protocol (needs toolflow-yaml[mcp])"
+    )
     serve.add_argument(
         "--specs", action="append", metavar="PATH", help="spec file or directory (repeatable; default: specs/)"
     )
@@ -613,7 +615,7 @@ def _cmd_serve(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     except ModuleNotFoundError as exc:
         if (exc.name or "").partition(".")[0] not in {"mcp", "mcp_types", "hypercorn", "starlette"}:
             raise
-        msg = f"serve needs the MCP SDK ({exc.name!r} is not installed): pip install 'toolflow[mcp]'"
+        msg = f"serve needs the MCP SDK ({exc.name!r} is not installed): pip install 'toolflow-yaml[mcp]'"
         raise UsageError(msg) from None
     if args.project:
         try:

@@ -50,6 +50,8 @@ __all__ = [
     "load_plugins",
 ]
 
+DISTRIBUTION = "toolflow-yaml"
+"""toolflow's distribution name on the package index (``toolflow`` there is another project)."""
 ENTRY_POINT_GROUP = "toolflow"
 LOAD_ENV = "TOOLFLOW_LOAD_PLUGINS"
 DISABLE_ENV = "TOOLFLOW_DISABLE_PLUGINS"
@@ -97,7 +99,7 @@ class PluginInfo:
         name: The plugin's name: its entry-point name, module name (builtin and project plugins) or given name.
         source: ``builtin``, ``entry-point``, ``project`` or ``manual``.
         status: ``loaded``, ``failed`` or ``disabled``.
-        distribution: The distribution that ships it (``toolflow`` for the builtins).
+        distribution: The distribution that ships it (``toolflow-yaml`` for the builtins).
         version: The distribution's version.
         module: The module (or entry-point value) it comes from.
         error: Why it failed.
@@ -552,7 +554,7 @@ class _Choice:
 
 def _load_builtins(plugins: Plugins, chosen: _Choice) -> None:
     for module_name in DEFAULT_PLUGINS:
-        info: dict[str, Any] = {"distribution": "toolflow", "version": __version__, "module": module_name}
+        info: dict[str, Any] = {"distribution": DISTRIBUTION, "version": __version__, "module": module_name}
         if not chosen.wants(module_name, allow_list=False):
             plugins.infos.append(PluginInfo(name=module_name, source="builtin", status="disabled", **info))
             continue
