@@ -100,7 +100,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     graph.set_defaults(handler=_cmd_graph)
 
-    schema = commands.add_parser("spec-schema", help="print the JSON Schema of spec files (for editors)")
+    schema = commands.add_parser(
+        "spec-schema", help="print the JSON Schema of spec files (for editors), with the installed plugins' kinds"
+    )
+    schema.add_argument(
+        "--no-plugins", action="store_true", help="load no plugins: the schema as shipped, without plugin kinds"
+    )
     schema.set_defaults(handler=_cmd_spec_schema)
 
     export = commands.add_parser(
@@ -517,7 +522,8 @@ def _write_table(rows: Sequence[Sequence[object]], stdout: TextIO, widths: Seque
 def _cmd_spec_schema(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     from toolflow._schemas import spec_schema  # noqa: PLC0415
 
-    stdout.write(json.dumps(spec_schema(), indent=2) + "\n")
+    schema = spec_schema() if args.no_plugins else _load_plugins(stderr).spec_schema()
+    stdout.write(json.dumps(schema, indent=2) + "\n")
     return 0
 
 

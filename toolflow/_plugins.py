@@ -24,6 +24,7 @@ import functools
 import importlib
 import importlib.metadata
 import inspect
+import json
 import os
 import re
 import sys
@@ -299,6 +300,31 @@ class Plugins:
         A conflict (two plugins, one kind) is left to the registry, which reports it; the first schema is used.
         """
         return {name: found[0].schema for name, found in self.kinds().items() if found}
+
+    def spec_schema(self) -> dict[str, Any]:
+        """The spec-file schema with each plugin's kind as a tool key, marked with the plugin it comes from.
+
+        What ``toolflow spec-schema`` prints, so that an editor knows ``http:`` once toolflow-http is
+        installed. Each added key's schema carries ``x-toolflow-plugin`` (the plugin's name) and a
+        ``description`` naming the plugin and its distribution; the kinds the shipped schema already
+        declares (``template``, ``command``, ``pipeline``) stay as shipped.
+        """
+        schema = json.loads(json.dumps(spec_schema()))  # a deep copy of the cached document
+        properties = schema["definitions"]["tool"]["properties"]
+        infos = {info.name: info for info in self.infos}
+        for name, (kind, *_) in self.kinds().items():
+            if name in properties:
+                continue
+            info = infos.get(kind.plugin)
+            origin = " ".join(filter(None, (info.distribution, info.version))) if info else ""
+            source = f"plugin {kind.plugin!r}" + (f", distribution {origin}" if origin else "")
+            summary = kind.description or kind.schema.get("description") or f"The {name!r} implementation kind."
+            properties[name] = {
+                **kind.schema,
+                "description": f"{summary.rstrip('.')}. From {source}.",
+                "x-toolflow-plugin": kind.plugin,
+            }
+        return schema  # type: ignore[no-any-return]
 
     def lint_rules(self) -> list[tuple[str, Rule]]:
         """``(plugin name, rule)`` for every lint rule plugins register; ``rule.plugin`` is filled in."""
