@@ -2,7 +2,7 @@
 """Set up and run toolflow's two jobs with nothing but Python 3.11.
 
     python3 tasks.py run    # install toolflow and its plugins, lint specs/, call tools (a pipeline too), run a loop
-    python3 tasks.py test   # install toolflow with its test tools, run ruff, mypy and every test
+    python3 tasks.py test   # install toolflow with its test tools, run ruff, mypy and every test (the wheels too)
     python3 tasks.py docs   # regenerate the generated parts of docs/
 
 Both create (or reuse) a virtual environment in ``.venv`` beside this file.
