@@ -11,6 +11,7 @@ Both create (or reuse) a virtual environment in ``.venv`` beside this file.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import venv
@@ -44,6 +45,7 @@ def ensure_venv(*requirements: str | Path) -> None:
         # This checkout installed as "toolflow" before it was renamed toolflow-yaml. Both would own the
         # package and the command, so the old one goes first (removing it after would delete the command).
         sh(BIN / "python", "-m", "pip", "uninstall", "--quiet", "--yes", "toolflow")
+        shutil.rmtree(ROOT / "toolflow.egg-info", ignore_errors=True)  # its metadata, which `python -m` still sees
     sh(BIN / "python", "-m", "pip", "install", "--quiet", *requirements)
 
 

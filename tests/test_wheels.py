@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -36,6 +37,8 @@ PROJECTS = {
     "toolflow-assistant": ROOT / "plugins" / "toolflow-assistant",
 }
 WHEELHOUSE = Path(sys.prefix) / "toolflow-wheelhouse"
+NOT_SOURCE = (".*", "*.egg-info", "__pycache__", "build", "dist", "plugins", "tests")
+"""What the copies that are built leave out: the venv, git, caches, build output, the plugins (built apart)."""
 GUARD = 600  # seconds: a build or an install that hangs fails the test instead of the run
 
 SPEC = """\
@@ -79,8 +82,11 @@ def _clean_env(prefix: Path) -> dict[str, str]:
 def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A folder with the sdist and the wheel (built from the sdist) of each project."""
     out = tmp_path_factory.mktemp("dist")
-    for project in PROJECTS.values():
-        result = _run([sys.executable, "-m", "build", "--no-isolation", "--outdir", out, project], cwd=out)
+    for name, project in PROJECTS.items():
+        # A copy, so that the build's egg-info and build/ land there and not in the checkout.
+        source = tmp_path_factory.mktemp("src") / name
+        shutil.copytree(project, source, ignore=shutil.ignore_patterns(*NOT_SOURCE))
+        result = _run([sys.executable, "-m", "build", "--no-isolation", "--outdir", out, source], cwd=out)
         assert result.returncode == 0, result.stdout + result.stderr
     return out
 
