@@ -2,7 +2,7 @@
 """Set up and run toolflow's two jobs with nothing but Python 3.11.
 
     python3 tasks.py run    # install toolflow and its plugins, lint specs/, call tools (a pipeline too), run a loop
-    python3 tasks.py test   # install toolflow with its test tools, run ruff, mypy and every test
+    python3 tasks.py test   # install toolflow with its test tools, run ruff, mypy and every test (the wheels too)
     python3 tasks.py docs   # regenerate the generated parts of docs/
 
 Both create (or reuse) a virtual environment in ``.venv`` beside this file.
@@ -11,6 +11,7 @@ Both create (or reuse) a virtual environment in ``.venv`` beside this file.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import venv
@@ -30,11 +31,21 @@ def sh(*argv: str | Path) -> None:
         sys.exit(code)
 
 
+def installed(name: str) -> bool:
+    """Whether ``.venv`` has distribution *name*."""
+    return subprocess.run([BIN / "python", "-m", "pip", "show", name], capture_output=True, check=False).returncode == 0
+
+
 def ensure_venv(*requirements: str | Path) -> None:
     """Create ``.venv`` if needed and install *requirements* into it."""
     if not (BIN / "python").exists():
         venv.EnvBuilder(with_pip=True).create(VENV)
         sh(BIN / "python", "-m", "pip", "install", "--quiet", "--upgrade", "pip")
+    elif installed("toolflow"):
+        # This checkout installed as "toolflow" before it was renamed toolflow-yaml. Both would own the
+        # package and the command, so the old one goes first (removing it after would delete the command).
+        sh(BIN / "python", "-m", "pip", "uninstall", "--quiet", "--yes", "toolflow")
+        shutil.rmtree(ROOT / "toolflow.egg-info", ignore_errors=True)  # its metadata, which `python -m` still sees
     sh(BIN / "python", "-m", "pip", "install", "--quiet", *requirements)
 
 

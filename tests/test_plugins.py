@@ -152,10 +152,10 @@ def test_entry_point_plugin_loads_with_its_distribution_hooks_and_bindings(site:
 
 
 def test_builtins_are_registered_first_as_toolflow_plugins() -> None:
-    """The default plugins come first, from distribution toolflow, and register the template kind."""
+    """The default plugins come first, from distribution toolflow-yaml, and register the template kind."""
     plugins = load_plugins(entry_points=False)
     assert [i.name for i in plugins.infos] == list(DEFAULT_PLUGINS)
-    assert {(i.source, i.distribution, i.status) for i in plugins.infos} == {("builtin", "toolflow", "loaded")}
+    assert {(i.source, i.distribution, i.status) for i in plugins.infos} == {("builtin", "toolflow-yaml", "loaded")}
     assert "template" in plugins.kinds()
 
 
@@ -662,7 +662,7 @@ def test_cli_lists_plugins_with_source_distribution_status_hooks_and_tools(site:
     assert lines[1].split()[:5] == [
         "toolflow.default_plugins.template",
         "builtin",
-        "toolflow",
+        "toolflow-yaml",
         toolflow.__version__,
         "loaded",
     ]

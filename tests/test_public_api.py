@@ -148,4 +148,4 @@ def test_unknown_name_raises_attribute_error() -> None:
 
 def test_version_matches_the_distribution() -> None:
     """`__version__` is the version of the installed distribution."""
-    assert toolflow.__version__ == importlib.metadata.version("toolflow")
+    assert toolflow.__version__ == importlib.metadata.version("toolflow-yaml")

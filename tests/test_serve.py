@@ -307,7 +307,7 @@ def test_serve_without_the_mcp_sdk_names_the_extra(project: Path, monkeypatch: p
     code = run(["serve", "--specs", str(project / "specs")], stdout=out, stderr=err)
     assert (code, out.getvalue()) == (2, "")
     assert err.getvalue() == (
-        "toolflow: error: serve needs the MCP SDK ('mcp' is not installed): pip install 'toolflow[mcp]'\n"
+        "toolflow: error: serve needs the MCP SDK ('mcp' is not installed): pip install 'toolflow-yaml[mcp]'\n"
     )
 
 

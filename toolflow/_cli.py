@@ -108,6 +108,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     init.set_defaults(handler=_cmd_init)
     schema = commands.add_parser("spec-schema", help="print the JSON Schema of spec files (for editors)")
+    schema = commands.add_parser(
+        "spec-schema", help="print the JSON Schema of spec files (for editors), with the installed plugins' kinds"
+    )
+    schema.add_argument(
+        "--no-plugins", action="store_true", help="load no plugins: the schema as shipped, without plugin kinds"
+    )
     schema.set_defaults(handler=_cmd_spec_schema)
 
     export = commands.add_parser(
@@ -140,7 +146,9 @@ def _parser() -> argparse.ArgumentParser:
 
 def _add_serve_parser(commands: Any) -> None:
     """Add ``toolflow serve`` (its handler imports the MCP SDK only when it runs)."""
-    serve = commands.add_parser("serve", help="serve the tools over the Model Context Protocol (needs toolflow[mcp])")
+    serve = commands.add_parser(
+        "serve", help="serve the tools over the Model Context Protocol (needs toolflow-yaml[mcp])"
+    )
     serve.add_argument(
         "--specs", action="append", metavar="PATH", help="spec file or directory (repeatable; default: specs/)"
     )
@@ -538,7 +546,8 @@ def _write_table(rows: Sequence[Sequence[object]], stdout: TextIO, widths: Seque
 def _cmd_spec_schema(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     from toolflow._schemas import spec_schema  # noqa: PLC0415
 
-    stdout.write(json.dumps(spec_schema(), indent=2) + "\n")
+    schema = spec_schema() if args.no_plugins else _load_plugins(stderr).spec_schema()
+    stdout.write(json.dumps(schema, indent=2) + "\n")
     return 0
 
 
@@ -641,7 +650,7 @@ def _cmd_serve(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     except ModuleNotFoundError as exc:
         if (exc.name or "").partition(".")[0] not in {"mcp", "mcp_types", "hypercorn", "starlette"}:
             raise
-        msg = f"serve needs the MCP SDK ({exc.name!r} is not installed): pip install 'toolflow[mcp]'"
+        msg = f"serve needs the MCP SDK ({exc.name!r} is not installed): pip install 'toolflow-yaml[mcp]'"
         raise UsageError(msg) from None
     if args.project:
         try:

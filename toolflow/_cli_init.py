@@ -11,12 +11,12 @@ new first: an existing one is never overwritten, and nothing is written then.
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import json
 from pathlib import Path
 from typing import TextIO
 
 from toolflow._errors import UsageError
+from toolflow._plugins import DISTRIBUTION
 from toolflow._schemas import spec_schema
 
 __all__ = ["command", "plugin_files", "project_files"]
@@ -319,9 +319,8 @@ def plugin_files(name: str) -> dict[str, str]:
 
 
 def _distribution() -> str:
-    """The name toolflow is installed under (what a project depends on)."""
-    names = importlib.metadata.packages_distributions().get("toolflow") or ["toolflow"]
-    return min(names)
+    """The name toolflow is published under (what a project depends on)."""
+    return DISTRIBUTION
 
 
 def project_files(name: str) -> dict[str, str]:

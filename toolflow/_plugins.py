@@ -24,6 +24,7 @@ import functools
 import importlib
 import importlib.metadata
 import inspect
+import json
 import os
 import re
 import sys
@@ -51,6 +52,8 @@ __all__ = [
     "load_plugins",
 ]
 
+DISTRIBUTION = "toolflow-yaml"
+"""toolflow's distribution name on the package index (``toolflow`` there is another project)."""
 ENTRY_POINT_GROUP = "toolflow"
 LOAD_ENV = "TOOLFLOW_LOAD_PLUGINS"
 DISABLE_ENV = "TOOLFLOW_DISABLE_PLUGINS"
@@ -110,7 +113,7 @@ class PluginInfo:
         name: The plugin's name: its entry-point name, module name (builtin and project plugins) or given name.
         source: ``builtin``, ``entry-point``, ``project`` or ``manual``.
         status: ``loaded``, ``failed`` or ``disabled``.
-        distribution: The distribution that ships it (``toolflow`` for the builtins).
+        distribution: The distribution that ships it (``toolflow-yaml`` for the builtins).
         version: The distribution's version.
         module: The module (or entry-point value) it comes from.
         error: Why it failed.
@@ -328,6 +331,31 @@ class Plugins:
         """
         packs = {name: found[0].files if len(found) == 1 else () for name, found in self.tool_packs().items()}
         return {"kinds": self.kind_schemas(), "packs": packs}
+
+    def spec_schema(self) -> dict[str, Any]:
+        """The spec-file schema with each plugin's kind as a tool key, marked with the plugin it comes from.
+
+        What ``toolflow spec-schema`` prints, so that an editor knows ``http:`` once toolflow-http is
+        installed. Each added key's schema carries ``x-toolflow-plugin`` (the plugin's name) and a
+        ``description`` naming the plugin and its distribution; the kinds the shipped schema already
+        declares (``template``, ``command``, ``pipeline``) stay as shipped.
+        """
+        schema = json.loads(json.dumps(spec_schema()))  # a deep copy of the cached document
+        properties = schema["definitions"]["tool"]["properties"]
+        infos = {info.name: info for info in self.infos}
+        for name, (kind, *_) in self.kinds().items():
+            if name in properties:
+                continue
+            info = infos.get(kind.plugin)
+            origin = " ".join(filter(None, (info.distribution, info.version))) if info else ""
+            source = f"plugin {kind.plugin!r}" + (f", distribution {origin}" if origin else "")
+            summary = kind.description or kind.schema.get("description") or f"The {name!r} implementation kind."
+            properties[name] = {
+                **kind.schema,
+                "description": f"{summary.rstrip('.')}. From {source}.",
+                "x-toolflow-plugin": kind.plugin,
+            }
+        return schema  # type: ignore[no-any-return]
 
     def lint_rules(self) -> list[tuple[str, Rule]]:
         """``(plugin name, rule)`` for every lint rule plugins register; ``rule.plugin`` is filled in."""
@@ -596,7 +624,7 @@ class _Choice:
 
 def _load_builtins(plugins: Plugins, chosen: _Choice) -> None:
     for module_name in DEFAULT_PLUGINS:
-        info: dict[str, Any] = {"distribution": "toolflow", "version": __version__, "module": module_name}
+        info: dict[str, Any] = {"distribution": DISTRIBUTION, "version": __version__, "module": module_name}
         if not chosen.wants(module_name, allow_list=False):
             plugins.infos.append(PluginInfo(name=module_name, source="builtin", status="disabled", **info))
             continue

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import importlib.metadata
 import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
@@ -211,8 +212,25 @@ def _unknown_keys(instance: dict[str, Any], schema: Any, path: list[str | int]) 
     for key in instance:
         if key not in known:
             hint = did_you_mean(key, known)
+            if not hint and len(path) == 2 and path[0] == "tools":
+                hint = _plugin_hint()
             message = f"unknown key {key!r} in {describe_location(path)}{hint}"
             yield SchemaProblem(code="TF101", message=message, pointer=json_pointer([*path, key]), key=True)
+
+
+def _plugin_hint() -> str:
+    """Where an unknown key of a tool may come from: the implementation kind of a plugin that is not loaded.
+
+    The installed entry points are read, never loaded: ``toolflow lint`` imports no plugin for this.
+    """
+    seen = sorted(
+        {f"{e.name} ({e.dist.name})" if e.dist else e.name for e in importlib.metadata.entry_points(group="toolflow")}
+    )
+    installed = ", ".join(seen) if seen else "none"
+    return (
+        f"; a plugin may provide it as an implementation kind (installed 'toolflow' entry points: {installed};"
+        " 'toolflow lint --no-plugins' skips plugin kinds)"
+    )
 
 
 def _missing_keys(instance: dict[str, Any], required: Any, path: list[str | int]) -> Iterator[SchemaProblem]:

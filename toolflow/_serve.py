@@ -1,6 +1,6 @@
 """``toolflow serve``: the tools of a registry served over the Model Context Protocol (MCP).
 
-The official ``mcp`` SDK (the optional extra ``toolflow[mcp]``) speaks the protocol; its
+The official ``mcp`` SDK (the optional extra ``toolflow-yaml[mcp]``) speaks the protocol; its
 low-level :class:`mcp.server.Server` gets two handlers, and everything else is toolflow's:
 
 - Exposure: the spec files' policy decides which tools a client sees and may call, exactly as
