@@ -100,13 +100,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     graph.set_defaults(handler=_cmd_graph)
 
-    init = commands.add_parser("init", help="create a working project: specs, a plugin module, a session, CI set-up")
-    init.add_argument("directory", nargs="?", default=".", help="where to create it (default: here)")
-    init.add_argument("--name", help="the project's name (default: the directory's)")
-    init.add_argument(
-        "--plugin", metavar="NAME", help="create a plugin package instead: one implementation kind, a lint rule, a test"
-    )
-    init.set_defaults(handler=_cmd_init)
+    _add_init(commands)
     schema = commands.add_parser("spec-schema", help="print the JSON Schema of spec files (for editors)")
     schema = commands.add_parser(
         "spec-schema", help="print the JSON Schema of spec files (for editors), with the installed plugins' kinds"
@@ -501,6 +495,17 @@ def _cmd_list(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         note = f"; {hidden} hidden from models (expose: false)" if hidden else ""
         stdout.write(f"{len(rows)} {tools} in {len(result.files)} {files}{note}\n")
     return 0 if result.ok else 1
+
+
+def _add_init(commands: Any) -> None:
+    """The parser of ``toolflow init``."""
+    init = commands.add_parser("init", help="create a working project: specs, a plugin module, a session, CI set-up")
+    init.add_argument("directory", nargs="?", default=".", help="where to create it (default: here)")
+    init.add_argument("--name", help="the project's name (default: the directory's)")
+    init.add_argument(
+        "--plugin", metavar="NAME", help="create a plugin package instead: one implementation kind, a lint rule, a test"
+    )
+    init.set_defaults(handler=_cmd_init)
 
 
 def _cmd_init(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
