@@ -27,6 +27,8 @@ __all__ = ["main", "run"]
 
 OUTPUT_FORMATS = ("text", "json", "github", "sarif", "junit", "gitlab")
 SCHEMA_FORMATS = ("openai", "anthropic", "mcp")
+TEST_FORMATS = ("text", "json", "github", "junit")
+"""``toolflow test``'s formats (``toolflow._cli_test_report``'s; lint's SARIF and GitLab report code, not tests)."""
 
 HISTORY_FORMATS = ("openai", "anthropic", "fallback", "text")
 """The history formats of ``toolflow run`` (``toolflow._providers.HISTORY_FORMATS``, without importing it)."""
@@ -135,8 +137,6 @@ def _parser() -> argparse.ArgumentParser:
 
 def _add_test_parser(commands: Any) -> None:
     """Add ``toolflow test`` (its handler imports the engine and the loop only when it runs)."""
-    from toolflow._cli_test_report import TEST_FORMATS  # noqa: PLC0415
-
     test = commands.add_parser(
         "test", help="run the examples that declare an expected outcome, and the *.toolflow.yaml test files"
     )

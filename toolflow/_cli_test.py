@@ -13,7 +13,8 @@ project's plugins and specs:
 Each test gets an engine of its own, so caches and ``depends_on`` history start empty; the
 persistent cache is a file in a temporary directory, never the project's. The pytest plugin
 (:mod:`toolflow.testing`) runs the same cases through :func:`collect_examples`,
-:func:`session_case` and :func:`run_cases`. The reports are in :mod:`toolflow._cli_test_report`.
+:func:`session_case` and :func:`run_cases`. The records of cases and outcomes, and the
+reports, are in :mod:`toolflow._cli_test_report`.
 """
 
 from __future__ import annotations
@@ -26,18 +27,19 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, TextIO
+from typing import Any, TextIO
 
 import attrs
 import yaml
 
 from toolflow._calls import ToolCall
 from toolflow._cli_support import approver, run_trio, spec_paths
+from toolflow._cli_test_report import Case, Outcome, outcome_line, render
 from toolflow._errors import SpecError, ToolflowError, UsageError
 from toolflow._executor import open_engine
 from toolflow._loader import SPEC_SUFFIXES, TEST_SUFFIXES, load_specs
 from toolflow._loop import Agent, LoopResult
-from toolflow._model import Example, LoadResult, ToolSpec
+from toolflow._model import Example, LoadResult
 from toolflow._plugins import Plugins
 from toolflow._policy import Policy
 from toolflow._registry import Registry
@@ -62,57 +64,6 @@ EXPECT_KEYS = frozenset({"reason", "tools", "answer_contains", "turns"})
 _TRANSCRIPT_KEYS = ("system", "prompt", "turns")
 
 
-@attrs.frozen(kw_only=True)
-class Case:
-    """One test: an example of a tool, or a test file's session.
-
-    Attributes:
-        kind: ``example`` or ``session``.
-        name: ``TOOL examples[N]`` or the test file's path.
-        file: The file to point at (the spec file, or the test file).
-        line: 1-based line of the example, or of the test file's ``expect``.
-        column: 1-based column.
-        tool: The tool an example calls.
-        example: The example.
-        document: A test file's YAML document (``None`` when it could not be read).
-        problem: Why a test file cannot run (it then fails with this message).
-    """
-
-    kind: Literal["example", "session"]
-    name: str
-    file: str
-    line: int = 1
-    column: int = 1
-    tool: ToolSpec | None = None
-    example: Example | None = None
-    document: Mapping[str, Any] | None = None
-    problem: str | None = None
-
-
-@attrs.frozen(kw_only=True)
-class Outcome:
-    """How one :class:`Case` ended: passed, or failed with a message saying what differed."""
-
-    case: Case
-    passed: bool
-    message: str = ""
-    duration: float = 0.0
-
-    def to_dict(self) -> dict[str, Any]:
-        """The outcome as ``--output-format json`` prints it."""
-        case = self.case
-        return {
-            "name": case.name,
-            "kind": case.kind,
-            "file": case.file,
-            "line": case.line,
-            "column": case.column,
-            "passed": self.passed,
-            "message": self.message,
-            "duration": round(self.duration, 6),
-        }
-
-
 # --- comparing ------------------------------------------------------------------------------
 
 
@@ -124,10 +75,17 @@ def _shorten(text: str, limit: int = 400) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def _kind(value: Any) -> str:
+    """The JSON type of a scalar: ``true`` is a boolean, not a number; ``1`` and ``1.0`` are both numbers."""
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    return "string" if isinstance(value, str) else type(value).__name__
+
+
 def same(data: Any, expected: Any) -> bool:
     """Whether *data* equals *expected* as JSON values: ``true`` is not ``1``, ``1`` is ``1.0``."""
-    if isinstance(expected, bool) or isinstance(data, bool):
-        return type(data) is type(expected) and data == expected
     if isinstance(expected, Mapping):
         return (
             isinstance(data, Mapping)
@@ -140,11 +98,7 @@ def same(data: Any, expected: Any) -> bool:
             and len(data) == len(expected)
             and all(same(d, e) for d, e in zip(data, expected, strict=True))
         )
-    if isinstance(expected, int | float):
-        return isinstance(data, int | float) and data == expected
-    if isinstance(expected, str):
-        return isinstance(data, str) and data == expected
-    return bool(data == expected)
+    return _kind(data) == _kind(expected) and bool(data == expected)
 
 
 def contains(data: Any, expected: Any) -> bool:
@@ -269,15 +223,9 @@ def _document_problem(document: object) -> str | None:
     unknown = sorted(set(document) - TEST_KEYS)
     if unknown:
         return f"unknown keys {unknown}; expected {', '.join(sorted(TEST_KEYS))}"
-    expect = document.get("expect")
-    if not isinstance(expect, Mapping) or not expect:
-        return "'expect' must be a mapping of reason, tools, answer_contains, turns"
-    unknown = sorted(set(expect) - EXPECT_KEYS)
-    if unknown:
-        return f"unknown keys {unknown} in 'expect'; expected {', '.join(sorted(EXPECT_KEYS))}"
-    tools = expect.get("tools")
-    if tools is not None and not (isinstance(tools, list) and all(isinstance(t, str) for t in tools)):
-        return "'expect: tools' must be a list of tool names"
+    expect = _expect_problem(document.get("expect"))
+    if expect is not None:
+        return expect
     if ("session" in document) == ("turns" in document):
         return "give the session either inline ('turns', with 'system' and 'prompt') or as 'session: FILE'"
     if "session" in document and ("system" in document or "prompt" in document):
@@ -287,6 +235,19 @@ def _document_problem(document: object) -> str | None:
     specs = document.get("specs")
     if specs is not None and not (isinstance(specs, list) and all(isinstance(s, str) for s in specs)):
         return "'specs' must be a list of spec files or directories, relative to the test file"
+    return None
+
+
+def _expect_problem(expect: object) -> str | None:
+    """What is wrong with a test file's ``expect`` (``None``: nothing)."""
+    if not isinstance(expect, Mapping) or not expect:
+        return "'expect' must be a mapping of reason, tools, answer_contains, turns"
+    unknown = sorted(set(expect) - EXPECT_KEYS)
+    if unknown:
+        return f"unknown keys {unknown} in 'expect'; expected {', '.join(sorted(EXPECT_KEYS))}"
+    tools = expect.get("tools")
+    if tools is not None and not (isinstance(tools, list) and all(isinstance(t, str) for t in tools)):
+        return "'expect: tools' must be a list of tool names"
     return None
 
 
@@ -469,8 +430,6 @@ def _has_spec_files(paths: Sequence[str]) -> bool:
 
 def command(args: argparse.Namespace, plugins: Plugins, stdout: TextIO, stderr: TextIO) -> int:
     """Run ``toolflow test`` with parsed *args*: 0 when every test passed, 1 when one failed."""
-    from toolflow._cli_test_report import render  # noqa: PLC0415
-
     example_paths, test_files = _split_paths(args.paths)
     session_specs = spec_paths([])
     example_paths = [p for p in example_paths if _has_spec_files([p])]
@@ -504,7 +463,6 @@ def command(args: argparse.Namespace, plugins: Plugins, stdout: TextIO, stderr: 
 
 def _progress(stdout: TextIO) -> Callable[[Outcome], None]:
     """The text format's line per test, written as each test ends."""
-    from toolflow._cli_test_report import outcome_line  # noqa: PLC0415
 
     def show(outcome: Outcome) -> None:
         stdout.write(outcome_line(outcome))

@@ -1,23 +1,75 @@
-"""The reports of ``toolflow test``: text, JSON, GitHub annotations and JUnit XML.
+"""The cases and outcomes of ``toolflow test``, and its reports: text, JSON, GitHub annotations, JUnit XML.
 
 Kept apart from :mod:`toolflow._cli_test` (which runs the tests) so that each stays small;
-it imports nothing that runs tools.
+it imports nothing that runs tools, and only ``toolflow test`` imports it.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
 from xml.sax.saxutils import quoteattr
 
-if TYPE_CHECKING:
-    from toolflow._cli_test import Outcome
+import attrs
 
-__all__ = ["TEST_FORMATS", "outcome_line", "render"]
+from toolflow._model import Example, ToolSpec
+
+__all__ = ["TEST_FORMATS", "Case", "Outcome", "outcome_line", "render"]
 
 TEST_FORMATS = ("text", "json", "github", "junit")
 """The ``--output-format`` choices of ``toolflow test`` (lint's SARIF and GitLab formats report code, not tests)."""
+
+
+@attrs.frozen(kw_only=True)
+class Case:
+    """One test: an example of a tool, or a test file's session.
+
+    Attributes:
+        kind: ``example`` or ``session``.
+        name: ``TOOL examples[N]`` or the test file's path.
+        file: The file to point at (the spec file, or the test file).
+        line: 1-based line of the example, or of the test file's ``expect``.
+        column: 1-based column.
+        tool: The tool an example calls.
+        example: The example.
+        document: A test file's YAML document (``None`` when it could not be read).
+        problem: Why a test file cannot run (it then fails with this message).
+    """
+
+    kind: Literal["example", "session"]
+    name: str
+    file: str
+    line: int = 1
+    column: int = 1
+    tool: ToolSpec | None = None
+    example: Example | None = None
+    document: Mapping[str, Any] | None = None
+    problem: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class Outcome:
+    """How one :class:`Case` ended: passed, or failed with a message saying what differed."""
+
+    case: Case
+    passed: bool
+    message: str = ""
+    duration: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """The outcome as ``--output-format json`` prints it."""
+        case = self.case
+        return {
+            "name": case.name,
+            "kind": case.kind,
+            "file": case.file,
+            "line": case.line,
+            "column": case.column,
+            "passed": self.passed,
+            "message": self.message,
+            "duration": round(self.duration, 6),
+        }
 
 
 def _where(outcome: Outcome) -> str:
