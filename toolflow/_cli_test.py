@@ -373,19 +373,22 @@ def run_cases(
     """Run *cases* in order in one ``trio.run``; an example's tool comes from *example_specs*.
 
     *specs* is the load of *example_specs* when the caller has it. A test file's session runs
-    against its ``specs``, else *session_specs*. A case whose registry cannot be built (the specs
-    have errors, an implementation is unbound) or whose session is malformed fails with the
-    error's message; other exceptions escape. The engine's warnings go to *stderr* (default: dropped).
+    against its ``specs``, else *session_specs*. When the examples' specs do not build a registry
+    (errors, an unbound implementation), the :class:`~toolflow.SpecError` or
+    :class:`~toolflow.RegistryError` escapes before anything runs; a session whose specs do not
+    build, or that is malformed, fails with the error's message; other exceptions escape. The
+    engine's warnings go to *stderr* (default: dropped).
     """
     import trio  # noqa: PLC0415 - the engine's library, only once tests run
 
     outcomes: list[Outcome] = []
 
     async def main(runner: _Runner) -> None:
+        if any(case.kind == "example" for case in cases):
+            runner.registry(example_specs, specs)  # specs that do not build stop the run, once
         for case in cases:
             try:
                 if case.kind == "example":
-                    runner.registry(example_specs, specs)
                     outcome = await runner.example(case, example_specs)
                 else:
                     outcome = await runner.session(case, session_specs)

@@ -19,6 +19,7 @@ import attrs
 import pytest
 
 from toolflow._cli_test import Case, collect_examples, run_cases, session_case
+from toolflow._errors import ToolflowError
 from toolflow._loader import SPEC_SUFFIXES, TEST_SUFFIXES, load_specs
 from toolflow._model import LoadResult
 from toolflow._plugins import Plugins, load_plugins
@@ -98,13 +99,16 @@ class ToolflowItem(pytest.Item):
     def runtest(self) -> None:
         """Run the case as ``toolflow test`` does; a failure is reported as ``FILE:LINE:COL: what differed``."""
         project = _project(self.config)
-        (outcome,) = run_cases(
-            [self.case],
-            project.plugins,
-            example_specs=project.spec_paths,
-            session_specs=project.spec_paths,
-            specs=project.specs,
-        )
+        try:
+            (outcome,) = run_cases(
+                [self.case],
+                project.plugins,
+                example_specs=project.spec_paths,
+                session_specs=project.spec_paths,
+                specs=project.specs,
+            )
+        except ToolflowError as exc:  # the project's specs do not build: said as the command says it
+            pytest.fail(str(exc), pytrace=False)
         if not outcome.passed:
             case = self.case
             pytest.fail(f"{case.file}:{case.line}:{case.column}: {outcome.message}", pytrace=False)
