@@ -277,7 +277,7 @@ class _Runner:
     async def example(self, case: Case, paths: Sequence[str]) -> Outcome:
         assert case.tool is not None and case.example is not None  # noqa: PT018 - examples carry both
         registry, policy = self.registry(paths)
-        approve = approver(self.approve, io.StringIO())
+        approve = _approver(self.approve)
         started = time.perf_counter()
         async with open_engine(
             registry, plugins=self.plugins, policy=policy, approve=approve, cache_path=self._cache_path()
@@ -311,12 +311,17 @@ class _Runner:
                 policy=policy,
                 format=str(document.get("format", "openai")),
                 system=policy.system_prompt or provider.system,
-                approve=approver(mode, io.StringIO()),
+                approve=_approver(mode),
                 model="scripted",
             )
             result = await agent.run(provider.prompt)
         failure = session_failure(document["expect"], result)
         return Outcome(case=case, passed=failure is None, message=failure or "", duration=time.perf_counter() - started)
+
+
+def _approver(mode: str | None) -> Any:
+    """The approver of ``yes`` or ``no``; ``None`` lets the plugins decide (a test never asks on the terminal)."""
+    return None if mode is None else approver(mode, io.StringIO())
 
 
 def _answer(result: LoopResult) -> str:
@@ -416,7 +421,7 @@ def _split_paths(paths: Sequence[str]) -> tuple[list[str], list[str]]:
         project = load_project()
         specs = spec_paths([])
         tests_dir = os.path.relpath(os.path.join(project.root, "tests"))
-        return specs, find_test_files([*specs, tests_dir])
+        return specs, list(dict.fromkeys(find_test_files([*specs, tests_dir])))
     missing = [path for path in paths if not os.path.exists(path)]
     if missing:
         msg = f"test: no such file or directory: {missing[0]!r}"

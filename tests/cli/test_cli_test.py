@@ -496,3 +496,13 @@ def test_lint_accepts_rejected_args_of_an_example_that_expects_an_error(project:
     lint = project.lint("--select", "TF210", env={"TOOLFLOW_LOAD_PLUGINS": "none"})
     assert lint.exit_code == 1
     assert "specs/tools.yaml:18:9: TF210 examples[2] args are rejected" in lint.stdout
+
+
+def test_approvals_are_refused_unless_approve_yes(project: ToolflowProject) -> None:
+    """Without --approve nobody approves (never a prompt): a call that needs approval is refused; --approve yes runs it."""
+    project.write_spec("policy.yaml", "toolflow: 1\npolicy:\n  categories:\n    terminal: {approval: true}\n")
+    refused = _test(project, "specs/")
+    assert refused.exit_code == 1
+    assert "greet examples[0]: the call failed: " in refused.stdout
+    assert "so it did not run" in refused.stdout
+    assert _test(project, "--approve", "yes").exit_code == 0
