@@ -25,7 +25,7 @@ import json
 import os
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -477,8 +477,3 @@ def _progress(stdout: TextIO) -> Callable[[Outcome], None]:
         stdout.flush()
 
     return show
-
-
-def iter_failures(outcomes: Iterable[Outcome]) -> Iterator[Outcome]:
-    """The outcomes that failed, in order."""
-    return (outcome for outcome in outcomes if not outcome.passed)
