@@ -62,6 +62,7 @@ def run() -> None:
     sh(BIN / "toolflow", "graph", "specs/")  # the tools, the pipeline's steps and depends_on, as Mermaid
     sh(BIN / "toolflow", "call", "list_directory", '{"path": "specs"}')
     sh(BIN / "toolflow", "run", "--specs", "specs/", "--model", "scripted:examples/assistant-session.yaml")
+    sh(BIN / "toolflow", "test")  # the specs' examples with expect*, and tests/specs/*.toolflow.yaml
 
 
 def test() -> None:

@@ -1,9 +1,16 @@
-"""Shared pytest hooks: print the adversarial corpora's sizes at the end of the run."""
+"""Shared pytest hooks: print the adversarial corpora's sizes at the end of the run.
+
+``toolflow.testing`` also collects the ``*.toolflow.yaml`` test files under ``tests/`` (those
+of the example specs are in ``tests/specs/``), so that ``pytest`` runs them as ``toolflow
+test`` does.
+"""
 
 from __future__ import annotations
 
 import pytest
 from _corpus import COUNTS
+
+pytest_plugins = ["toolflow.testing"]
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

@@ -27,6 +27,8 @@ __all__ = ["main", "run"]
 
 OUTPUT_FORMATS = ("text", "json", "github", "sarif", "junit", "gitlab")
 SCHEMA_FORMATS = ("openai", "anthropic", "mcp")
+TEST_FORMATS = ("text", "json", "github", "junit")
+"""``toolflow test``'s formats (``toolflow._cli_test_report``'s; lint's SARIF and GitLab report code, not tests)."""
 
 HISTORY_FORMATS = ("openai", "anthropic", "fallback", "text")
 """The history formats of ``toolflow run`` (``toolflow._providers.HISTORY_FORMATS``, without importing it)."""
@@ -134,8 +136,31 @@ def _parser() -> argparse.ArgumentParser:
 
     _add_run_parser(commands)
 
+    _add_test_parser(commands)
+
     _add_serve_parser(commands)
     return parser
+
+
+def _add_test_parser(commands: Any) -> None:
+    """Add ``toolflow test`` (its handler imports the engine and the loop only when it runs)."""
+    test = commands.add_parser(
+        "test", help="run the examples that declare an expected outcome, and the *.toolflow.yaml test files"
+    )
+    test.add_argument(
+        "paths",
+        nargs="*",
+        metavar="PATH",
+        help="spec files or directories (their examples), *.toolflow.yaml test files or directories of them "
+        "(default: the project's specs, and the test files under them and under tests/)",
+    )
+    test.add_argument("--output-format", choices=TEST_FORMATS, default="text", help="report format (default: text)")
+    test.add_argument(
+        "--approve",
+        choices=("yes", "no"),
+        help="answer every approval the policy asks for (default: the plugins decide, else the call is refused)",
+    )
+    test.set_defaults(handler=_cmd_test)
 
 
 def _add_serve_parser(commands: Any) -> None:
@@ -640,6 +665,12 @@ def _cmd_call(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
 
 def _cmd_run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     from toolflow._cli_run import command  # noqa: PLC0415 - the loop, trio and providers load only for `run`
+
+    return command(args, _load_plugins(stderr), stdout, stderr)
+
+
+def _cmd_test(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    from toolflow._cli_test import command  # noqa: PLC0415 - the engine, trio and the loop load only for `test`
 
     return command(args, _load_plugins(stderr), stdout, stderr)
 

@@ -66,6 +66,9 @@ IMPLEMENTATION_KINDS = ("implementation", "template", "command", "pipeline")
 
 SPEC_SUFFIXES = (".yaml", ".yml")
 
+TEST_SUFFIXES = (".toolflow.yaml", ".toolflow.yml")
+"""Test files of ``toolflow test``: a directory of specs may hold them, and they are not specs."""
+
 _WARNING_CODES = frozenset({"TF006", "TF007"})
 _RULE_FORMS = ("require", "exclusive", "at_least_one", "exactly_one")
 
@@ -74,8 +77,9 @@ def iter_spec_paths(paths: Iterable[str | os.PathLike[str]]) -> Iterator[tuple[s
     """Yield ``(path, exists)`` for each spec file named by *paths*.
 
     A directory contributes its ``*.yaml`` and ``*.yml`` files, recursively and
-    sorted, skipping hidden entries. A file is yielded as given, whatever its
-    suffix. A path that does not exist is yielded with ``exists=False``.
+    sorted, skipping hidden entries and test files (``*.toolflow.yaml``). A file is
+    yielded as given, whatever its suffix. A path that does not exist is yielded
+    with ``exists=False``.
     """
     for raw in paths:
         path = Path(raw)
@@ -84,7 +88,9 @@ def iter_spec_paths(paths: Iterable[str | os.PathLike[str]]) -> Iterator[tuple[s
             for root, dirs, files in os.walk(path):
                 dirs[:] = sorted(d for d in dirs if not d.startswith("."))
                 found.extend(
-                    os.path.join(root, f) for f in files if f.endswith(SPEC_SUFFIXES) and not f.startswith(".")
+                    os.path.join(root, f)
+                    for f in files
+                    if f.endswith(SPEC_SUFFIXES) and not f.endswith(TEST_SUFFIXES) and not f.startswith(".")
                 )
             yield from ((p, True) for p in sorted(found))
         else:
@@ -465,6 +471,10 @@ class _Builder:
                     has_result="result" in e,
                     description=e.get("description", ""),
                     pointer=f"{pointer}/examples/{i}",
+                    expect=e.get("expect"),
+                    expect_null="expect" in e and e["expect"] is None,
+                    expect_contains=e.get("expect_contains"),
+                    expect_error=e.get("expect_error"),
                 )
                 for i, e in enumerate(body.get("examples", []))
             ),

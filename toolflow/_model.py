@@ -176,13 +176,32 @@ class ToolDependency:
 
 @attrs.frozen(kw_only=True)
 class Example:
-    """An argument set that must validate, optionally with the expected result."""
+    """An argument set that must validate, optionally with the expected result.
+
+    ``result`` documents (it is checked against ``output_schema``, never run); the
+    ``expect*`` fields are what ``toolflow test`` checks by running the example. Each is
+    ``None`` when the example does not declare it (``expect: null`` is *expect_null*).
+    """
 
     args: Mapping[str, Any]
     result: Any = None
     has_result: bool = False
     description: str = ""
     pointer: str = ""
+    expect: Any = None
+    expect_null: bool = False
+    expect_contains: Any = None
+    expect_error: str | None = None
+
+    @property
+    def has_expect(self) -> bool:
+        """Whether the example declares ``expect`` (its value may be ``null``)."""
+        return self.expect is not None or self.expect_null
+
+    @property
+    def is_test(self) -> bool:
+        """Whether ``toolflow test`` runs the example: it declares an expected outcome."""
+        return self.has_expect or self.expect_contains is not None or self.expect_error is not None
 
 
 @attrs.frozen(kw_only=True)

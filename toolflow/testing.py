@@ -18,6 +18,12 @@ Fixtures:
     ``pyproject.toml``, then load, build a registry or run ``toolflow lint``
     in-process.
 
+The same plugin collects what ``toolflow test`` runs: each ``*.toolflow.yaml`` test file
+(a scripted session, one item) and, in the spec files of the project (``[tool.toolflow]
+specs`` at pytest's root directory, when pytest is asked to collect them, e.g. ``pytest
+specs tests``), each example that declares ``expect``, ``expect_contains`` or
+``expect_error`` (an item per example).
+
 The fakes, :class:`FakeImplementation` and :class:`AsyncFakeImplementation`,
 record their calls and return queued results; they work without pytest.
 ``import toolflow`` never imports this module.
@@ -45,6 +51,8 @@ from toolflow._plugins import Plugins, load_plugins
 from toolflow.hookspecs import hookimpl
 
 if TYPE_CHECKING:
+    import pytest
+
     from toolflow._model import LoadResult
     from toolflow._registry import Registry
 
@@ -56,6 +64,7 @@ __all__ = [
     "IsolatedPlugins",
     "ToolflowProject",
     "isolated_plugins",
+    "pytest_collect_file",
     "toolflow_plugins",
     "toolflow_project",
 ]
@@ -469,3 +478,15 @@ def toolflow_project(tmp_path: Path) -> Iterator[ToolflowProject]:
         yield project
     finally:
         project.forget_imports()
+
+
+# --- collecting toolflow test's cases -----------------------------------------------------
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    """Collect ``*.toolflow.yaml`` test files and the tested examples of the project's spec files."""
+    if not file_path.name.endswith((".yaml", ".yml")):
+        return None  # most files pytest visits: decided without importing the engine
+    from toolflow._testing_items import collect_file  # noqa: PLC0415 - needs pytest and the engine
+
+    return collect_file(file_path, parent)

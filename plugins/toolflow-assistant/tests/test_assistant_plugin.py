@@ -119,7 +119,7 @@ def test_lint_of_the_example_specs_is_clean_with_the_plugin(toolflow_project: To
 
 
 async def test_every_example_of_the_specs_runs(registry: Registry) -> None:
-    """Each example of each tool this plugin implements runs successfully, in file order, and gives its result."""
+    """Each example of each tool this plugin implements runs, in file order, and gives its result or expect_error."""
     ran = 0
     current().status_outages = 0  # the status service's dropped connection is the engine's to retry (below)
     for tool in registry:
@@ -127,6 +127,10 @@ async def test_every_example_of_the_specs_runs(registry: Registry) -> None:
             continue
         for example in tool.spec.examples:
             result = await call(tool, dict(example.args))
+            if example.expect_error is not None:
+                assert not result.success, (tool.name, example.args)
+                assert example.expect_error in (result.error or ""), (tool.name, result.error)
+                continue
             assert result.success, (tool.name, example.args, result.error)
             if example.has_result:
                 assert result.data == example.result, tool.name

@@ -6,7 +6,8 @@ through. Its `args` are checked exactly as a call's arguments are: strings
 coerced to the declared types (unless the tool is `strict`), defaults filled
 in, undeclared keys dropped (or rejected where `additionalProperties` is
 `false`), then `parameters` with `format` asserted and ECMA-262 `pattern`s,
-then the `parameter_rules`. Its `result`, when given, is checked as a result's
+then the `parameter_rules` (unless the example declares `expect_error`: it shows
+a call that fails, and `toolflow test` checks that it does). Its `result`, when given, is checked as a result's
 data is, against `output_schema`, when declared. Reports one problem per
 example, the first error in the validator's own words, at the failing argument
 when the error names one.
@@ -88,6 +89,8 @@ def _check_args(ctx: LintContext, tool: ToolSpec) -> Iterator[Diagnostic]:
     if validator is None:
         return
     for i, example in enumerate(tool.examples):
+        if example.expect_error is not None:
+            continue  # it shows a call that fails, which rejected arguments do: `toolflow test` checks how
         outcome = validator.validate(example.args)
         if outcome.valid:
             continue
