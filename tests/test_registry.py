@@ -235,8 +235,8 @@ def test_unknown_tool_suggests_the_nearest_name(registry: Registry) -> None:
 
 
 def test_unknown_tool_lists_several_near_names(registry: Registry) -> None:
-    """Several close names are all offered, best first."""
-    with pytest.raises(UnknownToolError, match=r"^Unknown tool: 'shayt' \(did you mean 'say' or 'shout'\?\)$"):
+    """Several close names are all offered, best first (equally close: the longer common prefix first)."""
+    with pytest.raises(UnknownToolError, match=r"^Unknown tool: 'shayt' \(did you mean 'shout' or 'say'\?\)$"):
         registry.get("shayt")
 
 

@@ -84,6 +84,13 @@ def test_undeclared_keys_are_dropped_with_a_warning() -> None:
     assert result.warnings == ("ignored unknown parameter 'bb'; did you mean 'b'?", "ignored unknown parameter 'zzz'")
 
 
+def test_a_transposed_parameter_name_is_matched_to_its_own_name() -> None:
+    """`numbe1r` is one swap from `number1` and two edits from `number2`: the hint names `number1`."""
+    schema = {"type": "object", "properties": {"number2": {"type": "integer"}, "number1": {"type": "integer"}}}
+    result = _validator(schema).validate({"numbe1r": 1})
+    assert result.warnings == ("ignored unknown parameter 'numbe1r'; did you mean 'number1'?",)
+
+
 def test_keys_declared_in_subschemas_and_patterns_are_kept() -> None:
     """Names from allOf/anyOf/if-then and patternProperties count as declared."""
     schema = {
