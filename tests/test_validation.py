@@ -565,8 +565,17 @@ def test_draft7_dependencies_in_words() -> None:
 @pytest.mark.parametrize(
     ("schema", "problem"),
     [
-        ({"type": "strng"}, "the schema is not valid JSON Schema"),
-        ({"type": "object", "required": "a"}, "the schema is not valid JSON Schema"),
+        (
+            {"type": "strng"},
+            (
+                "the schema is not valid JSON Schema: 'strng' is not a JSON Schema type; did you mean 'string'? "
+                "(at 'type')"
+            ),
+        ),
+        (
+            {"type": "object", "required": "a"},
+            "the schema is not valid JSON Schema: 'a' is not of type 'array' (at 'required')",
+        ),
         (
             {"$schema": "http://example.com/my-schema", "type": "object"},
             "unsupported '$schema' 'http://example.com/my-schema'",

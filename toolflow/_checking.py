@@ -37,7 +37,7 @@ import attrs
 import jsonschema_rs
 
 from toolflow._provenance import exact_types, masked
-from toolflow._schemas import did_you_mean
+from toolflow._schemas import did_you_mean, iter_schema_problems
 
 __all__ = [
     "ARGUMENTS",
@@ -234,6 +234,16 @@ def _uses_keyword(schema: object, keyword: str) -> bool:
     return False
 
 
+def _meta_problem(document: Mapping[str, Any]) -> str:
+    """Why *document* is not valid JSON Schema: its first problem, and where."""
+    first = next(iter_schema_problems(document), None)
+    if first is None:  # the engines disagree; say no more than jsonschema_rs did
+        return "the schema is not valid JSON Schema"
+    message, path = first
+    where = f" (at {_label(path, '')!r})" if path else ""
+    return f"the schema is not valid JSON Schema: {message}{where}"
+
+
 @attrs.define
 class CompiledSchema:
     """A JSON Schema compiled for both engines: ``jsonschema_rs`` to decide, ``jsonschema`` to explain.
@@ -259,7 +269,7 @@ class CompiledSchema:
         except Exception as error:  # noqa: BLE001 - a remote meta-schema, an odd value
             return cls(document, problem=f"the schema cannot be checked: {error}")
         if not meta_ok:
-            return cls(document, problem="the schema is not valid JSON Schema")
+            return cls(document, problem=_meta_problem(document))
         fast: jsonschema_rs.Validator
         try:
             if dialect is None:

@@ -558,7 +558,10 @@ def _registered(
     ]
     for field, problem in unusable:
         where = _where(spec, f"{spec.pointer}/{field}", key=True)
-        problems.append(f"{where}: tool {spec.name!r}: its {field} cannot be used: {problem}")
+        problems.append(
+            f"{where}: tool {spec.name!r}: its {field} cannot be used: {problem}; "
+            "'toolflow lint' lists every problem of the specs"
+        )
     if unusable:
         return None
     return RegisteredTool(

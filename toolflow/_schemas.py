@@ -22,6 +22,7 @@ from toolflow._model import ParameterRule
 from toolflow._provenance import Interpolated, exact_types, masked
 
 __all__ = [
+    "JSON_TYPES",
     "SchemaProblem",
     "close_matches",
     "compile_parameter_rules",
@@ -341,7 +342,44 @@ def iter_schema_problems(schema: Mapping[str, Any]) -> Iterator[tuple[str, list[
     meta = jsonschema.Draft202012Validator(jsonschema.Draft202012Validator.META_SCHEMA)
     for error in meta.iter_errors(schema):
         leaf = min(_leaves(error), key=lambda e: -len(e.absolute_path))
-        yield leaf.message, list(leaf.absolute_path)
+        path = list(leaf.absolute_path)
+        yield _type_name_problem(leaf.instance, path) or leaf.message, path
+
+
+JSON_TYPES = ("array", "boolean", "integer", "null", "number", "object", "string")
+
+_FOREIGN_TYPES = {
+    **dict.fromkeys(("dict", "map", "mapping", "hash", "hashmap", "record", "struct", "obj"), "object"),
+    **dict.fromkeys(("float", "double", "decimal", "real", "numeric", "float32", "float64"), "number"),
+    **dict.fromkeys(("int", "long", "int32", "int64", "uint", "short"), "integer"),
+    **dict.fromkeys(("tuple", "list", "set", "sequence", "seq", "vector"), "array"),
+    **dict.fromkeys(("str", "text", "char", "varchar", "uuid", "date", "datetime"), "string"),
+    **dict.fromkeys(("bool",), "boolean"),
+    **dict.fromkeys(("none", "nil", "void", "nonetype"), "null"),
+}
+"""Type names of Python, TypeScript, SQL and other schema languages, and the JSON Schema type each means."""
+
+_ANY_TYPES = frozenset({"any", "unknown", "mixed", "object?", "*"})
+
+
+def _type_name_problem(instance: object, path: list[str | int]) -> str | None:
+    """The message for a ``type`` that names no JSON Schema type, with what it likely meant; else ``None``."""
+    at_type = (path[-1:] == ["type"]) or (len(path) >= 2 and path[-2] == "type" and isinstance(path[-1], int))
+    if not at_type or instance in JSON_TYPES or isinstance(instance, list | dict):
+        return None
+    if not isinstance(instance, str):
+        return f"{_short(instance)} is not a JSON Schema type (one of {', '.join(JSON_TYPES)})"
+    if instance.lower() in _ANY_TYPES:
+        hint = "; leave 'type' out to accept any value"
+        if path == ["type"]:
+            hint += " (the parameters of a tool need 'type: object')"
+    elif instance.lower() in _FOREIGN_TYPES:
+        hint = f"; did you mean {_FOREIGN_TYPES[instance.lower()]!r}?"
+    else:
+        hint = did_you_mean(instance, JSON_TYPES)
+    if not hint:
+        hint = f" (one of {', '.join(JSON_TYPES)})"
+    return f"{instance!r} is not a JSON Schema type{hint}"
 
 
 def _leaves(error: Any) -> Iterator[Any]:
