@@ -75,7 +75,7 @@ def test_default_checked_against_referenced_definition(tmp_path: Path) -> None:
             "TF206",
             "'$ref' to '#/$defs/count' in 'parameters'; inline the definition, models and some providers do not follow references",
         ),
-        ("TF208", "default 0 of parameter 'n' does not match its schema: 0 is less than the minimum of 1"),
+        ("TF208", "default 0 of parameter 'n' does not match its schema: must be at least 1"),
     ]
 
 
@@ -91,7 +91,7 @@ def test_default_checked_in_the_dialect_the_schema_names(tmp_path: Path) -> None
     }
     spec = _spec(tmp_path / "s.yaml", {"search": _tool(parameters=parameters)})
     assert _lint(spec) == [
-        ("TF208", "default 0 of parameter 'n' does not match its schema: 0 is less than or equal to the minimum of 0"),
+        ("TF208", "default 0 of parameter 'n' does not match its schema: must be greater than 0"),
     ]
 
 
