@@ -15,8 +15,8 @@ import trio
 
 from toolflow._lint._config import LintConfig
 from toolflow._lint._engine import lint_paths
-from toolflow._lint._template_guards import unguarded_reads
 from toolflow._rendering import render_template
+from toolflow._template_guards import unguarded_template_reads
 from toolflow._templates import TemplateError, TemplateProblem, compile_template
 
 UNGUARDED = [
@@ -59,24 +59,24 @@ GUARDED = [
 @pytest.mark.parametrize("source", UNGUARDED)
 def test_unguarded_reads_are_found(source: str) -> None:
     """Reads that fail when the parameter is missing are reported."""
-    assert [name for name, _ in unguarded_reads(source, frozenset({"tone"}))] == ["tone"]
+    assert [name for name, _ in unguarded_template_reads(source, frozenset({"tone"}))] == ["tone"]
 
 
 @pytest.mark.parametrize("source", GUARDED)
 def test_guarded_reads_are_not(source: str) -> None:
     """Reads inside an `is defined` guard, under `default`, or of a name the template binds are safe."""
-    assert unguarded_reads(source, frozenset({"tone"})) == []
+    assert unguarded_template_reads(source, frozenset({"tone"})) == []
 
 
 def test_the_line_is_the_first_unguarded_read() -> None:
     """The line is the template line of the first read that is not guarded."""
     source = "{% if tone is defined %}{{ tone }}{% endif %}\n\n{{ tone }}\n{{ tone }}"
-    assert unguarded_reads(source, frozenset({"tone"})) == [("tone", 3)]
+    assert unguarded_template_reads(source, frozenset({"tone"})) == [("tone", 3)]
 
 
 def test_a_template_that_does_not_parse_has_no_reads() -> None:
     """Syntax errors are TF215's: no reads are reported."""
-    assert unguarded_reads("{{ tone ", frozenset({"tone"})) == []
+    assert unguarded_template_reads("{{ tone ", frozenset({"tone"})) == []
 
 
 async def _failure_without(source: str) -> str | None:

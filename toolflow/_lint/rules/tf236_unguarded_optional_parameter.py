@@ -85,14 +85,14 @@ def _optional_without_default(tool: ToolSpec) -> frozenset[str]:
 def _templates(tool: ToolSpec, optional: frozenset[str]) -> Iterator[Diagnostic]:
     # Imported here: Jinja2 is loaded only when some tool has a template.
     from toolflow._lint._template_facts import file_position, template_facts  # noqa: PLC0415
-    from toolflow._lint._template_guards import unguarded_reads  # noqa: PLC0415
+    from toolflow._template_guards import unguarded_template_reads  # noqa: PLC0415
 
     for facts in template_facts(tool):
         candidates = optional & facts.variables
         if not candidates:
             continue
         what = "template" if facts.label == "template" else f"command {facts.label}"
-        for name, line in unguarded_reads(facts.source, candidates):
+        for name, line in unguarded_template_reads(facts.source, candidates):
             diagnostic = RULE.diag(tool, facts.pointer, _message(what, name))
             position = file_position(tool, facts.pointer, line)
             if position is not None:
@@ -102,7 +102,7 @@ def _templates(tool: ToolSpec, optional: frozenset[str]) -> Iterator[Diagnostic]
 
 def _pipeline(ctx: LintContext, tool: ToolSpec, optional: frozenset[str]) -> Iterator[Diagnostic]:
     from toolflow._lint._pipeline_facts import moved, name_span, pipeline_strings  # noqa: PLC0415
-    from toolflow._lint._template_guards import unguarded_reads  # noqa: PLC0415
+    from toolflow._template_guards import unguarded_template_reads  # noqa: PLC0415
 
     text = next((f.text for f in ctx.files if any(t is tool for t in f.tools)), "")
     for string in pipeline_strings(tool):
@@ -110,7 +110,7 @@ def _pipeline(ctx: LintContext, tool: ToolSpec, optional: frozenset[str]) -> Ite
         if not candidates:
             continue
         where = "the result" if string.step is None else f"the '{string.key}' of step {string.step!r}"
-        for name, _ in unguarded_reads(string.source, candidates):
+        for name, _ in unguarded_template_reads(string.source, candidates):
             diagnostic = RULE.diag(tool, string.pointer, _message(where, name))
             yield moved(diagnostic, name_span(text, tool, string, name))
 

@@ -17,13 +17,13 @@ would be worse than a missed one.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 
 import jinja2.nodes
 
 from toolflow._templates import TemplateProblem, parse_template
 
-__all__ = ["unguarded_reads"]
+__all__ = ["unguarded_template_reads"]
 
 _DEFAULT_FILTERS = frozenset({"default", "d"})
 _DEFINED_TESTS = frozenset({"defined", "undefined"})
@@ -37,16 +37,17 @@ _Facts = tuple[frozenset[str], frozenset[str]]
 _NOTHING: _Facts = (frozenset(), frozenset())
 
 
-def unguarded_reads(source: str, names: frozenset[str]) -> list[tuple[str, int]]:
+def unguarded_template_reads(source: str, names: Collection[str]) -> list[tuple[str, int]]:
     """``(name, template line)`` of the first unguarded read of each of *names* in *source*, by line.
 
-    Nothing for a template that does not parse (TF215 reports it).
+    The reads that fail when the variable is not there (see the module docstring for the
+    guards). Nothing for a template that does not parse (lint reports its syntax).
     """
     tree = parse_template(source)
     if isinstance(tree, TemplateProblem):
         return []
     assigned = {node.name for node in tree.find_all(jinja2.nodes.Name) if node.ctx in ("store", "param")}
-    wanted = names - assigned
+    wanted = frozenset(names) - assigned
     if not wanted:
         return []
     found: dict[str, int] = {}
