@@ -125,6 +125,14 @@ def test_a_required_parameter_or_a_default_is_not_reported(tmp_path: Path) -> No
     assert _lint(tmp_path, required) == []
 
 
+def test_odd_parameter_schemas_never_make_it_raise(tmp_path: Path) -> None:
+    """`required` with values that are not names, or properties that are not schemas, are TF204's business."""
+    odd = _greet("{{ name }} {{ tone }}")
+    odd["parameters"]["required"] = [{"a": 1}, ["name"], "name"]
+    odd["parameters"]["properties"]["x"] = [1]
+    assert [m.split(",")[0] for m in _lint(tmp_path, odd)] == ["template reads optional parameter 'tone'"]
+
+
 def test_the_message_names_both_fixes(tmp_path: Path) -> None:
     """The message says what fails and how to fix it."""
     message = (

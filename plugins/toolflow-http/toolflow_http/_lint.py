@@ -103,7 +103,7 @@ def _optional_without_default(tool: ToolSpec) -> frozenset[str]:
     if not isinstance(properties, Mapping):
         return frozenset()
     required = parameters.get("required") if isinstance(parameters, Mapping) else None
-    needed = set(required) if isinstance(required, list) else set()
+    needed = {name for name in required if isinstance(name, str)} if isinstance(required, list) else set()
     return frozenset(
         name
         for name, schema in properties.items()

@@ -56,14 +56,15 @@ from toolflow._model import ToolSpec
 
 
 def check(ctx: LintContext) -> Iterator[Diagnostic]:
-    for tool in ctx.tools:
-        optional = _optional_without_default(tool)
-        if not optional:
-            continue
-        if any(impl.kind in ("template", "command") for impl in tool.implementations):
-            yield from _templates(tool, optional)
-        if tool.pipeline is not None:
-            yield from _pipeline(ctx, tool, optional)
+    for spec_file in ctx.files:
+        for tool in spec_file.tools:
+            optional = _optional_without_default(tool)
+            if not optional:
+                continue
+            if any(impl.kind in ("template", "command") for impl in tool.implementations):
+                yield from _templates(tool, optional)
+            if tool.pipeline is not None:
+                yield from _pipeline(spec_file.text, tool, optional)
 
 
 def _optional_without_default(tool: ToolSpec) -> frozenset[str]:
@@ -74,7 +75,7 @@ def _optional_without_default(tool: ToolSpec) -> frozenset[str]:
     properties, required = parameters.get("properties"), parameters.get("required")
     if not isinstance(properties, Mapping):
         return frozenset()
-    needed = set(required) if isinstance(required, list) else set()
+    needed = {name for name in required if isinstance(name, str)} if isinstance(required, list) else set()
     return frozenset(
         name
         for name, schema in properties.items()
@@ -100,11 +101,10 @@ def _templates(tool: ToolSpec, optional: frozenset[str]) -> Iterator[Diagnostic]
             yield diagnostic
 
 
-def _pipeline(ctx: LintContext, tool: ToolSpec, optional: frozenset[str]) -> Iterator[Diagnostic]:
+def _pipeline(text: str, tool: ToolSpec, optional: frozenset[str]) -> Iterator[Diagnostic]:
     from toolflow._lint._pipeline_facts import moved, name_span, pipeline_strings  # noqa: PLC0415
     from toolflow._template_guards import unguarded_template_reads  # noqa: PLC0415
 
-    text = next((f.text for f in ctx.files if any(t is tool for t in f.tools)), "")
     for string in pipeline_strings(tool):
         candidates = optional & string.variables
         if not candidates:
