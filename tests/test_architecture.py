@@ -33,6 +33,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "toolflow._schemas",
             "toolflow._templates",
             "toolflow._template_values",
+            "toolflow._template_guards",
             "toolflow._checking",
             "toolflow._validation",
         ),

@@ -104,6 +104,7 @@ EXPECTED = [
     "run_in_template_worker",
     "template_environment",
     "template_variables",
+    "unguarded_template_reads",
     "validate_specs",
 ]
 

@@ -235,8 +235,8 @@ def test_unknown_tool_suggests_the_nearest_name(registry: Registry) -> None:
 
 
 def test_unknown_tool_lists_several_near_names(registry: Registry) -> None:
-    """Several close names are all offered, best first."""
-    with pytest.raises(UnknownToolError, match=r"^Unknown tool: 'shayt' \(did you mean 'say' or 'shout'\?\)$"):
+    """Several close names are all offered, best first (equally close: the longer common prefix first)."""
+    with pytest.raises(UnknownToolError, match=r"^Unknown tool: 'shayt' \(did you mean 'shout' or 'say'\?\)$"):
         registry.get("shayt")
 
 
@@ -698,6 +698,14 @@ def test_unusable_schemas_are_build_errors(tmp_path: Path) -> None:
     error = build_error(tmp_path, text)
     path = tmp_path / "specs.yaml"
     assert error.problems == (
-        f"{path}:5:5: tool 'look': its parameters cannot be used: the schema is not valid JSON Schema",
-        f"{path}:9:5: tool 'look': its output_schema cannot be used: the schema is not valid JSON Schema",
+        (
+            f"{path}:5:5: tool 'look': its parameters cannot be used: the schema is not valid JSON Schema: "
+            "'strin' is not a JSON Schema type; did you mean 'string'? (at 'properties.a.type'); "
+            "'toolflow lint' lists every problem of the specs"
+        ),
+        (
+            f"{path}:9:5: tool 'look': its output_schema cannot be used: the schema is not valid JSON Schema: "
+            "12 is not a JSON Schema type (one of array, boolean, integer, null, number, object, string) (at 'type'); "
+            "'toolflow lint' lists every problem of the specs"
+        ),
     )

@@ -294,4 +294,7 @@ def test_output_schema_format_is_asserted() -> None:
 def test_an_unusable_output_schema_fails_every_success() -> None:
     """An output_schema that is not JSON Schema turns successes into failures that say so."""
     result = _normalize(1, {"type": "integr"})
-    assert result.error == "the tool's output_schema cannot be used: the schema is not valid JSON Schema"
+    assert result.error == (
+        "the tool's output_schema cannot be used: the schema is not valid JSON Schema: "
+        "'integr' is not a JSON Schema type; did you mean 'integer'? (at 'type')"
+    )

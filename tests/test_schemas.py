@@ -12,9 +12,11 @@ from hypothesis import strategies as st
 
 from toolflow._model import ParameterRule
 from toolflow._schemas import (
+    close_matches,
     compile_parameter_rules,
     describe_type,
     did_you_mean,
+    edit_distance,
     fast_validator,
     iter_spec_problems,
     json_pointer,
@@ -97,6 +99,32 @@ def test_helpers() -> None:
     ]
     assert did_you_mean("timout", ["timeout", "retry"]) == "; did you mean 'timeout'?"
     assert did_you_mean("zzz", ["timeout"]) == ""
+
+
+def test_edit_distance_counts_a_transposition_as_one_edit() -> None:
+    """Optimal string alignment: swaps of neighbours cost one, and no substring is edited twice."""
+    assert edit_distance("numbe1r", "number1") == 1
+    assert edit_distance("numbe1r", "number2") == 2
+    assert edit_distance("ca", "abc") == 3  # OSA, not unrestricted Damerau-Levenshtein (2)
+    assert edit_distance("", "abc") == edit_distance("abc", "") == 3
+    assert edit_distance("kitten", "sitting") == 3
+
+
+def test_did_you_mean_prefers_a_transposition_and_breaks_ties_the_same_way_every_time() -> None:
+    """The smaller distance wins, then the longer common prefix, then the alphabetically first name."""
+    assert did_you_mean("numbe1r", ["number2", "number1"]) == "; did you mean 'number1'?"
+    assert did_you_mean("numbe1r", ["number1", "number2"]) == "; did you mean 'number1'?"
+    assert close_matches("shayt", ["say", "shout"], n=3) == ["shout", "say"]  # both 2 edits; 'sh' is shared
+    assert close_matches("cat", ["cut", "cap", "bat"], n=3) == ["cap", "cut", "bat"]  # 'ca' > 'c' > ''
+    assert close_matches("cat", ["cot", "cut"], n=3) == ["cot", "cut"]  # alphabetical last
+
+
+def test_did_you_mean_stays_quiet_for_names_that_are_not_close() -> None:
+    """Short names need their one edit to leave something in common; long ones allow 40% edits."""
+    assert did_you_mean("x", ["y"]) == ""
+    assert did_you_mean("bb", ["b"]) == "; did you mean 'b'?"
+    assert did_you_mean("shelve", ["shelf"]) == "; did you mean 'shelf'?"
+    assert did_you_mean("zzz", ["retry", "timeout"]) == ""
 
 
 def test_spec_schema_is_valid_draft_07() -> None:

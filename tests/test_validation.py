@@ -84,6 +84,13 @@ def test_undeclared_keys_are_dropped_with_a_warning() -> None:
     assert result.warnings == ("ignored unknown parameter 'bb'; did you mean 'b'?", "ignored unknown parameter 'zzz'")
 
 
+def test_a_transposed_parameter_name_is_matched_to_its_own_name() -> None:
+    """`numbe1r` is one swap from `number1` and two edits from `number2`: the hint names `number1`."""
+    schema = {"type": "object", "properties": {"number2": {"type": "integer"}, "number1": {"type": "integer"}}}
+    result = _validator(schema).validate({"numbe1r": 1})
+    assert result.warnings == ("ignored unknown parameter 'numbe1r'; did you mean 'number1'?",)
+
+
 def test_keys_declared_in_subschemas_and_patterns_are_kept() -> None:
     """Names from allOf/anyOf/if-then and patternProperties count as declared."""
     schema = {
@@ -312,10 +319,55 @@ def test_defaults_are_filled_in_strict_mode() -> None:
     assert _validator(SEARCH, strict=True).validate({"query": "q"}).cleaned["limit"] == 10
 
 
-def test_an_invalid_default_is_reported_like_a_value() -> None:
-    """Defaults are validated with the rest (TF208 catches them at lint time)."""
+def test_an_invalid_default_is_reported_as_the_spec_s_fault() -> None:
+    """Defaults are validated with the rest, and an invalid one is blamed on the spec (TF208 catches it in lint)."""
+    schema = _object(
+        {
+            "n": {"type": "integer", "default": "ten"},
+            "where": {"type": "object", "properties": {"city": {"type": "string"}}, "default": {"city": None}},
+        }
+    )
+    assert _lines(_validator(schema).validate({})) == [
+        (
+            "n: The tool's default for 'n' is invalid, a fault of the tool's spec, not of this call "
+            "(give 'n' a value to avoid it): expected integer (expected: type: integer) (got: \"ten\")"
+        ),
+        (
+            "where.city: The tool's default for 'where' is invalid, a fault of the tool's spec, not of this call "
+            "(give 'where' a value to avoid it): expected string (expected: type: string) (got: null)"
+        ),
+    ]
+
+
+def test_a_value_the_call_gave_is_the_call_s_fault_even_where_a_default_exists() -> None:
+    """Only values the validator filled in are blamed on the spec."""
     schema = _object({"n": {"type": "integer", "default": "ten"}})
-    assert _lines(_validator(schema).validate({})) == ['n: Expected integer (expected: type: integer) (got: "ten")']
+    assert _lines(_validator(schema).validate({"n": "x"})) == [
+        'n: Expected integer (expected: type: integer) (got: "x")'
+    ]
+
+
+def test_messages_quote_values_as_json() -> None:
+    """`null`, `true` and `"a"`, never Python's `None`, `True` or `'a'`, in every message the validator writes."""
+    schema = _object(
+        {
+            "has": {"type": "array", "contains": {"type": "string"}},
+            "pair": {"type": "array", "prefixItems": [{"type": "integer"}], "items": False},
+            "rest": {"type": "array", "prefixItems": [{"type": "integer"}], "unevaluatedItems": False},
+            "tag": {"type": "string", "pattern": "^a"},
+        }
+    )
+    lines = _lines(_validator(schema).validate({"has": [None, True], "pair": [1, None], "rest": [1, True], "tag": "b"}))
+    assert lines == [
+        (
+            'has: Must contain an item that matches the schema {"type": "string"} (expected: contains: '
+            '{"type": "string"}) (got: [null, true])'
+        ),
+        "pair: Must have at most 1 item (expected: items: false) (got: [1, null])",
+        "rest: Must not have items the schema does not describe (expected: unevaluatedItems: false) (got: [1, true])",
+        'tag: Must match the pattern ^a (expected: pattern: ^a) (got: "b")',
+    ]
+    assert not any(word in line for line in lines for word in ("None", "True", "False"))
 
 
 # --- stage 4: required, types, constraints ---------------------------------------------------
@@ -558,8 +610,17 @@ def test_draft7_dependencies_in_words() -> None:
 @pytest.mark.parametrize(
     ("schema", "problem"),
     [
-        ({"type": "strng"}, "the schema is not valid JSON Schema"),
-        ({"type": "object", "required": "a"}, "the schema is not valid JSON Schema"),
+        (
+            {"type": "strng"},
+            (
+                "the schema is not valid JSON Schema: 'strng' is not a JSON Schema type; did you mean 'string'? "
+                "(at 'type')"
+            ),
+        ),
+        (
+            {"type": "object", "required": "a"},
+            "the schema is not valid JSON Schema: 'a' is not of type 'array' (at 'required')",
+        ),
         (
             {"$schema": "http://example.com/my-schema", "type": "object"},
             "unsupported '$schema' 'http://example.com/my-schema'",

@@ -64,6 +64,7 @@ if TYPE_CHECKING:
     from toolflow._rendering import render_template, run_in_template_worker
     from toolflow._results import StepRecord, ToolResult
     from toolflow._retrying import retry_after_seconds
+    from toolflow._template_guards import unguarded_template_reads
     from toolflow._templates import (
         DEFAULT_TEMPLATE_BUDGET,
         TEMPLATE_GLOBALS,
@@ -173,6 +174,7 @@ _EXPORTS = {
     "run_in_template_worker": "toolflow._rendering",
     "template_environment": "toolflow._templates",
     "template_variables": "toolflow._templates",
+    "unguarded_template_reads": "toolflow._template_guards",
     "validate_specs": "toolflow._loader",
 }
 
@@ -270,6 +272,7 @@ __all__ = [
     "run_in_template_worker",
     "template_environment",
     "template_variables",
+    "unguarded_template_reads",
     "validate_specs",
 ]
 

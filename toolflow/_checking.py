@@ -37,7 +37,7 @@ import attrs
 import jsonschema_rs
 
 from toolflow._provenance import exact_types, masked
-from toolflow._schemas import did_you_mean
+from toolflow._schemas import did_you_mean, iter_schema_problems
 
 __all__ = [
     "ARGUMENTS",
@@ -166,7 +166,7 @@ def _explaining_class(base: Any) -> Any:
         if verdict is None:
             yield from originals["pattern"](validator, value, instance, schema)
         elif not verdict:
-            yield jsonschema.ValidationError(f"{instance!r} does not match {value!r}")
+            yield jsonschema.ValidationError(f"{show(instance)} does not match {show(value)}")
 
     def multiple_of(validator: Any, value: Any, instance: Any, schema: Any) -> Iterator[Any]:
         if not validator.is_type(instance, "number"):
@@ -175,7 +175,7 @@ def _explaining_class(base: Any) -> Any:
         if verdict is None:
             yield from originals["multipleOf"](validator, value, instance, schema)
         elif not verdict:
-            yield jsonschema.ValidationError(f"{instance!r} is not a multiple of {value}")
+            yield jsonschema.ValidationError(f"{show(instance)} is not a multiple of {show(value)}")
 
     def pattern_properties(validator: Any, value: Any, instance: Any, schema: Any) -> Iterator[Any]:
         if not validator.is_type(instance, "object"):
@@ -204,7 +204,7 @@ def _explaining_class(base: Any) -> Any:
 
     def format_(validator: Any, value: Any, instance: Any, schema: Any) -> Iterator[Any]:
         if isinstance(instance, str) and _leaf_verdict(dialect, "format", value, instance) is False:
-            yield jsonschema.ValidationError(f"{instance!r} is not a {value!r}")
+            yield jsonschema.ValidationError(f"{show(instance)} is not a valid {show(value)}")
 
     def is_number(checker: Any, instance: object) -> bool:
         if isinstance(instance, float) and not math.isfinite(instance):
@@ -234,6 +234,16 @@ def _uses_keyword(schema: object, keyword: str) -> bool:
     return False
 
 
+def _meta_problem(document: Mapping[str, Any]) -> str:
+    """Why *document* is not valid JSON Schema: its first problem, and where."""
+    first = next(iter_schema_problems(document), None)
+    if first is None:  # the engines disagree; say no more than jsonschema_rs did
+        return "the schema is not valid JSON Schema"
+    message, path = first
+    where = f" (at {_label(path, '')!r})" if path else ""
+    return f"the schema is not valid JSON Schema: {message}{where}"
+
+
 @attrs.define
 class CompiledSchema:
     """A JSON Schema compiled for both engines: ``jsonschema_rs`` to decide, ``jsonschema`` to explain.
@@ -259,7 +269,7 @@ class CompiledSchema:
         except Exception as error:  # noqa: BLE001 - a remote meta-schema, an odd value
             return cls(document, problem=f"the schema cannot be checked: {error}")
         if not meta_ok:
-            return cls(document, problem="the schema is not valid JSON Schema")
+            return cls(document, problem=_meta_problem(document))
         fast: jsonschema_rs.Validator
         try:
             if dialect is None:
@@ -363,14 +373,21 @@ _MESSAGES: dict[str, Callable[[Any, Any], str]] = {
     "minProperties": lambda value, _: f"Must have at least {_properties(value)}",
     "maxProperties": lambda value, _: f"Must have at most {_properties(value)}",
     "not": lambda value, _: f"Must not match the schema {show(value)}",
+    "contains": lambda value, _: f"Must contain an item that matches the schema {show(value)}",
+    "unevaluatedItems": lambda value, _: "Must not have items the schema does not describe" if value is False else "",
 }
 """Keyword to the message of a value that fails it, from the keyword's value and the instance."""
 
 
 def _message(error: Any) -> str:
+    """The words for *error*: ours where jsonschema's would quote values as Python (``None``), else its own."""
     keyword, value = error.validator, error.validator_value
     if keyword in _WORDS:
         return f"Must be {_WORDS[keyword]} {show(value)}"
+    if value is False and keyword in ("items", "additionalItems"):
+        listed = error.schema.get("prefixItems" if keyword == "items" else "items") if error.schema else None
+        if isinstance(listed, list):
+            return f"Must have at most {_plural(len(listed), 'item')}"
     found = _MESSAGES[keyword](value, error.instance) if keyword in _MESSAGES else ""
     if found:
         return found

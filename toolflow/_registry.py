@@ -16,7 +16,6 @@ silently preferred to another.
 
 from __future__ import annotations
 
-import difflib
 import functools
 import inspect
 import os
@@ -35,7 +34,7 @@ from toolflow._model import BUILTIN_CATEGORIES, LoadResult, Pipeline, Toolset, T
 from toolflow._pipeline_plan import CompiledPipeline, compile_pipeline, pipeline_cycles
 from toolflow._plugins import Binding, ImplementationKind, PluginError, Plugins, load_plugins
 from toolflow._policy import Policy
-from toolflow._schemas import did_you_mean
+from toolflow._schemas import close_matches, did_you_mean
 from toolflow._validation import ArgumentValidator, ResultValidator
 
 __all__ = [
@@ -92,7 +91,7 @@ class UnknownToolError(ToolflowError, LookupError):
 
     def __init__(self, name: str, known: Collection[str]) -> None:
         self.name = name
-        self.suggestions = tuple(difflib.get_close_matches(name, list(known), n=3, cutoff=0.6))
+        self.suggestions = tuple(close_matches(name, known, n=3))
         super().__init__(f"Unknown {self.what}: {name!r} ({_hint(self.suggestions, known)})")
 
 
@@ -559,7 +558,10 @@ def _registered(
     ]
     for field, problem in unusable:
         where = _where(spec, f"{spec.pointer}/{field}", key=True)
-        problems.append(f"{where}: tool {spec.name!r}: its {field} cannot be used: {problem}")
+        problems.append(
+            f"{where}: tool {spec.name!r}: its {field} cannot be used: {problem}; "
+            "'toolflow lint' lists every problem of the specs"
+        )
     if unusable:
         return None
     return RegisteredTool(

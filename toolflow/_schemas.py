@@ -8,12 +8,11 @@ path. Both implement the same drafts, and a test keeps their verdicts in step.
 
 from __future__ import annotations
 
-import difflib
 import functools
 import importlib.metadata
 import json
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from importlib import resources
 from typing import Any, cast
 
@@ -24,11 +23,14 @@ from toolflow._model import ParameterRule
 from toolflow._provenance import Interpolated, exact_types, masked
 
 __all__ = [
+    "JSON_TYPES",
     "SchemaProblem",
+    "close_matches",
     "compile_parameter_rules",
     "describe_location",
     "describe_type",
     "did_you_mean",
+    "edit_distance",
     "fast_validator",
     "iter_instance_errors",
     "iter_schema_problems",
@@ -99,15 +101,66 @@ _TYPE_NAMES = {
 }
 
 
-def did_you_mean(word: str, choices: Sequence[str]) -> str:
-    """Return ``"; did you mean 'x'?"`` for the closest choice, or ``""``.
+def edit_distance(a: str, b: str) -> int:
+    """The optimal-string-alignment distance of *a* and *b*.
 
-    A string from ``${...}`` (as *word* or a choice) takes no part: the choice closest to a value
-    from the environment, or the closeness of a guess to one, would tell what the value is.
+    Insertions, deletions, substitutions and transpositions of two adjacent characters each
+    cost one (``numbe1r`` is one edit from ``number1``, two from ``number2``); no substring is
+    edited twice (Damerau-Levenshtein's restricted form).
+    """
+    if len(a) < len(b):
+        a, b = b, a
+    previous: list[int] | None = None
+    row = list(range(len(b) + 1))
+    for i in range(1, len(a) + 1):
+        before, previous, row = previous, row, [i] + [0] * len(b)
+        for j in range(1, len(b) + 1):
+            cost = a[i - 1] != b[j - 1]
+            row[j] = min(previous[j] + 1, row[j - 1] + 1, previous[j - 1] + cost)
+            if before is not None and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                row[j] = min(row[j], before[j - 2] + 1)
+    return row[len(b)]
+
+
+def _common_prefix(a: str, b: str) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def close_matches(word: str, choices: Iterable[str], n: int = 1) -> list[str]:
+    """The at most *n* choices close to *word*, closest first.
+
+    Close means at most ``max(1, 2 * len // 5)`` edits (:func:`edit_distance`, where *len* is
+    the longer of the two names) and fewer edits than that length (a one-letter name is not
+    close to another one-letter name). Ties go, in this order, to the smaller distance, the
+    longer common prefix with *word*, then the alphabetically first choice, so the answer never
+    depends on the order of *choices*. A string from ``${...}`` (as *word* or a choice) takes
+    no part: the choice closest to a value from the environment, or the closeness of a guess to
+    one, would tell what the value is.
     """
     if type(word) is Interpolated:
-        return ""
-    close = difflib.get_close_matches(word, [c for c in choices if type(c) is not Interpolated], n=1, cutoff=0.6)
+        return []
+    ranked: list[tuple[int, int, str]] = []
+    for choice in set(choices):
+        if type(choice) is Interpolated:
+            continue
+        longest = max(len(word), len(choice))
+        limit = min(max(1, 2 * longest // 5), longest - 1)
+        if abs(len(word) - len(choice)) > limit:
+            continue  # at least that many insertions: skip the table
+        distance = edit_distance(word, choice)
+        if distance <= limit:
+            ranked.append((distance, -_common_prefix(word, choice), choice))
+    return [choice for _, _, choice in sorted(ranked)[:n]]
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """Return ``"; did you mean 'x'?"`` for the closest choice (:func:`close_matches`), or ``""``."""
+    close = close_matches(word, choices)
     return f"; did you mean {close[0]!r}?" if close else ""
 
 
@@ -307,7 +360,44 @@ def iter_schema_problems(schema: Mapping[str, Any]) -> Iterator[tuple[str, list[
     meta = jsonschema.Draft202012Validator(jsonschema.Draft202012Validator.META_SCHEMA)
     for error in meta.iter_errors(schema):
         leaf = min(_leaves(error), key=lambda e: -len(e.absolute_path))
-        yield leaf.message, list(leaf.absolute_path)
+        path = list(leaf.absolute_path)
+        yield _type_name_problem(leaf.instance, path) or leaf.message, path
+
+
+JSON_TYPES = ("array", "boolean", "integer", "null", "number", "object", "string")
+
+_FOREIGN_TYPES = {
+    **dict.fromkeys(("dict", "map", "mapping", "hash", "hashmap", "record", "struct", "obj"), "object"),
+    **dict.fromkeys(("float", "double", "decimal", "real", "numeric", "float32", "float64"), "number"),
+    **dict.fromkeys(("int", "long", "int32", "int64", "uint", "short"), "integer"),
+    **dict.fromkeys(("tuple", "list", "set", "sequence", "seq", "vector"), "array"),
+    **dict.fromkeys(("str", "text", "char", "varchar", "uuid", "date", "datetime"), "string"),
+    **dict.fromkeys(("bool",), "boolean"),
+    **dict.fromkeys(("none", "nil", "void", "nonetype"), "null"),
+}
+"""Type names of Python, TypeScript, SQL and other schema languages, and the JSON Schema type each means."""
+
+_ANY_TYPES = frozenset({"any", "unknown", "mixed", "object?", "*"})
+
+
+def _type_name_problem(instance: object, path: list[str | int]) -> str | None:
+    """The message for a ``type`` that names no JSON Schema type, with what it likely meant; else ``None``."""
+    at_type = (path[-1:] == ["type"]) or (len(path) >= 2 and path[-2] == "type" and isinstance(path[-1], int))
+    if not at_type or instance in JSON_TYPES or isinstance(instance, list | dict):
+        return None
+    if not isinstance(instance, str):
+        return f"{_short(instance)} is not a JSON Schema type (one of {', '.join(JSON_TYPES)})"
+    if instance.lower() in _ANY_TYPES:
+        hint = "; leave 'type' out to accept any value"
+        if path == ["type"]:
+            hint += " (the parameters of a tool need 'type: object')"
+    elif instance.lower() in _FOREIGN_TYPES:
+        hint = f"; did you mean {_FOREIGN_TYPES[instance.lower()]!r}?"
+    else:
+        hint = did_you_mean(instance, JSON_TYPES)
+    if not hint:
+        hint = f" (one of {', '.join(JSON_TYPES)})"
+    return f"{instance!r} is not a JSON Schema type{hint}"
 
 
 def _leaves(error: Any) -> Iterator[Any]:

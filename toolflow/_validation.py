@@ -392,10 +392,12 @@ class ArgumentValidator:
                 if converted is not value:
                     cleaned[name] = converted
                     warnings.append(f"converted {name!r} from a string to {_TYPE_OF[type(converted)]}")
+        filled: set[str] = set()
         for name, default, mutable in self._defaults:
             if name not in cleaned:
                 cleaned[name] = copy.deepcopy(default) if mutable else default
-        errors.extend(self._explain(cleaned))
+                filled.add(name)
+        errors.extend(_blame_the_spec(error, filled) for error in self._explain(cleaned))
         return ValidationResult(valid=not errors, errors=tuple(errors), warnings=tuple(warnings), cleaned=cleaned)
 
     def _drop_undeclared(self, cleaned: dict[str, Any], warnings: list[str]) -> None:
@@ -431,6 +433,24 @@ class ArgumentValidator:
             for rule_error in _rule_errors(broken[position], cleaned):
                 explainer.add(STAGE_RULE, rule_error)
         return [*fallback, *explainer.result(self._order)]
+
+
+def _blame_the_spec(error: ParameterError, filled: set[str]) -> ParameterError:
+    """*error*, said to be the spec's fault when it is about a default the validator filled in.
+
+    The caller never sent the value: a model told that its argument is wrong would try to fix a
+    call that has nothing to fix (lint reports such a default as TF208).
+    """
+    if not filled:
+        return error
+    head = re.split(r"[.\[]", error.parameter, maxsplit=1)[0]
+    if head not in filled:
+        return error
+    message = (
+        f"The tool's default for {head!r} is invalid, a fault of the tool's spec, not of this call "
+        f"(give {head!r} a value to avoid it): {error.message[:1].lower()}{error.message[1:]}"
+    )
+    return attrs.evolve(error, message=message)
 
 
 def _types(value: object) -> tuple[str, ...]:

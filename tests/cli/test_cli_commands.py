@@ -200,6 +200,21 @@ def test_list_count_is_pluralised() -> None:
     assert cli("list", "specs")[1].splitlines()[-1] == "1 tool in 1 file"
 
 
+# -- call ---------------------------------------------------------------------------------------------------------
+
+
+def test_call_of_a_tool_whose_schema_is_invalid_says_why_and_points_at_lint() -> None:
+    """A parameter schema pasted from another ecosystem stops `call` with the problem, where it is, and lint."""
+    write("specs/say.yaml", SAY.replace("type: boolean", "type: bool").split("  search_objects:")[0])
+    code, out, err = cli("call", "say", '{"message": "hi"}')
+    assert (code, out) == (1, "")
+    assert err == (
+        "toolflow: error: specs/say.yaml:7:5: tool 'say': its parameters cannot be used: the schema is not valid "
+        "JSON Schema: 'bool' is not a JSON Schema type; did you mean 'boolean'? (at 'properties.loud.type'); "
+        "'toolflow lint' lists every problem of the specs\n"
+    )
+
+
 # -- spec-schema --------------------------------------------------------------------------------------------------
 
 

@@ -64,7 +64,10 @@ tools:
     implementation: x
 """
 
-BAD_NAME_MESSAGE = "tool name 'search objects' has characters other than a-z, A-Z, 0-9, '_' and '-'"
+BAD_NAME_MESSAGE = (
+    "tool name 'search objects' has characters other than a-z, A-Z, 0-9, '_' and '-'; "
+    "rename it, e.g. to 'search_objects'"
+)
 EMPTY_MESSAGE = "the file is empty; a spec file starts with 'toolflow: 1'"
 
 
@@ -199,7 +202,8 @@ def test_github_escapes_properties_and_message() -> None:
     assert annotation == (
         "::error file=specs/50%25%2C a%3Ab%0D%0Ac.yaml,line=3,col=3,endLine=3,endColumn=17,"
         "title=TF201 invalid-tool-name::"
-        "tool name '50%25 off: a,b' has characters other than a-z, A-Z, 0-9, '_' and '-'"
+        "tool name '50%25 off: a,b' has characters other than a-z, A-Z, 0-9, '_' and '-'; "
+        "rename it, e.g. to '50_off_a_b'"
     )
 
 

@@ -60,7 +60,8 @@ tools:
 """
 
 BAD_NAME_LINE = (
-    "specs/bad_name.yaml:3:3: TF201 tool name 'search objects' has characters other than a-z, A-Z, 0-9, '_' and '-'"
+    "specs/bad_name.yaml:3:3: TF201 tool name 'search objects' has characters other than a-z, A-Z, 0-9, '_' and '-'; "
+    "rename it, e.g. to 'search_objects'"
 )
 
 

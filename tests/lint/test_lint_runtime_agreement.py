@@ -250,7 +250,7 @@ def test_formats_are_asserted_by_lint_as_at_run_time(tmp_path: Path, fmt: str, g
         (
             "TF208",
             "/tools/search/parameters/properties/ko/default",
-            f"default {bad!r} of parameter 'ko' does not match its schema: {bad!r} is not a {fmt!r}",
+            f"default {json.dumps(bad)} of parameter 'ko' does not match its schema: must be a valid {fmt}",
         ),
         (
             "TF210",

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import hypothesis.strategies as st
+import pytest
 from hypothesis import HealthCheck, given, settings
 
 from toolflow._lint import _schema_facts
@@ -74,7 +75,7 @@ def test_default_checked_against_referenced_definition(tmp_path: Path) -> None:
             "TF206",
             "'$ref' to '#/$defs/count' in 'parameters'; inline the definition, models and some providers do not follow references",
         ),
-        ("TF208", "default 0 of parameter 'n' does not match its schema: 0 is less than the minimum of 1"),
+        ("TF208", "default 0 of parameter 'n' does not match its schema: must be at least 1"),
     ]
 
 
@@ -90,7 +91,7 @@ def test_default_checked_in_the_dialect_the_schema_names(tmp_path: Path) -> None
     }
     spec = _spec(tmp_path / "s.yaml", {"search": _tool(parameters=parameters)})
     assert _lint(spec) == [
-        ("TF208", "default 0 of parameter 'n' does not match its schema: 0 is less than or equal to the minimum of 0"),
+        ("TF208", "default 0 of parameter 'n' does not match its schema: must be greater than 0"),
     ]
 
 
@@ -121,6 +122,43 @@ def test_required_skipped_when_a_ref_may_declare_it(tmp_path: Path) -> None:
     }
     spec = _spec(tmp_path / "s.yaml", {"search": _tool(parameters=parameters)})
     assert [code for code, _ in _lint(spec)] == ["TF206"]
+
+
+@pytest.mark.parametrize(
+    ("type_", "hint"),
+    [
+        ("dict", "; did you mean 'object'?"),
+        ("Map", "; did you mean 'object'?"),
+        ("float", "; did you mean 'number'?"),
+        ("int", "; did you mean 'integer'?"),
+        ("tuple", "; did you mean 'array'?"),
+        ("str", "; did you mean 'string'?"),
+        ("bool", "; did you mean 'boolean'?"),
+        ("None", "; did you mean 'null'?"),
+        ("any", "; leave 'type' out to accept any value"),
+        ("strnig", "; did you mean 'string'?"),
+        ("color", " (one of array, boolean, integer, null, number, object, string)"),
+    ],
+)
+def test_a_type_from_another_language_gets_the_json_schema_name(tmp_path: Path, type_: str, hint: str) -> None:
+    """Type names of Python, TypeScript or SQL are reported once (TF204), with the JSON Schema type they mean."""
+    parameters = {"type": "object", "properties": {"q": {"type": type_, "description": "q"}}}
+    spec = _spec(tmp_path / "s.yaml", {"search": _tool(parameters=parameters)})
+    message = f"invalid JSON Schema at 'parameters.properties.q.type': {type_!r} is not a JSON Schema type{hint}"
+    assert _lint(spec) == [("TF204", message)]
+
+
+def test_a_foreign_top_level_type_is_reported_once(tmp_path: Path) -> None:
+    """`type: dict` on the parameters is TF204's (with 'object'); TF205 does not report the same token."""
+    for type_, hint in (
+        ("dict", "; did you mean 'object'?"),
+        ("any", "; leave 'type' out to accept any value (the parameters of a tool need 'type: object')"),
+    ):
+        spec = _spec(tmp_path / "s.yaml", {"search": _tool(parameters={"type": type_})})
+        message = f"invalid JSON Schema at 'parameters.type': {type_!r} is not a JSON Schema type{hint}"
+        assert _lint(spec) == [("TF204", message)]
+    spec = _spec(tmp_path / "s.yaml", {"search": _tool(parameters={"type": "string"})})
+    assert [code for code, _ in _lint(spec)] == ["TF205"]
 
 
 def test_invalid_parameters_skip_default_and_example_checks(tmp_path: Path) -> None:

@@ -214,7 +214,14 @@ def test_gemini_rejects_a_name_starting_with_a_digit(tmp_path: Path) -> None:
                 "letter or an underscore; rename the tool"
             ),
         ),
-        ("TF201", "/tools/3d render", "tool name '3d render' has characters other than a-z, A-Z, 0-9, '_' and '-'"),
+        (
+            "TF201",
+            "/tools/3d render",
+            (
+                "tool name '3d render' has characters other than a-z, A-Z, 0-9, '_' and '-'; rename it, e.g. to "
+                "'3d_render' (another tool has that name already)"
+            ),
+        ),
     ]
 
 

@@ -39,6 +39,7 @@ class TemplateFacts:
     """How messages name the template: ``template`` or ``argv[1]``."""
     pointer: str
     """JSON pointer of the string value."""
+    source: str
     problems: tuple[TemplateProblem, ...]
     variables: frozenset[str]
     env_reads: tuple[str, ...]
@@ -74,7 +75,13 @@ def _collect(tool: ToolSpec) -> Iterator[TemplateFacts]:
 def _facts(label: str, pointer: str, source: str, listed: frozenset[str] | None) -> TemplateFacts:
     problems, variables, env_reads = _analyse(source)
     return TemplateFacts(
-        label=label, pointer=pointer, problems=problems, variables=variables, env_reads=env_reads, env_listed=listed
+        label=label,
+        pointer=pointer,
+        source=source,
+        problems=problems,
+        variables=variables,
+        env_reads=env_reads,
+        env_listed=listed,
     )
 
 

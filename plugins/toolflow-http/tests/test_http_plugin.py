@@ -30,7 +30,11 @@ def test_registers_the_http_kind_and_its_rules(http_plugins: IsolatedPlugins) ->
     assert kind.schema is SCHEMA
     assert callable(kind.build)
     rules = [(plugin, rule.code, rule.name) for plugin, rule in http_plugins.lint_rules()]
-    assert rules == [("http", "HTTP101", "http-template-syntax"), ("http", "HTTP102", "http-unknown-variable")]
+    assert rules == [
+        ("http", "HTTP101", "http-template-syntax"),
+        ("http", "HTTP102", "http-unknown-variable"),
+        ("http", "HTTP103", "http-unguarded-optional-parameter"),
+    ]
 
 
 def test_installed_entry_point_loads() -> None:
@@ -148,6 +152,48 @@ def test_lint_rules_check_templates(toolflow_project: ToolflowProject) -> None:
         "specs/api.yaml:14:29: HTTP102 template of tool 'search' reads 'nope', which is not a parameter of the tool",
         "specs/api.yaml:18:11: HTTP102 template of tool 'short' reads 'id', which is not a parameter of the tool",
         "specs/api.yaml:21:44: TF204 invalid JSON Schema at 'parameters.properties': [1, 2] is not of type 'object'",
+    ]
+
+
+def test_lint_reports_an_optional_parameter_read_without_a_guard(toolflow_project: ToolflowProject) -> None:
+    """HTTP103: a URL or longer string reading an optional parameter fails without it; `{{ name }}` alone does not."""
+    toolflow_project.write_spec(
+        "api.yaml",
+        """
+        toolflow: 1
+        tools:
+          search:
+            description: Search the example API for matching items.
+            parameters:
+              type: object
+              properties:
+                q: {type: string, description: What to look for.}
+                page: {type: integer, description: Which page.}
+                lang: {type: string, description: The language.}
+                size: {type: integer, description: How many, default: 10}
+              required: [q]
+            http:
+              url: https://api.example.com/{{ lang }}/search/{{ q }}
+              query: {page: "{{ page }}", size: "{{ size }}", label: "page-{{ page }}"}
+              headers: {Accept-Language: "{% if lang is defined %}{{ lang }}{% else %}en{% endif %}"}
+        """,
+    )
+    result = toolflow_project.lint(
+        "--select", "HTTP103", env={"TOOLFLOW_LOAD_PLUGINS": "http", "TOOLFLOW_DISABLE_PLUGINS": None}
+    )
+    assert result.exit_code == 1
+    fix = "give it a 'default', make the value exactly '{{ %s }}' (the key is then left out), or read it under"
+    assert result.stdout.splitlines()[:-1] == [
+        (
+            "specs/api.yaml:14:12: HTTP103 template of tool 'search' reads optional parameter 'lang', which has no "
+            f"default, so a call that leaves it out fails ('lang' is undefined); {fix % 'lang'} "
+            "'{% if lang is defined %}' or as 'lang | default(...)'"
+        ),
+        (
+            "specs/api.yaml:15:62: HTTP103 template of tool 'search' reads optional parameter 'page', which has no "
+            f"default, so a call that leaves it out fails ('page' is undefined); {fix % 'page'} "
+            "'{% if page is defined %}' or as 'page | default(...)'"
+        ),
     ]
 
 

@@ -6,6 +6,7 @@ so that ``toolflow lint`` never imports httpx.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -18,12 +19,14 @@ from toolflow import (
     ToolSpec,
     parse_template,
     template_variables,
+    unguarded_template_reads,
 )
 
-__all__ = ["RULES", "http_template_syntax", "http_unknown_variable"]
+__all__ = ["RULES", "http_template_syntax", "http_unguarded_optional_parameter", "http_unknown_variable"]
 
 KIND = "http"
 TEMPLATED = ("url", "headers", "query", "json")
+_WHOLE_NAME = re.compile(r"\{\{-?\s*([A-Za-z_][A-Za-z0-9_]*)\s*-?\}\}")
 
 
 def iter_templates(config: Any, pointer: str) -> Iterator[tuple[str, str]]:
@@ -93,6 +96,40 @@ def _check_variables(ctx: LintContext) -> Iterator[Any]:
                 yield http_unknown_variable.diag(tool, where, message)
 
 
+def _optional_without_default(tool: ToolSpec) -> frozenset[str]:
+    """The top-level parameters a call may leave out and that no default fills in."""
+    parameters = tool.parameters
+    properties = parameters.get("properties") if isinstance(parameters, Mapping) else None
+    if not isinstance(properties, Mapping):
+        return frozenset()
+    required = parameters.get("required") if isinstance(parameters, Mapping) else None
+    needed = {name for name in required if isinstance(name, str)} if isinstance(required, list) else set()
+    return frozenset(
+        name
+        for name, schema in properties.items()
+        if isinstance(name, str) and name not in needed and not (isinstance(schema, Mapping) and "default" in schema)
+    )
+
+
+def _check_optional_reads(ctx: LintContext) -> Iterator[Any]:
+    for tool, config, pointer in _http_tools(ctx):
+        optional = _optional_without_default(tool)
+        if not optional:
+            continue
+        url = pointer if isinstance(config, str) else f"{pointer}/url"
+        for where, source in iter_templates(config, pointer):
+            if where != url and _WHOLE_NAME.fullmatch(source):
+                continue  # "{{ name }}" of an argument the call left out leaves its key out
+            for name, _ in unguarded_template_reads(source, optional):
+                message = (
+                    f"template of tool {tool.name!r} reads optional parameter {name!r}, which has no default, "
+                    f"so a call that leaves it out fails ({name!r} is undefined); give it a 'default', "
+                    f"make the value exactly '{{{{ {name} }}}}' (the key is then left out), or read it under "
+                    f"'{{% if {name} is defined %}}' or as '{name} | default(...)'"
+                )
+                yield http_unguarded_optional_parameter.diag(tool, where, message)
+
+
 http_template_syntax = LintRule(
     code="HTTP101",
     name="http-template-syntax",
@@ -160,5 +197,47 @@ http:
 """,
 )
 
-RULES = (http_template_syntax, http_unknown_variable)
+http_unguarded_optional_parameter = LintRule(
+    code="HTTP103",
+    name="http-unguarded-optional-parameter",
+    severity=Severity.ERROR,
+    plugin="http",
+    check=_check_optional_reads,
+    doc="""A template in an `http:` implementation reads an optional parameter without a default, unguarded.
+
+## What it does
+Reports a read of a parameter that is neither `required` nor has a `default`
+in the `url`, or inside a longer string of `headers`, `query` or `json`,
+unless the read is guarded (`{% if tone is defined %}`, `tone | default(...)`,
+`tone is defined and ...`). A value that is exactly `{{ name }}` in `headers`,
+`query` or `json` is fine: the key is left out when the call does not give
+`name`. TF236 is the same rule for the `template` and `command` kinds.
+
+## Why is this bad?
+Templates render with strict undefined variables: the first call that leaves
+the parameter out (which the schema allows) fails with `'page' is undefined`.
+
+## Example
+```yaml
+parameters:
+  type: object
+  properties:
+    q: {type: string, description: What to search for.}
+    page: {type: integer, description: Which page.}
+  required: [q]
+http:
+  url: https://api.example.com/search/{{ q }}
+  query: {page: "page-{{ page }}"}
+```
+
+## Use instead
+```yaml
+http:
+  url: https://api.example.com/search/{{ q }}
+  query: {page: "{{ page }}"}
+```
+""",
+)
+
+RULES = (http_template_syntax, http_unknown_variable, http_unguarded_optional_parameter)
 """The rules the plugin registers."""

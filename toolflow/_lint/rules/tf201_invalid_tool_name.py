@@ -2,7 +2,9 @@
 
 ## What it does
 Reports tool names that do not match `^[a-zA-Z0-9_-]{1,64}$`, the rule OpenAI and
-Anthropic apply to function and tool names.
+Anthropic apply to function and tool names, with a legal name to use instead
+(`web.search` becomes `web_search`: each run of other characters is replaced
+by `_`, and the name is cut at 64 characters).
 
 ## Why is this bad?
 The provider rejects the whole request that lists the tool, so no tool of the
@@ -13,6 +15,8 @@ agent can be called.
 tools:
   search objects:
     description: Search objects
+  web.search:
+    description: Search the web
 ```
 
 ## Use instead
@@ -20,6 +24,8 @@ tools:
 tools:
   search_objects:
     description: Search objects
+  web_search:
+    description: Search the web
 ```
 """
 
@@ -34,6 +40,11 @@ from toolflow._lint._rule import LintContext, Rule
 PROVIDER_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
 
+def legal_name(name: str) -> str:
+    """*name* made legal: each run of other characters becomes ``_``, cut at 64 characters."""
+    return re.sub(r"[^a-zA-Z0-9_-]+", "_", name).strip("_")[:64].rstrip("_")
+
+
 def check(ctx: LintContext) -> Iterator[Diagnostic]:
     for tool in ctx.tools:
         if not PROVIDER_NAME.match(tool.name):
@@ -44,6 +55,10 @@ def check(ctx: LintContext) -> Iterator[Diagnostic]:
             )
             if not tool.name:
                 reason = "is empty"
+            suggestion = legal_name(tool.name)
+            if suggestion:
+                taken = " (another tool has that name already)" if suggestion in ctx.tools_by_name else ""
+                reason += f"; rename it, e.g. to {suggestion!r}{taken}"
             yield RULE.diag(tool, tool.pointer, f"tool name {tool.name!r} {reason}", key=True)
 
 

@@ -66,7 +66,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from toolflow._checking import CompiledSchema, ParameterError
+from toolflow._checking import CompiledSchema, ErrorExplainer, ParameterError, show
 from toolflow._diagnostics import Diagnostic, Severity
 from toolflow._lint._rule import LintContext, Rule
 from toolflow._lint._schema_facts import (
@@ -109,9 +109,8 @@ DRAFT_2020_12 = "https://json-schema.org/draft/2020-12/schema"
 Refs = tuple[tuple[Subschema, str, object], ...]
 
 
-def _short(value: object, limit: int = 40) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+def _short(value: object) -> str:
+    return show(value, limit=40)
 
 
 def _standalone(root: dict[str, Any], refs: Refs, sub: Subschema, drop: tuple[str, ...]) -> dict[str, Any] | None:
@@ -200,18 +199,28 @@ def _explain(
 
 
 def _first_error(compiled: CompiledSchema, value: object) -> str:
-    """The most relevant reason *value* is rejected, in the ``jsonschema`` library's words."""
+    """The most relevant reason *value* is rejected, in the words a call's validation error uses."""
     import jsonschema  # noqa: PLC0415 - imported only to explain a failure
 
     errors = list(compiled.iter_errors(value))
     problem = next((e for e in errors if isinstance(e, ParameterError)), None)
-    if problem is not None:
-        return problem.message[:1].lower() + problem.message[1:]
-    try:
-        best = jsonschema.exceptions.best_match(errors)
-    except TypeError:  # paths that do not compare (keys and indexes at one depth) cannot be ranked
-        best = errors[0] if errors else None
-    return "it is not valid" if best is None else str(best.message)
+    if problem is None:
+        try:
+            best = jsonschema.exceptions.best_match(errors)
+        except TypeError:  # paths that do not compare (keys and indexes at one depth) cannot be ranked
+            best = errors[0] if errors else None
+        if best is None:
+            return "it is not valid"
+        explainer = ErrorExplainer(root=_ROOT, noun="property")
+        explainer.explain(best)
+        problem = next(iter(explainer.result(())), None)
+        if problem is None:
+            return str(best.message)
+    text = problem.message[:1].lower() + problem.message[1:]
+    return text if problem.parameter == _ROOT else f"{problem.parameter}: {text}"
+
+
+_ROOT = "(value)"
 
 
 RULE = Rule(code="TF208", name="invalid-default", severity=Severity.ERROR, doc=__doc__ or "", check=check)

@@ -46,12 +46,11 @@ tools:
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterator, Mapping, Sequence
 
 from toolflow._diagnostics import Diagnostic, Severity
 from toolflow._lint._rule import LintContext, Rule
-from toolflow._schemas import did_you_mean
+from toolflow._schemas import close_matches, did_you_mean
 from toolflow._templates import TEMPLATE_GLOBALS
 
 
@@ -89,7 +88,7 @@ def _listing(names: Sequence[str], choices: Sequence[str], prefix: str = "") -> 
     """``'a' (did you mean 'b'?) and 'c'``: the names, each with its closest choice."""
     parts = []
     for name in names:
-        close = difflib.get_close_matches(name, choices, n=1, cutoff=0.6)
+        close = close_matches(name, choices)
         parts.append(f"{prefix + name!r} (did you mean {prefix + close[0]!r}?)" if close else repr(prefix + name))
     return parts[0] if len(parts) == 1 else f"{', '.join(parts[:-1])} and {parts[-1]}"
 

@@ -37,6 +37,7 @@ tools:
           type: string
           description: Which space to search
           enum: [public, "${PRIVATE_SPACE}"]
+      required: [query, space]
     command: [wiki-search, --space, "{{ space }}", --, "{{ query }}"]
 ```
 
@@ -54,6 +55,8 @@ tools:
         private:
           type: boolean
           description: Search the private space instead of the public one
+          default: false
+      required: [query]
     command:
       argv: [wiki-search, --private-space, "${PRIVATE_SPACE}", "--private={{ private }}", --, "{{ query }}"]
 ```
