@@ -103,7 +103,6 @@ def _parser() -> argparse.ArgumentParser:
     graph.set_defaults(handler=_cmd_graph)
 
     _add_init(commands)
-    schema = commands.add_parser("spec-schema", help="print the JSON Schema of spec files (for editors)")
     schema = commands.add_parser(
         "spec-schema", help="print the JSON Schema of spec files (for editors), with the installed plugins' kinds"
     )
