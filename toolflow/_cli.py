@@ -14,7 +14,13 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
-from toolflow._cli_support import project_cache_settings, shutdown_grace, spec_paths
+from toolflow._cli_support import (
+    add_output_format,
+    deprecated_spellings,
+    project_cache_settings,
+    shutdown_grace,
+    spec_paths,
+)
 
 if TYPE_CHECKING:
     from toolflow._lint._config import LintConfig
@@ -54,7 +60,7 @@ def _parser() -> argparse.ArgumentParser:
 
     lint = commands.add_parser("lint", help="check spec files and report problems with file:line:col")
     lint.add_argument("paths", nargs="*", metavar="PATH", help="spec files or directories (default: specs/)")
-    lint.add_argument("--output-format", choices=OUTPUT_FORMATS, default="text", help="report format (default: text)")
+    add_output_format(lint, OUTPUT_FORMATS, what="report format")
     lint.add_argument("--statistics", action="store_true", help="print a count of problems per rule")
     lint.add_argument(
         "--select", action="append", metavar="RULES", help="only these rules (codes, prefixes, names; comma-separated)"
@@ -88,7 +94,7 @@ def _parser() -> argparse.ArgumentParser:
 
     show = commands.add_parser("list", help="show the tools that spec files declare")
     show.add_argument("paths", nargs="*", metavar="PATH", help="spec files or directories (default: specs/)")
-    show.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    add_output_format(show, ("text", "json"), what="a table or JSON", old="--json")
     show.set_defaults(handler=_cmd_list)
 
     graph = commands.add_parser(
@@ -119,7 +125,7 @@ def _parser() -> argparse.ArgumentParser:
     export.set_defaults(handler=_cmd_schema)
 
     plugins = commands.add_parser("plugins", help="list plugins: source, version, hooks, tools bound, load status")
-    plugins.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    add_output_format(plugins, ("text", "json"), what="a table or JSON", old="--json")
     plugins.add_argument("--strict", action="store_true", help="stop with an error at the first plugin that fails")
     plugins.set_defaults(handler=_cmd_plugins)
 
@@ -228,6 +234,7 @@ def _add_call_parser(commands: Any) -> None:
         help="when the tool's category needs approval: ask on the terminal (standard error), approve, or refuse "
         "(default: ask when standard input is a terminal, else the plugins decide; nobody: refused)",
     )
+    add_output_format(call, ("json",), what="the result as JSON, the only format")
     _add_grace_option(call, "the call")
     call.set_defaults(handler=_cmd_call)
 
@@ -271,7 +278,7 @@ def _add_run_parser(commands: Any) -> None:
         "(default: ask when standard input is a terminal, else the plugins decide)",
     )
     run.add_argument("--no-cache", action="store_true", help="use no cache at all")
-    run.add_argument("--output", choices=("text", "json"), default="text", help="text trace (default) or one JSON")
+    add_output_format(run, ("text", "json"), what="the trace as text, or one JSON document", old="--output")
     run.add_argument("--base-url", metavar="URL", help="openai: the server (default: $OPENAI_BASE_URL)")
     run.add_argument("--api-key-env", metavar="VAR", help="openai: read the API key from this variable")
     run.add_argument("--no-stream", action="store_true", help="openai: ask for whole responses, not streams")
@@ -345,6 +352,8 @@ def run(argv: Sequence[str], *, stdout: TextIO, stderr: TextIO) -> int:
         if getattr(args, "handler", None) is None:
             parser.print_help(stdout)
             return 2
+        for note in deprecated_spellings(args):
+            print(f"toolflow: warning: {note}", file=stderr)
         return int(args.handler(args, stdout, stderr))
     except ToolflowError as exc:
         print(f"toolflow: error: {exc}", file=stderr)
@@ -454,7 +463,7 @@ def _cmd_list(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     for diagnostic in result.diagnostics:
         print(diagnostic.render(), file=stderr)
     rows = [_tool_row(tool) for tool in result.tools]
-    if args.json:
+    if args.output_format == "json":
         stdout.write(json.dumps({"tools": rows}, indent=2) + "\n")
     else:
         header = ("TOOL", "CATEGORY", "IMPLEMENTED BY", "TIMEOUT", "CACHE", "LOCATION")
@@ -553,7 +562,7 @@ def _load_plugins(stderr: TextIO, *, strict: bool = False) -> Plugins:
 
 def _cmd_plugins(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     plugins = _load_plugins(stderr, strict=args.strict)
-    if args.json:
+    if args.output_format == "json":
         stdout.write(json.dumps({"plugins": [info.to_dict() for info in plugins.infos]}, indent=2) + "\n")
     else:
         _print_plugins(plugins.infos, stdout)
