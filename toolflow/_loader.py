@@ -47,8 +47,10 @@ from toolflow._schemas import iter_spec_problems, json_pointer
 __all__ = [
     "IMPLEMENTATION_KINDS",
     "MAX_FILE_BYTES",
+    "empty_directory",
     "gc_paused",
     "iter_spec_paths",
+    "iter_spec_sources",
     "load_file",
     "load_specs",
     "missing_file",
@@ -64,7 +66,7 @@ IMPLEMENTATION_KINDS = ("implementation", "template", "command", "pipeline")
 
 SPEC_SUFFIXES = (".yaml", ".yml")
 
-_WARNING_CODES = frozenset({"TF006", "TF007"})
+_WARNING_CODES = frozenset({"TF006", "TF007", "TF008"})
 _RULE_FORMS = ("require", "exclusive", "at_least_one", "exactly_one")
 
 
@@ -87,6 +89,22 @@ def iter_spec_paths(paths: Iterable[str | os.PathLike[str]]) -> Iterator[tuple[s
             yield from ((p, True) for p in sorted(found))
         else:
             yield os.fspath(raw), path.exists()
+
+
+def iter_spec_sources(paths: Iterable[str | os.PathLike[str]]) -> Iterator[tuple[str, Diagnostic | None]]:
+    """Yield ``(path, problem)`` for each spec file named by *paths*, as :func:`iter_spec_paths` finds them.
+
+    *problem* is None for a file to load; a path that does not exist comes with its TF005, and a
+    directory that holds no spec file with a TF008 warning (rather than nothing: a lint of no file
+    is no success).
+    """
+    for raw in paths:
+        found = False
+        for path, exists in iter_spec_paths([raw]):
+            found = True
+            yield path, None if exists else missing_file(path)
+        if not found:
+            yield os.fspath(raw), empty_directory(os.fspath(raw))
 
 
 def load_specs(
@@ -114,9 +132,9 @@ def load_specs(
     expect(kinds, (Mapping, type(None)), "kinds", "a mapping of spec keys to JSON Schemas, or None")
     files: list[SpecFile] = []
     diagnostics: list[Diagnostic] = []
-    for path, exists in iter_spec_paths(paths):
-        if not exists:
-            diagnostics.append(missing_file(path))
+    for path, problem in iter_spec_sources(paths):
+        if problem is not None:
+            diagnostics.append(problem)
             continue
         spec_file, found = load_file(path, environ=environ, kinds=kinds)
         files.append(spec_file)
@@ -158,6 +176,11 @@ def validate_specs(paths: Iterable[str | os.PathLike[str]], *, environ: Mapping[
 def missing_file(path: str) -> Diagnostic:
     """The diagnostic of a spec path that does not exist (TF005)."""
     return _file_diag(path, "TF005", f"no such file or directory: {path!r}")
+
+
+def empty_directory(path: str) -> Diagnostic:
+    """The diagnostic of a spec directory without a spec file (TF008)."""
+    return _file_diag(path, "TF008", f"no spec files (*.yaml, *.yml) in directory {path!r}")
 
 
 def _file_diag(path: str, code: str, message: str, line: int = 1, column: int = 1) -> Diagnostic:

@@ -16,7 +16,7 @@ from toolflow._lint._summarize import summarize_file
 from toolflow._lint._summary import FileSummary, ProjectSummary
 from toolflow._lint._suppress import Suppression, find_suppressions
 from toolflow._lint.rules import builtin_rules
-from toolflow._loader import gc_paused, iter_spec_paths, load_file, missing_file
+from toolflow._loader import gc_paused, iter_spec_sources, load_file
 from toolflow._model import SpecFile
 from toolflow._provenance import Interpolated, Redactor
 
@@ -98,13 +98,13 @@ def lint_paths(
     config = config or LintConfig()
     ruleset = RuleSet(rules if rules is not None else builtin_rules())
     run = _Run(ruleset=ruleset, config=config, enabled=ruleset.enabled(config), plugins=plugins)
-    for path, exists in iter_spec_paths(paths):
-        if exists:
+    for path, problem in iter_spec_sources(paths):
+        if problem is None:
             # As while loading (see gc_paused): what checking one file makes dies with the file.
             with gc_paused():
                 run.add_file(*load_file(path, environ=environ, kinds=kinds))
         else:
-            run.found.append(missing_file(path))
+            run.found.append(problem)
     return run.report()
 
 
