@@ -68,7 +68,7 @@ def _choices(command: str) -> tuple[str, ...]:
 @pytest.mark.parametrize(
     ("command", "choices"),
     [
-        ("lint", ("text", "json", "github", "sarif", "junit", "gitlab")),
+        ("lint", ("text", "full", "json", "github", "sarif", "junit", "gitlab")),
         ("list", ("text", "json")),
         ("plugins", ("text", "json")),
         ("run", ("text", "json")),
