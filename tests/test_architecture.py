@@ -70,6 +70,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             "toolflow._cli",
             "toolflow._cli_call",
+            "toolflow._cli_completion",
             "toolflow._cli_graph",
             "toolflow._cli_run",
             "toolflow._cli_support",

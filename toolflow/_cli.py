@@ -135,6 +135,10 @@ def _parser() -> argparse.ArgumentParser:
     _add_run_parser(commands)
 
     _add_serve_parser(commands)
+
+    completion = commands.add_parser("completion", help="print the shell completion script (bash, zsh or fish)")
+    completion.add_argument("shell", choices=("bash", "zsh", "fish"), help="the shell")
+    completion.set_defaults(handler=_cmd_completion)
     return parser
 
 
@@ -486,6 +490,13 @@ def _cmd_list(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         note = f"; {hidden} hidden from models (expose: false)" if hidden else ""
         stdout.write(f"{len(rows)} {tools} in {len(result.files)} {files}{note}\n")
     return 0 if result.ok else 1
+
+
+def _cmd_completion(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    from toolflow._cli_completion import script  # noqa: PLC0415
+
+    stdout.write(script(_parser(), args.shell))
+    return 0
 
 
 def _cmd_graph(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
