@@ -30,6 +30,13 @@ def script(shell: str) -> str:
     return out.getvalue()
 
 
+def shell(workdir: Path, *argv: str) -> str:
+    """The standard output of *argv*, a shell run in *workdir*, which must succeed."""
+    result = subprocess.run(argv, cwd=workdir, capture_output=True, text=True, timeout=TIMEOUT, check=True)
+    assert result.stderr == ""
+    return result.stdout
+
+
 def commands() -> list[str]:
     parser = _parser()
     subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
@@ -68,16 +75,8 @@ def bash_complete(workdir: Path, *words: str) -> list[str]:
         printf '%s\\n' "${COMPREPLY[@]}"
         """
     )
-    result = subprocess.run(
-        ["bash", "--norc", "--noprofile", "-c", program, "bash", *words],
-        cwd=workdir,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-        check=True,
-    )
-    assert result.stderr == ""
-    return sorted(line for line in result.stdout.splitlines() if line)
+    out = shell(workdir, "bash", "--norc", "--noprofile", "-c", program, "bash", *words)
+    return sorted(line for line in out.splitlines() if line)
 
 
 def test_bash_parses_the_script(tmp_path: Path) -> None:
@@ -149,17 +148,10 @@ is given as `@@MATCH` (a stand-in around the builtin records them)."""
 def zsh_complete(workdir: Path, line: str) -> list[str]:
     (workdir / "_toolflow").write_text(script("zsh"), encoding="utf-8")
     (workdir / "capture.zsh").write_text(ZSH_CAPTURE, encoding="utf-8")
-    result = subprocess.run(
-        ["zsh", "-f", "capture.zsh", str(workdir / "_toolflow"), line],
-        cwd=workdir,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-        check=True,
-    )
-    assert "ENDMARK" in result.stdout, result.stdout
+    out = shell(workdir, "zsh", "-f", "capture.zsh", str(workdir / "_toolflow"), line)
+    assert "ENDMARK" in out, out
     # The first match may follow the echo of the typed line; the stand-in's own echo has `"@@"`, no name.
-    return sorted({f"@@{name}" for name in re.findall(r"@@([\w./-]+)", result.stdout)})
+    return sorted({f"@@{name}" for name in re.findall(r"@@([\w./-]+)", out)})
 
 
 def test_zsh_script_structure() -> None:
@@ -188,15 +180,8 @@ def test_zsh_parses_and_completes(workdir: Path) -> None:
 
 def fish_complete(workdir: Path, line: str) -> list[str]:
     (workdir / "toolflow.fish").write_text(script("fish"), encoding="utf-8")
-    result = subprocess.run(
-        ["fish", "--no-config", "-c", f"source toolflow.fish; complete -C {line!r}"],
-        cwd=workdir,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-        check=True,
-    )
-    return sorted(entry.split("\t")[0] for entry in result.stdout.splitlines())
+    out = shell(workdir, "fish", "--no-config", "-c", f"source toolflow.fish; complete -C {line!r}")
+    return sorted(entry.split("\t")[0] for entry in out.splitlines())
 
 
 def test_fish_script_structure() -> None:

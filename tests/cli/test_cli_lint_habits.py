@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import io
 import textwrap
 from pathlib import Path
 
 import pytest
-
-from toolflow._cli import run
+from _cli_project import toolflow
 
 EMPTY_DIR = "empty:1:1: TF008 no spec files (*.yaml, *.yml) in directory 'empty'\n"
 
@@ -27,12 +25,6 @@ def write(path: str | Path, text: str) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(textwrap.dedent(text), encoding="utf-8")
     return target
-
-
-def toolflow(*args: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    code = run(list(args), stdout=out, stderr=err)
-    return code, out.getvalue(), err.getvalue()
 
 
 # -- an empty spec directory --------------------------------------------------------------------------------------
