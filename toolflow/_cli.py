@@ -410,7 +410,7 @@ def _cmd_lint(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         print(f"toolflow: warning: {crash}", file=stderr)
     stdout.write(render(report, args.output_format))
     if args.statistics:
-        stream = stdout if args.output_format == "text" else stderr
+        stream = stdout if args.output_format in {"text", "full"} else stderr
         stream.write(render_statistics(report))
     return 0 if args.exit_zero else report.exit_code
 

@@ -277,3 +277,11 @@ def test_the_plain_lines_after_the_annotations_keep_the_path_as_given(
     monkeypatch.chdir(repository / "sub" / "specs")
     out = toolflow("lint", "--output-format", "github", "--select", "TF201", "bad.yaml")[1]
     assert out.splitlines()[1].startswith("bad.yaml:3:3: TF201 ")
+
+
+def test_full_prints_statistics_on_stdout_as_text_does() -> None:
+    """`full` is for people, like `text`: `--statistics` follows the report on stdout."""
+    write("specs/bad.yaml", BAD)
+    code, out, err = toolflow("lint", "--output-format", "full", "--statistics", "--select", "TF201", "specs")
+    assert (code, err) == (1, "")
+    assert out.endswith("Found 1 error and 0 warnings in 1 file.\n    1  TF201  invalid-tool-name\n")
