@@ -112,7 +112,7 @@ def _summary(text: str) -> str:
 
 def _visible(options: Iterable[_Argument]) -> list[_Argument]:
     """The options that completion offers: the deprecated spellings are left to those who know them."""
-    return [o for o in options if not o.summary.startswith("deprecated")]
+    return [o for o in options if not o.summary.startswith("deprecated") and o.summary != argparse.SUPPRESS]
 
 
 # -- bash ------------------------------------------------------------------------------------------
