@@ -80,8 +80,10 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             "toolflow._cli",
             "toolflow._cli_call",
+            "toolflow._cli_completion",
             "toolflow._cli_graph",
             "toolflow._cli_init",
+            "toolflow._cli_tables",
             "toolflow._cli_run",
             "toolflow._cli_support",
             "toolflow._cli_test",

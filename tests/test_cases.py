@@ -3,7 +3,8 @@
 A case is a spec file, or a directory of spec files, under ``valid/`` (no
 diagnostic expected) or ``invalid/``. Expectations live in the spec files as
 ``# expect: CODE LINE:COL`` comments, or, for files that cannot hold comments
-(binary data), in a sidecar ``<file>.expect`` with ``CODE LINE:COL`` lines.
+(binary data), in a sidecar ``<file>.expect`` with ``CODE LINE:COL`` lines; the
+problems of a directory case itself (it holds no spec file) go in its ``directory.expect``.
 A ``# target: openai`` comment adds ``--target`` providers to the lint run.
 """
 
@@ -35,6 +36,10 @@ def _case_files(case: Path) -> list[Path]:
 def _expectations(case: Path) -> tuple[list[Expectation], tuple[str, ...]]:
     expected: list[Expectation] = []
     targets: list[str] = []
+    own = case / "directory.expect"
+    if own.exists():
+        matches = (_SIDECAR.match(line.strip()) for line in own.read_text().splitlines())
+        expected.extend((str(case), m[1], int(m[2]), int(m[3])) for m in matches if m)
     for path in _case_files(case):
         sidecar = path.with_name(path.name + ".expect")
         if sidecar.exists():

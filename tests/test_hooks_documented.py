@@ -115,7 +115,7 @@ def test_page_covers_discovery_and_failures() -> None:
         "PluginLoadWarning",
         "PluginError",
         "--strict",
-        "--json",
+        "--output-format json",
         "## toolflow plugins",
     ):
         assert needle in text, needle

@@ -733,9 +733,16 @@ def test_named_files_load_whatever_their_suffix_and_in_order(tmp_path: Path) -> 
     assert [f.path for f in result.files] == [str(first), str(second)]
 
 
-def test_empty_directory_loads_nothing(tmp_path: Path) -> None:
-    """A directory without spec files gives no files and no diagnostics."""
-    assert load_specs([tmp_path]) == LoadResult()
+def test_empty_directory_loads_nothing_and_warns(tmp_path: Path) -> None:
+    """A directory without spec files (hidden ones and other suffixes aside) gives no files and a TF008 warning."""
+    write(tmp_path / "tools.json", "{}")
+    write(tmp_path / ".hidden.yaml", f"toolflow: 1\ntools:\n  a:\n    {TOOL}")
+    result = load_specs([tmp_path])
+    assert result.files == ()
+    assert [(d.code, d.severity, d.file, d.message) for d in result.diagnostics] == [
+        ("TF008", Severity.WARNING, str(tmp_path), f"no spec files (*.yaml, *.yml) in directory {str(tmp_path)!r}")
+    ]
+    assert result.ok
 
 
 def test_diagnostics_are_sorted_by_file_and_position(tmp_path: Path) -> None:

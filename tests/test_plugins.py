@@ -700,12 +700,12 @@ def test_cli_failed_plugin_exits_1_with_its_error_and_one_warning_line(site: Sit
 
 
 def test_cli_json_lists_every_plugin_with_its_details(site: Site, project: Path) -> None:
-    """--json prints {"plugins": [...]} with name, source, distribution, version, status, hooks, tools, error."""
+    """--output-format json prints {"plugins": [...]} with name, source, distribution, version, status, hooks, tools, error."""
     good, dist = site.plugin("good", GOOD.replace("{lazy}", "nowhere"))
     blocked, _ = site.plugin("bomb", EXPLODES)
     (project / "pyproject.toml").write_text(f'[tool.toolflow]\nplugins = ["{site.module("local", MISSPELT)}"]\n')
     os.environ["TOOLFLOW_DISABLE_PLUGINS"] += f",{blocked}"
-    code, out, err = _cli("--json")
+    code, out, err = _cli("--output-format", "json")
     assert code == 1
     assert err.startswith("toolflow: warning: plugin 'local_")
     document = json.loads(out)

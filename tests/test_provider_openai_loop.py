@@ -170,7 +170,17 @@ async def test_toolflow_run_talks_to_the_server_in_a_subprocess(tmp_path: Path) 
     with trio.fail_after(60), serve(look_call_reply(), answer_reply("North is clear.")) as server:
         argv = ["run", "--specs", "tools.yaml", "--model", "openai:test-model", "--base-url", server.base_url]
         done = await trio.run_process(
-            [sys.executable, "-m", "toolflow", *argv, "--prompt", "What is north?", "--output", "json", "--no-cache"],
+            [
+                sys.executable,
+                "-m",
+                "toolflow",
+                *argv,
+                "--prompt",
+                "What is north?",
+                "--output-format",
+                "json",
+                "--no-cache",
+            ],
             cwd=tmp_path,
             env=env,
             capture_stdout=True,

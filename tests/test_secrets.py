@@ -206,7 +206,11 @@ def test_a_rule_that_formats_a_value_is_masked(tmp_path: Path, monkeypatch: pyte
 def test_list_and_schema_show_references(project: Path) -> None:
     """``toolflow list`` (text and JSON) and ``toolflow schema`` (each format) show ``${TF_SECRET}``."""
     outputs = []
-    for args in (["list"], ["list", "--json"], *(["schema", "--format", f] for f in ("openai", "anthropic", "mcp"))):
+    for args in (
+        ["list"],
+        ["list", "--output-format", "json"],
+        *(["schema", "--format", f] for f in ("openai", "anthropic", "mcp")),
+    ):
         code, out, err = toolflow_cli(*args)
         assert code == 0, err
         outputs.append(out)

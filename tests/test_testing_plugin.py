@@ -293,7 +293,7 @@ def test_lint_runs_the_rules_of_local_plugins(toolflow_project: ToolflowProject)
     code, out, _ = toolflow_project.lint("--select", "HOUSE")
     assert code == 1
     assert out.startswith("specs/tmp.yaml:3:3: HOUSE101 tool 'tmp_probe' looks temporary\n")
-    listed = json.loads(toolflow_project.run("plugins", "--json").stdout)["plugins"]
+    listed = json.loads(toolflow_project.run("plugins", "--output-format", "json").stdout)["plugins"]
     assert {"name": "house_rules", "source": "project", "status": "loaded"}.items() <= next(
         p for p in listed if p["name"] == "house_rules"
     ).items()

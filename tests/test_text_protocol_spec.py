@@ -88,6 +88,6 @@ def test_toolflow_run_sends_the_override(tmp_path: Path, monkeypatch: pytest.Mon
     (tmp_path / "session.yaml").write_text(yaml.safe_dump({"turns": [{"text": "Hi."}]}), encoding="utf-8")
     out, err = io.StringIO(), io.StringIO()
     argv = ["run", "--specs", "tools.yaml", "--model", "scripted:session.yaml", "--format", "text", "--prompt", "go"]
-    assert run([*argv, "--output", "json"], stdout=out, stderr=err) == 0, err.getvalue()
+    assert run([*argv, "--output-format", "json"], stdout=out, stderr=err) == 0, err.getvalue()
     expected = HEADER + f"\n- look (safe_chain): Look around.\n  Parameters: {NO_PARAMETERS}"
     assert json.loads(out.getvalue())["system"] == expected

@@ -14,18 +14,23 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
-from toolflow._cli_support import project_cache_settings, shutdown_grace, spec_paths
+from toolflow._cli_support import (
+    add_output_format,
+    deprecated_spellings,
+    project_cache_settings,
+    shutdown_grace,
+    spec_paths,
+)
 
 if TYPE_CHECKING:
     from toolflow._lint._config import LintConfig
     from toolflow._lint._rule import Rule
-    from toolflow._model import ToolSpec
-    from toolflow._plugins import PluginInfo, Plugins
+    from toolflow._plugins import Plugins
     from toolflow._serve_http import HTTPSettings
 
 __all__ = ["main", "run"]
 
-OUTPUT_FORMATS = ("text", "json", "github", "sarif", "junit", "gitlab")
+OUTPUT_FORMATS = ("text", "full", "json", "github", "sarif", "junit", "gitlab")
 SCHEMA_FORMATS = ("openai", "anthropic", "mcp")
 TEST_FORMATS = ("text", "json", "github", "junit")
 """``toolflow test``'s formats (``toolflow._cli_test_report``'s; lint's SARIF and GitLab report code, not tests)."""
@@ -56,7 +61,7 @@ def _parser() -> argparse.ArgumentParser:
 
     lint = commands.add_parser("lint", help="check spec files and report problems with file:line:col")
     lint.add_argument("paths", nargs="*", metavar="PATH", help="spec files or directories (default: specs/)")
-    lint.add_argument("--output-format", choices=OUTPUT_FORMATS, default="text", help="report format (default: text)")
+    add_output_format(lint, OUTPUT_FORMATS, what="report format; full: with the source lines")
     lint.add_argument("--statistics", action="store_true", help="print a count of problems per rule")
     lint.add_argument(
         "--select", action="append", metavar="RULES", help="only these rules (codes, prefixes, names; comma-separated)"
@@ -74,6 +79,7 @@ def _parser() -> argparse.ArgumentParser:
     lint.add_argument(
         "--fail-on", choices=("error", "warning"), help="lowest severity that fails the run (default: error)"
     )
+    lint.add_argument("--exit-zero", action="store_true", help="exit 0 even when problems are found")
     lint.add_argument("--config", metavar="PYPROJECT", help="read [tool.toolflow.lint] from this file")
     lint.add_argument("--isolated", action="store_true", help="ignore every configuration file")
     lint.add_argument(
@@ -90,18 +96,10 @@ def _parser() -> argparse.ArgumentParser:
 
     show = commands.add_parser("list", help="show the tools that spec files declare")
     show.add_argument("paths", nargs="*", metavar="PATH", help="spec files or directories (default: specs/)")
-    show.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    add_output_format(show, ("text", "json"), what="a table or JSON", old="--json")
     show.set_defaults(handler=_cmd_list)
 
-    graph = commands.add_parser(
-        "graph", help="draw the tools, their pipelines' steps and their depends_on rules (Mermaid or DOT)"
-    )
-    graph.add_argument("paths", nargs="*", metavar="PATH", help="spec files or directories (default: specs/)")
-    graph.add_argument(
-        "--format", choices=("mermaid", "dot"), default="mermaid", help="Mermaid (default) or Graphviz DOT"
-    )
-    graph.set_defaults(handler=_cmd_graph)
-
+    _add_graph(commands)
     _add_init(commands)
     schema = commands.add_parser(
         "spec-schema", help="print the JSON Schema of spec files (for editors), with the installed plugins' kinds"
@@ -127,7 +125,7 @@ def _parser() -> argparse.ArgumentParser:
     export.set_defaults(handler=_cmd_schema)
 
     plugins = commands.add_parser("plugins", help="list plugins: source, version, hooks, tools bound, load status")
-    plugins.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    add_output_format(plugins, ("text", "json"), what="a table or JSON", old="--json")
     plugins.add_argument("--strict", action="store_true", help="stop with an error at the first plugin that fails")
     plugins.set_defaults(handler=_cmd_plugins)
 
@@ -138,6 +136,10 @@ def _parser() -> argparse.ArgumentParser:
     _add_test_parser(commands)
 
     _add_serve_parser(commands)
+
+    completion = commands.add_parser("completion", help="print the shell completion script (bash, zsh or fish)")
+    completion.add_argument("shell", choices=("bash", "zsh", "fish"), help="the shell")
+    completion.set_defaults(handler=_cmd_completion)
     return parser
 
 
@@ -261,6 +263,7 @@ def _add_call_parser(commands: Any) -> None:
         help="when the tool's category needs approval: ask on the terminal (standard error), approve, or refuse "
         "(default: ask when standard input is a terminal, else the plugins decide; nobody: refused)",
     )
+    add_output_format(call, ("json",), what="the result as JSON, the only format")
     _add_grace_option(call, "the call")
     call.set_defaults(handler=_cmd_call)
 
@@ -309,7 +312,7 @@ def _add_run_parser(commands: Any) -> None:
         "(default: ask when standard input is a terminal, else the plugins decide)",
     )
     run.add_argument("--no-cache", action="store_true", help="use no cache at all")
-    run.add_argument("--output", choices=("text", "json"), default="text", help="text trace (default) or one JSON")
+    add_output_format(run, ("text", "json"), what="the trace as text, or one JSON document", old="--output")
     run.add_argument(
         "--base-url",
         metavar="URL",
@@ -387,6 +390,8 @@ def run(argv: Sequence[str], *, stdout: TextIO, stderr: TextIO) -> int:
         if getattr(args, "handler", None) is None:
             parser.print_help(stdout)
             return 2
+        for note in deprecated_spellings(args):
+            print(f"toolflow: warning: {note}", file=stderr)
         return int(args.handler(args, stdout, stderr))
     except ToolflowError as exc:
         print(f"toolflow: error: {exc}", file=stderr)
@@ -439,9 +444,9 @@ def _cmd_lint(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         print(f"toolflow: warning: {crash}", file=stderr)
     stdout.write(render(report, args.output_format))
     if args.statistics:
-        stream = stdout if args.output_format == "text" else stderr
+        stream = stdout if args.output_format in {"text", "full"} else stderr
         stream.write(render_statistics(report))
-    return report.exit_code
+    return 0 if args.exit_zero else report.exit_code
 
 
 def _lint_config(args: argparse.Namespace, rules: Sequence[Rule]) -> LintConfig:
@@ -490,14 +495,15 @@ def _cmd_rule(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
 
 
 def _cmd_list(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    from toolflow._cli_tables import tool_row, write_table  # noqa: PLC0415
     from toolflow._loader import load_specs  # noqa: PLC0415
 
     plugins = _load_plugins(stderr)
     result = load_specs(spec_paths(args.paths), **plugins.loader_options())
     for diagnostic in result.diagnostics:
         print(diagnostic.render(), file=stderr)
-    rows = [_tool_row(tool) for tool in result.tools]
-    if args.json:
+    rows = [tool_row(tool) for tool in result.tools]
+    if args.output_format == "json":
         stdout.write(json.dumps({"tools": rows}, indent=2) + "\n")
     else:
         header = ("TOOL", "CATEGORY", "IMPLEMENTED BY", "TIMEOUT", "CACHE", "LOCATION")
@@ -512,13 +518,25 @@ def _cmd_list(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
             )
             for r in rows
         ]
-        _write_table(table, stdout)
+        write_table(table, stdout)
         tools = "tool" if len(rows) == 1 else "tools"
         files = "file" if len(result.files) == 1 else "files"
         hidden = sum(not r["expose"] for r in rows)
         note = f"; {hidden} hidden from models (expose: false)" if hidden else ""
         stdout.write(f"{len(rows)} {tools} in {len(result.files)} {files}{note}\n")
     return 0 if result.ok else 1
+
+
+def _add_graph(commands: Any) -> None:
+    """The parser of ``toolflow graph``."""
+    graph = commands.add_parser(
+        "graph", help="draw the tools, their pipelines' steps and their depends_on rules (Mermaid or DOT)"
+    )
+    graph.add_argument("paths", nargs="*", metavar="PATH", help="spec files or directories (default: specs/)")
+    graph.add_argument(
+        "--format", choices=("mermaid", "dot"), default="mermaid", help="Mermaid (default) or Graphviz DOT"
+    )
+    graph.set_defaults(handler=_cmd_graph)
 
 
 def _add_init(commands: Any) -> None:
@@ -538,38 +556,17 @@ def _cmd_init(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     return command(args, stdout)
 
 
+def _cmd_completion(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    from toolflow._cli_completion import script  # noqa: PLC0415
+
+    stdout.write(script(_parser(), args.shell))
+    return 0
+
+
 def _cmd_graph(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     from toolflow._cli_graph import command  # noqa: PLC0415
 
     return command(args, _load_plugins(stderr).loader_options(), stdout, stderr)
-
-
-def _tool_row(tool: ToolSpec) -> dict[str, Any]:
-    """What ``toolflow list`` says of one tool (its JSON object; the table shows some of it)."""
-    from toolflow._export import description  # noqa: PLC0415
-
-    span = tool.locator.locate(tool.pointer, key=True) if tool.locator else None
-    return {
-        "name": tool.name,
-        "category": tool.category,
-        "implementation": tool.implementation.kind if tool.implementation else None,
-        "timeout": tool.timeout,
-        "retry_attempts": tool.retry.attempts,
-        "cache": tool.cache.scope.value if tool.cache else None,
-        "parameters": sorted((tool.parameters.get("properties") or {}).keys()),
-        "description": description(tool),
-        "expose": tool.expose,
-        "location": f"{tool.file}:{span.line}:{span.column}" if span else tool.file,
-    }
-
-
-def _write_table(rows: Sequence[Sequence[object]], stdout: TextIO, widths: Sequence[int] = ()) -> None:
-    """*rows* in left-aligned columns two spaces apart, as wide as *widths* or as the widest cell of each."""
-    widths = widths or [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
-    stdout.writelines(
-        "  ".join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() + "\n"
-        for row in rows
-    )
 
 
 def _cmd_spec_schema(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
@@ -613,44 +610,14 @@ def _load_plugins(stderr: TextIO, *, strict: bool = False) -> Plugins:
 
 
 def _cmd_plugins(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    from toolflow._cli_tables import print_plugins  # noqa: PLC0415
+
     plugins = _load_plugins(stderr, strict=args.strict)
-    if args.json:
+    if args.output_format == "json":
         stdout.write(json.dumps({"plugins": [info.to_dict() for info in plugins.infos]}, indent=2) + "\n")
     else:
-        _print_plugins(plugins.infos, stdout)
+        print_plugins(plugins.infos, stdout)
     return 1 if any(info.status == "failed" for info in plugins.infos) else 0
-
-
-def _print_plugins(infos: Sequence[PluginInfo], stdout: TextIO) -> None:
-    """The table of ``toolflow plugins``: one row per plugin (and its error when it failed), then the counts."""
-    header = ("PLUGIN", "SOURCE", "DISTRIBUTION", "STATUS", "HOOKS", "TOOLS")
-    rows = [header, *(_plugin_row(info) for info in infos)]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    for row, info in zip(rows, (None, *infos), strict=True):
-        _write_table([row], stdout, widths)
-        if info is not None and info.status == "failed" and info.error:
-            stdout.write(f"  error: {info.error}\n")
-    counts = {status: sum(1 for i in infos if i.status == status) for status in ("loaded", "failed")}
-    disabled = len(infos) - counts["loaded"] - counts["failed"]
-    noun = "plugin" if len(infos) == 1 else "plugins"
-    stdout.write(f"{len(infos)} {noun}: {counts['loaded']} loaded, {counts['failed']} failed, {disabled} disabled\n")
-
-
-def _plugin_row(info: PluginInfo) -> tuple[str, ...]:
-    tools = [
-        *info.implementations,
-        *(f"kind:{k}" for k in info.kinds),
-        *(f"rule:{r}" for r in info.lint_rules),
-        *(f"pack:{p}" for p in info.tool_packs),
-    ]
-    return (
-        info.name,
-        info.source,
-        " ".join(filter(None, (info.distribution, info.version))) or "-",
-        info.status,
-        ", ".join(h.removeprefix("toolflow_") for h in info.hooks) or "-",
-        ", ".join(tools) or "-",
-    )
 
 
 def _cmd_call(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:

@@ -193,7 +193,7 @@ def command(args: argparse.Namespace, plugins: Plugins, stdout: TextIO, stderr: 
         msg = "give the user's message with --prompt (the model provider has no default prompt)"
         raise UsageError(msg)
     system = args.system if args.system is not None else (policy.system_prompt or getattr(provider, "system", ""))
-    text = args.output == "text"
+    text = args.output_format == "text"
     cache = project_cache_settings()
     approve = approver(args.approve, stdout)
     interrupts = Interrupts(grace=shutdown_grace(args))
@@ -235,7 +235,7 @@ def command(args: argparse.Namespace, plugins: Plugins, stdout: TextIO, stderr: 
 
 
 def _document(result: LoopResult, shown: Callable[[Any], Any]) -> dict[str, Any]:
-    """``--output json``: the loop's result, each pipeline call with its step records (``"steps"``)."""
+    """``--output-format json``: the loop's result, each pipeline call with its step records (``"steps"``)."""
     document = result.to_dict()
     for turn, turn_dict in zip(result.turns, document["turns"], strict=True):
         for entry, call in zip(turn.entries, turn_dict["calls"], strict=True):

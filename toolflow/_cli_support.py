@@ -1,4 +1,4 @@
-"""What the subcommands that read specs or run tools share, apart from the argument parser.
+"""What the subcommands that read specs or run tools share: a few options, and their helpers.
 
 :mod:`toolflow._cli` (the parser and the light subcommands), :mod:`toolflow._cli_call`
 (``toolflow call``) and :mod:`toolflow._cli_run` (``toolflow run``) import from here, and this
@@ -20,9 +20,77 @@ if TYPE_CHECKING:
     from toolflow._calls import ToolCall
     from toolflow._model import ToolSpec
 
-__all__ = ["approver", "project_cache_settings", "run_trio", "shown_in_traces", "shutdown_grace", "spec_paths"]
+__all__ = [
+    "add_output_format",
+    "approver",
+    "deprecated_spellings",
+    "project_cache_settings",
+    "run_trio",
+    "shown_in_traces",
+    "shutdown_grace",
+    "spec_paths",
+]
 
 _T = TypeVar("_T")
+
+_DEPRECATED = "deprecated_spellings"
+"""The attribute of the parsed arguments that collects the old spellings used (see ``_OldSpelling``)."""
+
+
+class _OldSpelling(argparse.Action):
+    """An old spelling of ``--output-format`` (``--json``, ``--output FORMAT``), kept for one release.
+
+    It sets ``output_format`` as the new option would, and notes itself, so that the command can say
+    on standard error which spelling replaces it (``deprecated_spellings``).
+    """
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,  # noqa: ARG002 - the signature argparse calls
+        namespace: argparse.Namespace,
+        values: Any,
+        option: str | None = None,
+    ) -> None:
+        value = self.const if self.nargs == 0 else values
+        namespace.output_format = value
+        noted = getattr(namespace, _DEPRECATED, [])
+        noted.append(
+            f"{option}{'' if self.nargs == 0 else ' ' + value} is deprecated and will be removed in the next "
+            f"release; use --output-format {value}"
+        )
+        setattr(namespace, _DEPRECATED, noted)
+
+
+def add_output_format(
+    parser: argparse.ArgumentParser, choices: Sequence[str], *, what: str, old: str | None = None
+) -> None:
+    """Add ``--output-format`` (the first of *choices* is the default), the one spelling of machine output.
+
+    Args:
+        parser: A subcommand's parser.
+        choices: The formats; the first is the default.
+        what: The help text's description of the choices.
+        old: The option this command used before (``--json`` or ``--output``), kept as a deprecated alias.
+    """
+    parser.add_argument("--output-format", choices=choices, default=choices[0], help=f"{what} (default: {choices[0]})")
+    if old == "--json":
+        parser.add_argument(
+            "--json",
+            action=_OldSpelling,
+            nargs=0,
+            const="json",
+            default=argparse.SUPPRESS,
+            help="deprecated: use --output-format json",
+        )
+    elif old is not None:
+        parser.add_argument(
+            old, action=_OldSpelling, choices=choices, default=argparse.SUPPRESS, help="deprecated: use --output-format"
+        )
+
+
+def deprecated_spellings(args: argparse.Namespace) -> list[str]:
+    """The notes of the deprecated options that the command line *args* used, in order."""
+    return list(getattr(args, _DEPRECATED, ()))
 
 
 def shown_in_traces(specs: Iterable[ToolSpec]) -> Callable[[Any], Any]:

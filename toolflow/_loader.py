@@ -49,8 +49,10 @@ __all__ = [
     "IMPLEMENTATION_KINDS",
     "MAX_FILE_BYTES",
     "Includes",
+    "empty_directory",
     "gc_paused",
     "iter_spec_paths",
+    "iter_spec_sources",
     "load_file",
     "load_specs",
     "missing_file",
@@ -69,7 +71,7 @@ SPEC_SUFFIXES = (".yaml", ".yml")
 TEST_SUFFIXES = (".toolflow.yaml", ".toolflow.yml")
 """Test files of ``toolflow test``: a directory of specs may hold them, and they are not specs."""
 
-_WARNING_CODES = frozenset({"TF006", "TF007"})
+_WARNING_CODES = frozenset({"TF006", "TF007", "TF008"})
 _RULE_FORMS = ("require", "exclusive", "at_least_one", "exactly_one")
 
 
@@ -95,6 +97,22 @@ def iter_spec_paths(paths: Iterable[str | os.PathLike[str]]) -> Iterator[tuple[s
             yield from ((p, True) for p in sorted(found))
         else:
             yield os.fspath(raw), path.exists()
+
+
+def iter_spec_sources(paths: Iterable[str | os.PathLike[str]]) -> Iterator[tuple[str, Diagnostic | None]]:
+    """Yield ``(path, problem)`` for each spec file named by *paths*, as :func:`iter_spec_paths` finds them.
+
+    *problem* is None for a file to load; a path that does not exist comes with its TF005, and a
+    directory that holds no spec file with a TF008 warning (rather than nothing: a lint of no file
+    is no success).
+    """
+    for raw in paths:
+        found = False
+        for path, exists in iter_spec_paths([raw]):
+            found = True
+            yield path, None if exists else missing_file(path)
+        if not found:
+            yield os.fspath(raw), empty_directory(os.fspath(raw))
 
 
 def load_specs(
@@ -126,9 +144,9 @@ def load_specs(
     files: list[SpecFile] = []
     diagnostics: list[Diagnostic] = []
     includes = Includes(packs)
-    for path, exists in includes.following(iter_spec_paths(paths)):
-        if not exists:
-            diagnostics.append(missing_file(path))
+    for path, problem in includes.following(iter_spec_sources(paths)):
+        if problem is not None:
+            diagnostics.append(problem)
             continue
         spec_file, found = load_file(path, environ=environ, kinds=kinds, packs=packs)
         includes.note(spec_file)
@@ -140,7 +158,7 @@ def load_specs(
 class Includes:
     """The tool packs a load has to add: each included pack's files, once, after the files given.
 
-    ``following(paths)`` yields the given ``(path, exists)`` pairs, then every file of the packs
+    ``following(sources)`` yields the given ``(path, problem)`` pairs, then every file of the packs
     that the files :meth:`note` saw include (and those the packs' own files include), each once.
     """
 
@@ -157,12 +175,13 @@ class Includes:
                     self._seen.add(path)
                     self._queue.append(path)
 
-    def following(self, given: Iterable[tuple[str, bool]]) -> Iterator[tuple[str, bool]]:
-        for path, exists in given:
+    def following(self, given: Iterable[tuple[str, Diagnostic | None]]) -> Iterator[tuple[str, Diagnostic | None]]:
+        """*given* (``(path, problem)`` pairs of :func:`iter_spec_sources`), then the included packs' files."""
+        for path, problem in given:
             self._seen.add(path)
-            yield path, exists
+            yield path, problem
         while self._queue:
-            yield self._queue.popleft(), True
+            yield self._queue.popleft(), None
 
 
 @contextlib.contextmanager
@@ -199,6 +218,11 @@ def validate_specs(paths: Iterable[str | os.PathLike[str]], *, environ: Mapping[
 def missing_file(path: str) -> Diagnostic:
     """The diagnostic of a spec path that does not exist (TF005)."""
     return _file_diag(path, "TF005", f"no such file or directory: {path!r}")
+
+
+def empty_directory(path: str) -> Diagnostic:
+    """The diagnostic of a spec directory without a spec file (TF008)."""
+    return _file_diag(path, "TF008", f"no spec files (*.yaml, *.yml) in directory {path!r}")
 
 
 def _file_diag(path: str, code: str, message: str, line: int = 1, column: int = 1) -> Diagnostic:

@@ -1,4 +1,4 @@
-"""`toolflow run`: the trace, `--output json`, exit codes, usage errors, and Ctrl-C (stop, then kill).
+"""`toolflow run`: the trace, `--output-format json`, exit codes, usage errors, and Ctrl-C (stop, then kill).
 
 In-process through `toolflow._cli.run` where possible; real `toolflow` processes for signals.
 """
@@ -117,9 +117,9 @@ def test_specs_default_to_the_project_setting(project: Path) -> None:
 
 @pytest.mark.parametrize("fmt", ["openai", "anthropic", "fallback", "text"])
 def test_json_output_has_the_history(project: Path, fmt: str) -> None:
-    """`--output json` is one document: answer, reason, turns with calls and results, the whole history."""
+    """`--output-format json` is one document: answer, reason, turns with calls and results, the whole history."""
     code, out, _ = toolflow(
-        "run", "--model", transcript(project, TURNS), "--prompt", "go", "--output", "json", "--format", fmt
+        "run", "--model", transcript(project, TURNS), "--prompt", "go", "--output-format", "json", "--format", fmt
     )
     assert code == 0
     document = json.loads(out)
@@ -187,7 +187,7 @@ def _start(project: Path, seconds: float) -> subprocess.Popen[str]:
     turns = [{"tool_calls": [{"name": "nap", "arguments": {"seconds": seconds}}]}, {"text": "never"}]
     model = transcript(project, turns, prompt="nap")
     process = subprocess.Popen(
-        [sys.executable, "-m", "toolflow", "run", "--model", model, "--output", "json"],
+        [sys.executable, "-m", "toolflow", "run", "--model", model, "--output-format", "json"],
         cwd=project,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -56,7 +56,15 @@ COMMANDS = {
     "plugins": ["plugins"],
     "call": ["call", "greet", '{"name": "Ada"}', "--specs", "specs/good.yaml"],
     "run": ["run", "--specs", "specs/good.yaml", "--model", "scripted:session.yaml"],
-    "run --output json": ["run", "--specs", "specs/good.yaml", "--model", "scripted:session.yaml", "--output", "json"],
+    "run --output-format json": [
+        "run",
+        "--specs",
+        "specs/good.yaml",
+        "--model",
+        "scripted:session.yaml",
+        "--output-format",
+        "json",
+    ],
 }
 
 

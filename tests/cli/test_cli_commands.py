@@ -155,9 +155,9 @@ def test_list_columns_line_up() -> None:
 
 
 def test_list_json() -> None:
-    """``toolflow list --json`` prints every tool's facts as JSON."""
+    """``toolflow list --output-format json`` prints every tool's facts as JSON."""
     write("specs/room.yaml", SAY)
-    code, out, err = cli("list", "--json", "specs")
+    code, out, err = cli("list", "--output-format", "json", "specs")
     assert (code, err) == (0, "")
     tools: list[dict[str, Any]] = json.loads(out)["tools"]
     by_name = {tool["name"]: tool for tool in tools}
@@ -187,7 +187,7 @@ def test_list_reports_load_errors_on_stderr_and_exits_1() -> None:
     """Problems found while loading go to stderr and make ``list`` exit 1; the valid tools are still listed."""
     write("specs/room.yaml", SAY)
     write("specs/broken.yaml", 'toolflow: 1\ntools:\n  x:\n    description: "oops\n')
-    code, out, err = cli("list", "--json", "specs")
+    code, out, err = cli("list", "--output-format", "json", "specs")
     assert code == 1
     assert err.startswith("specs/broken.yaml:")
     assert " TF001 " in err

@@ -74,8 +74,8 @@ def test_list_marks_a_hidden_tool_in_the_table() -> None:
 
 
 def test_list_json_has_expose() -> None:
-    """`list --json` gives each tool's `expose`."""
-    code, out, err = toolflow("list", "--json")
+    """`list --output-format json` gives each tool's `expose`."""
+    code, out, err = toolflow("list", "--output-format", "json")
     assert (code, err) == (0, "")
     assert {tool["name"]: tool["expose"] for tool in json.loads(out)["tools"]} == {
         "lookup_order": False,
@@ -130,7 +130,7 @@ def test_run_refuses_a_models_call_of_a_hidden_tool(project: Path) -> None:
         {"tool_calls": [{"name": "order_summary", "arguments": {"order_id": "1"}}]},
     ]
     (project / "session.yaml").write_text(yaml.safe_dump({"prompt": "go", "turns": turns}), encoding="utf-8")
-    code, out, err = toolflow("run", "--model", "scripted:session.yaml", "--output", "json")
+    code, out, err = toolflow("run", "--model", "scripted:session.yaml", "--output-format", "json")
     assert (code, err) == (0, "")
     document = json.loads(out)
     results = [call["result"] for turn in document["turns"] for call in turn["calls"]]

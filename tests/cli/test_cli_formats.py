@@ -1,4 +1,4 @@
-"""Every ``toolflow lint --output-format``: text, json, github, sarif, junit, gitlab.
+"""Every ``toolflow lint --output-format``: text, json, github, sarif, junit, gitlab (full: test_cli_lint_habits.py).
 
 The SARIF output is validated against the official OASIS SARIF 2.1.0 schema,
 vendored in ``tests/data/`` (see ``tests/data/README.md`` for where it comes from).
@@ -458,7 +458,7 @@ def test_gitlab_fingerprints_of_identical_problems_differ() -> None:
 
 
 @pytest.mark.usefixtures("problems")
-@pytest.mark.parametrize("output_format", ["text", "json", "github", "sarif", "junit", "gitlab"])
+@pytest.mark.parametrize("output_format", ["text", "full", "json", "github", "sarif", "junit", "gitlab"])
 def test_every_format_keeps_the_exit_code(output_format: str) -> None:
     """The output format never changes the exit code."""
     assert lint(output_format, "specs")[0] == 1

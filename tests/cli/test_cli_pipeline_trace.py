@@ -177,8 +177,8 @@ def test_run_trace_shows_each_step_under_its_call(project: Path) -> None:
 
 
 def test_run_json_carries_the_step_records_of_each_call(project: Path) -> None:
-    """`--output json`: a pipeline call has its `steps`, nested ones inside; other calls have none."""
-    code, out, _ = toolflow("run", "--model", _transcript(project), "--output", "json")
+    """`--output-format json`: a pipeline call has its `steps`, nested ones inside; other calls have none."""
+    code, out, _ = toolflow("run", "--model", _transcript(project), "--output-format", "json")
     assert code == 0
     calls: list[dict[str, Any]] = [c for t in json.loads(out)["turns"] for c in t["calls"]]
     assert [c["tool"] for c in calls] == ["report"]
@@ -222,7 +222,7 @@ def test_traces_show_a_secret_in_step_arguments_as_its_reference(
     outputs = [
         toolflow("call", "check", "--trace"),
         toolflow("run", "--model", "scripted:session.yaml"),
-        toolflow("run", "--model", "scripted:session.yaml", "--output", "json"),
+        toolflow("run", "--model", "scripted:session.yaml", "--output-format", "json"),
     ]
     for code, out, err in outputs:
         assert code == 0, err

@@ -81,7 +81,7 @@ def test_list_shows_tools_of_plugin_kinds(tmp_path: Path) -> None:
         encoding="utf-8",
     )
     done = subprocess.run(
-        [sys.executable, "-m", "toolflow", "list", "--json"],
+        [sys.executable, "-m", "toolflow", "list", "--output-format", "json"],
         cwd=tmp_path,
         capture_output=True,
         text=True,

@@ -176,7 +176,7 @@ def test_run_kills_the_process_tree_after_the_grace_period(project: Path) -> Non
     }
     (project / "session.yaml").write_text(json.dumps(transcript), encoding="utf-8")
     process = toolflow(
-        project, "run", "--model", "scripted:session.yaml", "--output", "json", "--shutdown-grace", "300ms"
+        project, "run", "--model", "scripted:session.yaml", "--output-format", "json", "--shutdown-grace", "300ms"
     )
     pids = wait_for_tree(pids_file)
     process.send_signal(signal.SIGTERM)

@@ -16,7 +16,7 @@ from toolflow._lint._summarize import summarize_file
 from toolflow._lint._summary import FileSummary, ProjectSummary
 from toolflow._lint._suppress import Suppression, find_suppressions
 from toolflow._lint.rules import builtin_rules
-from toolflow._loader import Includes, gc_paused, iter_spec_paths, load_file, missing_file
+from toolflow._loader import Includes, gc_paused, iter_spec_sources, load_file
 from toolflow._model import SpecFile
 from toolflow._provenance import Interpolated, Redactor
 
@@ -102,15 +102,15 @@ def lint_paths(
     ruleset = RuleSet(rules if rules is not None else builtin_rules())
     run = _Run(ruleset=ruleset, config=config, enabled=ruleset.enabled(config), plugins=plugins)
     includes = Includes(packs)
-    for path, exists in includes.following(iter_spec_paths(paths)):
-        if exists:
+    for path, problem in includes.following(iter_spec_sources(paths)):
+        if problem is None:
             # As while loading (see gc_paused): what checking one file makes dies with the file.
             with gc_paused():
                 spec_file, loaded = load_file(path, environ=environ, kinds=kinds, packs=packs)
                 includes.note(spec_file)
                 run.add_file(spec_file, loaded)
         else:
-            run.found.append(missing_file(path))
+            run.found.append(problem)
     return run.report()
 
 

@@ -1,10 +1,12 @@
-"""Output formats of ``toolflow lint``: text, json, github, sarif, junit, gitlab."""
+"""Output formats of ``toolflow lint``: text, full, json, github, sarif, junit, gitlab."""
 
 from __future__ import annotations
 
 import collections
 import json
 import os
+import re
+import unicodedata
 from collections.abc import Callable
 from typing import Any
 
@@ -30,14 +32,90 @@ def _end(d: Diagnostic) -> tuple[int, int]:
 
 def render_text(report: LintReport) -> str:
     """One ``path:line:col: CODE message`` line per problem, then a summary line."""
-    lines = [d.render() for d in report.diagnostics]
-    errors, warnings = report.count(Severity.ERROR), report.count(Severity.WARNING)
+    return "".join(d.render() + "\n" for d in report.diagnostics) + _summary(report)
+
+
+def _summary(report: LintReport) -> str:
+    """The last line of the text formats: what was found, or that all checks passed."""
     if report.diagnostics:
+        errors, warnings = report.count(Severity.ERROR), report.count(Severity.WARNING)
         files = _plural(len(report.files), "file")
-        lines.append(f"Found {_plural(errors, 'error')} and {_plural(warnings, 'warning')} in {files}.")
-    else:
-        lines.append(f"All checks passed: {_plural(len(report.files), 'file')}, {_plural(report.tool_count, 'tool')}.")
-    return "\n".join(lines) + "\n"
+        return f"Found {_plural(errors, 'error')} and {_plural(warnings, 'warning')} in {files}.\n"
+    return f"All checks passed: {_plural(len(report.files), 'file')}, {_plural(report.tool_count, 'tool')}.\n"
+
+
+def render_full(report: LintReport) -> str:
+    """Each problem's line, then the source lines around it with a caret under the span, as ruff's ``full``.
+
+    ::
+
+        specs/search.yaml:4:5: TF503 parameter 'query' has no description
+          |
+        3 |     parameters:
+        4 |       query: {type: string}
+          |       ^^^^^ TF503
+        5 |     template: "{{ query }}"
+          |
+
+    A file that cannot be read again (missing, a directory, not UTF-8) shows the line alone.
+    """
+    sources: dict[str, list[str] | None] = {}
+    blocks = []
+    for d in report.diagnostics:
+        if d.file not in sources:
+            sources[d.file] = _source_lines(d.file)
+        lines = sources[d.file]
+        blocks.append(d.render() + "\n" + (_snippet(d, lines) if lines and d.line <= len(lines) else ""))
+    return "\n".join(blocks) + ("\n" if blocks else "") + _summary(report)
+
+
+CONTEXT_LINES = 1
+"""How many source lines ``--output-format full`` shows before and after a problem's line."""
+
+_LINE_BREAK = re.compile("\r\n|[\n\r\x85\u2028\u2029]")
+"""The line breaks of YAML 1.1, by which diagnostics count lines (see ``toolflow._yaml.position_of``)."""
+
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+"""Control characters (a tab aside), which a terminal would obey rather than show."""
+
+
+def _source_lines(path: str) -> list[str] | None:
+    try:
+        with open(path, encoding="utf-8") as file:
+            text = file.read()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return [_CONTROL.sub("\ufffd", line) for line in _LINE_BREAK.split(text)] if text else None
+
+
+def _snippet(d: Diagnostic, lines: list[str]) -> str:
+    # The empty string after a file's last line break is no line, unless the problem is on it.
+    count = len(lines) - (lines[-1] == "")
+    first, last = max(1, d.line - CONTEXT_LINES), max(d.line, min(count, d.line + CONTEXT_LINES))
+    width = len(str(last))
+    gutter = " " * width + " |"
+    out = [gutter]
+    for number in range(first, last + 1):
+        text = lines[number - 1]
+        out.append(f"{number:>{width}} | {text}".rstrip())
+        if number == d.line:
+            out.append(f"{gutter} {_caret(text, d)} {d.code}")
+    out.append(gutter)
+    return "\n".join(out) + "\n"
+
+
+def _caret(text: str, d: Diagnostic) -> str:
+    """Carets under the span of *d* on its line *text*: up to its end, or to the end of the line."""
+    start = min(d.column - 1, len(text))
+    end_line, end_column = _end(d)
+    end = end_column - 1 if end_line == d.line and end_column > d.column else len(text.rstrip())
+    # A tab stays a tab, and a wide character takes two cells, so that the carets line up in any terminal.
+    pad = "".join("\t" if c == "\t" else " " * _cells(c) for c in text[:start])
+    return pad + "^" * max(1, sum(_cells(c) for c in text[start:end]))
+
+
+def _cells(char: str) -> int:
+    return 2 if unicodedata.east_asian_width(char) in {"W", "F"} else 1
 
 
 def _plural(n: int, word: str) -> str:
@@ -87,13 +165,14 @@ def _escape_property(text: str) -> str:
 def render_github(report: LintReport) -> str:
     """GitHub Actions workflow commands (annotations), followed by the plain lines."""
     lines = []
+    paths = _RepositoryPaths()
     for d in report.diagnostics:
         end_line, end_column = _end(d)
         level = "error" if d.severity is Severity.ERROR else "warning"
         # Columns are only allowed on single-line annotations.
         single = end_line == d.line
         props = (
-            f"file={_escape_property(d.file)},line={d.line}{f',col={d.column}' if single else ''},"
+            f"file={_escape_property(paths(d.file))},line={d.line}{f',col={d.column}' if single else ''},"
             f"endLine={end_line}{f',endColumn={end_column}' if single else ''},"
             f"title={_escape_property(f'{d.code} {d.name}')}"
         )
@@ -108,6 +187,7 @@ def render_sarif(report: LintReport) -> str:
     rules: list[Rule] = list(report.rules)
     index = {r.code: i for i, r in enumerate(rules)}
     results = []
+    paths = _RepositoryPaths()
     for d in report.diagnostics:
         end_line, end_column = _end(d)
         region = {"startLine": d.line, "startColumn": d.column}
@@ -120,7 +200,7 @@ def render_sarif(report: LintReport) -> str:
             "locations": [
                 {
                     "physicalLocation": {
-                        "artifactLocation": {"uri": quote(d.file.replace("\\", "/"))},
+                        "artifactLocation": {"uri": quote(paths(d.file))},
                         "region": region,
                     }
                 }
@@ -193,6 +273,7 @@ def render_gitlab(report: LintReport) -> str:
     import hashlib  # noqa: PLC0415 - only this format needs it
 
     issues = []
+    paths = _RepositoryPaths()
     seen: collections.Counter[str] = collections.Counter()
     for d in report.diagnostics:
         # Identical problems in one file are told apart by their order, which survives lines moving.
@@ -205,20 +286,51 @@ def render_gitlab(report: LintReport) -> str:
                 "check_name": f"{d.code} {d.name}",
                 "fingerprint": fingerprint,
                 "severity": "major" if d.severity is Severity.ERROR else "minor",
-                "location": {"path": _repo_path(d.file), "positions": {"begin": {"line": d.line, "column": d.column}}},
+                "location": {"path": paths(d.file), "positions": {"begin": {"line": d.line, "column": d.column}}},
             }
         )
     return json.dumps(issues, indent=2, ensure_ascii=False) + "\n"
 
 
-def _repo_path(path: str) -> str:
-    """*path* relative to the working directory (GitLab wants repository-relative paths) when inside it."""
-    relative = os.path.relpath(os.path.abspath(path))
-    return path if relative.startswith("..") else relative.replace(os.sep, "/")
+class _RepositoryPaths:
+    """Paths relative to the root of the repository that holds them, as GitHub, GitLab and SARIF viewers want.
+
+    The root is the nearest directory above the file with a ``.git`` (a directory, or the file of
+    a worktree), else the nearest with a ``pyproject.toml``, else the working directory: so the
+    paths are the same whether lint runs at the root, in a subdirectory or on absolute paths. A
+    path outside its root stays as given, with ``/`` separators.
+    """
+
+    def __init__(self) -> None:
+        self._roots: dict[str, str] = {}
+
+    def __call__(self, path: str) -> str:
+        absolute = os.path.abspath(path)
+        start = absolute if os.path.isdir(absolute) else os.path.dirname(absolute)
+        relative = os.path.relpath(absolute, self._root(start))
+        return (path if relative.startswith("..") else relative).replace(os.sep, "/")
+
+    def _root(self, directory: str) -> str:
+        if directory not in self._roots:
+            project = None
+            here = directory
+            while True:
+                if os.path.exists(os.path.join(here, ".git")):
+                    project = here
+                    break
+                if project is None and os.path.isfile(os.path.join(here, "pyproject.toml")):
+                    project = here
+                parent = os.path.dirname(here)
+                if parent == here:
+                    break
+                here = parent
+            self._roots[directory] = project or os.getcwd()
+        return self._roots[directory]
 
 
 FORMATS: dict[str, Callable[[LintReport], str]] = {
     "text": render_text,
+    "full": render_full,
     "json": render_json,
     "github": render_github,
     "sarif": render_sarif,
