@@ -108,7 +108,8 @@ def test_full_shows_the_source_lines_with_a_caret_under_the_span() -> None:
     code, out, err = toolflow("lint", "--output-format", "full", "--select", "TF201,TF006", "specs")
     assert (code, err) == (1, "")
     assert out == (
-        "specs/bad.yaml:3:3: TF201 tool name 'search objects' has characters other than a-z, A-Z, 0-9, '_' and '-'\n"
+        "specs/bad.yaml:3:3: TF201 tool name 'search objects' has characters other than a-z, A-Z, 0-9, '_' and '-';"
+        " rename it, e.g. to 'search_objects'\n"
         "  |\n"
         "2 | tools:\n"
         "3 |   search objects:\n"
@@ -137,7 +138,8 @@ def test_full_at_the_first_and_the_tenth_line() -> None:
             "  |"
         ),
         (
-            "specs/b.yaml:10:3: TF201 tool name 'bad name' has characters other than a-z, A-Z, 0-9, '_' and '-'\n"
+            "specs/b.yaml:10:3: TF201 tool name 'bad name' has characters other than a-z, A-Z, 0-9, '_' and '-';"
+            " rename it, e.g. to 'bad_name'\n"
             "   |\n"
             " 9 | tools:\n"
             "10 |   bad name:\n"
