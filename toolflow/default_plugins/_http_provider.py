@@ -10,6 +10,7 @@ created, like the subclasses' modules.
 
 from __future__ import annotations
 
+import abc
 import codecs
 import functools
 import json
@@ -38,7 +39,7 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 _HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 
 
-class HttpProvider:
+class HttpProvider(abc.ABC):
     """A model provider that POSTs JSON to one URL; subclasses say what is sent and how the answer is read.
 
     Attributes:
@@ -88,9 +89,9 @@ class HttpProvider:
         base_url = without_credentials(self.base_url)
         return f"<{type(self).__name__} model={self.model!r} base_url={base_url!r} stream={self.stream!r}>"
 
+    @abc.abstractmethod
     def request_body(self, request: ModelRequest) -> dict[str, Any]:
         """The JSON body sent for *request*."""
-        raise NotImplementedError
 
     def _add_options(self, body: dict[str, Any]) -> dict[str, Any]:
         """*body* with the options merged in last; an option that is ``None`` removes its field."""
@@ -115,17 +116,17 @@ class HttpProvider:
             raise ProviderError(msg, provider=self.name) from None
         return self._parse(data)
 
+    @abc.abstractmethod
     async def _read_stream(self, chunks: AsyncIterator[bytes]) -> ModelResponse:
         """The answer of a streamed response (:func:`read_events`)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def _parse(self, data: Any) -> ModelResponse:
         """The answer of a JSON body."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def _server_detail(self, body: bytes) -> str:
         """The server's own words in an error status's *body*, on one line."""
-        raise NotImplementedError
 
     def _status_error(self, response: httpx.Response) -> ProviderError:
         """The error of an error status (its body has been read): retryable for 408, 409, 429 and 5xx."""
