@@ -173,8 +173,11 @@ def iter_references(source: str) -> Iterator[Reference]:
     if "{" not in source:
         return
     tree = parse_template(source)
-    if isinstance(tree, TemplateProblem):
-        return
+    if not isinstance(tree, TemplateProblem):
+        yield from _tree_references(tree)
+
+
+def _tree_references(tree: jinja2.nodes.Template) -> Iterator[Reference]:
     seen: set[int] = set()
     for node in tree.find_all((jinja2.nodes.Getattr, jinja2.nodes.Getitem, jinja2.nodes.Name)):
         if id(node) in seen:
@@ -225,7 +228,7 @@ def references(value: object) -> tuple[frozenset[str], frozenset[str], bool]:
         if isinstance(tree, TemplateProblem):
             continue
         variables |= template_variables(tree)
-        for reference in iter_references(source):
+        for reference in _tree_references(tree):  # the tree parsed once for both
             if reference.step is None:
                 dynamic = True
             else:
