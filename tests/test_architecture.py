@@ -38,7 +38,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "toolflow._validation",
         ),
     ),
-    ("yaml, loader", ("toolflow._yaml", "toolflow._loader", "toolflow._project")),
+    ("yaml, loader", ("toolflow._yaml", "toolflow._loader", "toolflow._mcp_specs", "toolflow._project")),
     ("lint", ("toolflow._lint",)),
     ("hookspecs, plugins", ("toolflow.hookspecs", "toolflow._plugins")),
     (

@@ -29,9 +29,12 @@ __all__ = [
     "Example",
     "Implementation",
     "LoadResult",
+    "McpServer",
+    "McpToolRef",
     "ParameterRule",
     "Pipeline",
     "PipelineStep",
+    "RemoteTool",
     "RetryPolicy",
     "SpecFile",
     "ToolDependency",
@@ -316,6 +319,76 @@ class Toolset:
 
 
 @attrs.frozen(kw_only=True)
+class McpServer:
+    """An MCP server whose tools a spec file imports (an entry of ``mcp_servers:``).
+
+    Exactly one of ``command`` (the server runs as a subprocess and speaks over stdio) and ``url``
+    (streamable HTTP) is set. ``tools``, ``overrides`` and the annotations use the server's own
+    names; the registry knows a remote tool as ``prefix + name``.
+    """
+
+    name: str
+    command: tuple[str, ...] = ()
+    url: str = ""
+    env: Mapping[str, str] = attrs.field(factory=dict)
+    """Variables added to the subprocess's environment (stdio)."""
+    cwd: str = ""
+    """The subprocess's working directory (stdio; default: the current one)."""
+    headers: Mapping[str, str] = attrs.field(factory=dict)
+    """Headers sent with every HTTP request (``url``)."""
+    tools: tuple[str, ...] | None = None
+    """The server's tools to import (``None``: all it lists)."""
+    prefix: str = ""
+    defaults: Mapping[str, Any] = attrs.field(factory=dict)
+    """Like a file's ``defaults:`` (timeout, retry, cache, strict), for this server's tools; over the file's."""
+    overrides: Mapping[str, Mapping[str, Any]] = attrs.field(factory=dict)
+    """Tool keys per remote tool (category, cache, timeout, ...), over what the server and defaults say."""
+    trust_annotations: bool = False
+    """Whether the server's tool annotations decide category and idempotence (else: dangerous, not idempotent)."""
+    file: str = ""
+    pointer: str = ""
+
+    @property
+    def transport(self) -> Literal["stdio", "http"]:
+        """How toolflow reaches the server."""
+        return "http" if self.url else "stdio"
+
+    def local_name(self, remote: str) -> str:
+        """The registry's name of the server's tool *remote*."""
+        return self.prefix + remote
+
+    def imports(self, remote: str) -> bool:
+        """Whether the server's tool *remote* joins the registry."""
+        return self.tools is None or remote in self.tools
+
+    @property
+    def declared(self) -> tuple[str, ...]:
+        """The registry names of the tools listed under ``tools:`` (none when every tool is imported)."""
+        return tuple(self.local_name(name) for name in self.tools or ())
+
+
+@attrs.frozen(kw_only=True)
+class RemoteTool:
+    """One tool as an MCP server lists it (``tools/list``); untrusted data from that server."""
+
+    name: str
+    description: str = ""
+    title: str = ""
+    input_schema: Mapping[str, Any] = attrs.field(factory=lambda: {"type": "object"})
+    output_schema: Mapping[str, Any] | None = None
+    annotations: Mapping[str, Any] = attrs.field(factory=dict)
+    """The MCP tool annotations (``readOnlyHint``, ``destructiveHint``, ``idempotentHint``, ...): hints."""
+
+
+@attrs.frozen(kw_only=True)
+class McpToolRef:
+    """The implementation config of a remote tool (kind ``mcp``): which server, which of its tools."""
+
+    server: str
+    tool: str
+
+
+@attrs.frozen(kw_only=True)
 class SpecFile:
     """One spec file: its tools, defaults, policy, and a locator for positions.
 
@@ -331,6 +404,8 @@ class SpecFile:
     policy: Mapping[str, Any] | None = None
     includes: tuple[str, ...] = ()
     """The tool packs the file includes (``include:``) that a plugin provides."""
+    mcp_servers: tuple[McpServer, ...] = ()
+    """The MCP servers whose tools the file imports (``mcp_servers:``)."""
     data: Any = attrs.field(default=None, eq=False, repr=False)
     text: str = attrs.field(default="", eq=False, repr=False)
     locator: Locator | None = attrs.field(default=None, eq=False, repr=False)
@@ -354,6 +429,11 @@ class LoadResult:
     def toolsets(self) -> tuple[Toolset, ...]:
         """Every toolset of every file, in load order."""
         return tuple(toolset for f in self.files for toolset in f.toolsets)
+
+    @property
+    def mcp_servers(self) -> tuple[McpServer, ...]:
+        """Every MCP server of every file, in load order."""
+        return tuple(server for f in self.files for server in f.mcp_servers)
 
     @property
     def ok(self) -> bool:
