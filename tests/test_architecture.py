@@ -46,6 +46,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             "toolflow._pipeline_plan",
             "toolflow._registry",
+            "toolflow._tool_references",
             "toolflow._export",
             "toolflow._retrying",
             "toolflow._cache",

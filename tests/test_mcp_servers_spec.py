@@ -47,7 +47,12 @@ def test_the_issues_example_loads_into_server_records(tmp_path: Path) -> None:
     result = _load(tmp_path, ISSUE_EXAMPLE)
     assert result.ok, result.diagnostics
     files, search = result.mcp_servers
-    assert (files.name, files.transport, files.command[0], files.env) == ("files", "stdio", "npx", {"LOG_LEVEL": "warn"})
+    assert (files.name, files.transport, files.command[0], files.env) == (
+        "files",
+        "stdio",
+        "npx",
+        {"LOG_LEVEL": "warn"},
+    )
     assert (files.tools, files.prefix, files.declared) == (
         ("read_file", "list_directory"),
         "fs_",
@@ -81,12 +86,15 @@ def test_server_defaults_merge_over_the_files_key_by_key(tmp_path: Path) -> None
     }
     spec = remote_tool_spec(files, RemoteTool(name="read_file"))
     assert (spec.timeout, spec.retry.attempts, spec.retry.initial, spec.strict) == (10.0, 2, 2.0, True)
-    assert spec.cache is not None and spec.cache.scope.value == "session"  # the override over the defaults
+    assert spec.cache is not None
+    assert spec.cache.scope.value == "session"  # the override over the defaults
 
 
 def test_a_server_turning_off_what_the_file_turns_on(tmp_path: Path) -> None:
     """retry: false and cache: false in a server's defaults win over the file's mappings."""
-    text = ISSUE_EXAMPLE.replace("defaults: {timeout: 10s, retry: {attempts: 2}}", "defaults: {retry: false, cache: false}")
+    text = ISSUE_EXAMPLE.replace(
+        "defaults: {timeout: 10s, retry: {attempts: 2}}", "defaults: {retry: false, cache: false}"
+    )
     files = _load(tmp_path, text).mcp_servers[0]
     assert (files.defaults["retry"], files.defaults["cache"], files.defaults["timeout"]) == (False, False, "20s")
     spec = remote_tool_spec(files, RemoteTool(name="list_directory"))

@@ -389,18 +389,20 @@ class _Builder:
     def diag(self, code: str, message: str, pointer: str, *, key: bool = False) -> None:
         self.out.append(Diagnostic.at(self.locator, pointer, code=code, message=message, file=self.path, key=key))
 
-    def build(self) -> SpecFile:
-        bad_tools: set[str] = set()
-        bad_servers: set[str] = set()
-        bad_sections: set[str] = set()
+    def schema_problems(self) -> tuple[set[str], set[str], set[str]]:
+        """Report the schema's problems; return the tools, servers and other sections they are in."""
+        bad: dict[str, set[str]] = {"tools": set(), "mcp_servers": set(), "": set()}
         for problem in iter_spec_problems(self.data, self.kinds, exact=self.exact):
             self.diag(problem.code, problem.message, problem.pointer, key=problem.key)
             parts = problem.pointer.split("/")
-            if len(parts) >= 3 and parts[1] in ("tools", "mcp_servers"):
-                bad = bad_tools if parts[1] == "tools" else bad_servers
-                bad.add(parts[2].replace("~1", "/").replace("~0", "~"))
+            if len(parts) >= 3 and parts[1] in bad:
+                bad[parts[1]].add(parts[2].replace("~1", "/").replace("~0", "~"))
             else:
-                bad_sections.add(parts[1] if len(parts) > 1 else "")
+                bad[""].add(parts[1] if len(parts) > 1 else "")
+        return bad["tools"], bad["mcp_servers"], bad[""]
+
+    def build(self) -> SpecFile:
+        bad_tools, bad_servers, bad_sections = self.schema_problems()
         data = self.data
         if not isinstance(data, dict) or "" in bad_sections or "tools" in bad_sections:
             return SpecFile(
