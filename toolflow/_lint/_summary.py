@@ -315,6 +315,9 @@ class ProjectSummary:
     files: tuple[FileSummary, ...]
     targets: tuple[str, ...] = ()
     plugins: PluginFacts | None = None
+    listed: Mapping[str, tuple[str, ...] | str] | None = None
+    """With ``toolflow lint --connect``: server name to the names of the tools it listed (its own
+    names, without the prefix), or why it could not be listed; ``None``: no server was asked."""
 
     @functools.cached_property
     def tools(self) -> tuple[ToolSummary, ...]:
@@ -344,7 +347,7 @@ class ProjectSummary:
         """The registry names that servers' ``tools:`` lists declare, each with its servers and entries."""
         grouped: dict[str, list[tuple[ServerSummary, Named]]] = {}
         for server in self.servers:
-            for entry in server.tools or ():
+            for entry in self.imported(server) or ():
                 grouped.setdefault(entry.name, []).append((server, entry))
         return {name: tuple(found) for name, found in grouped.items()}
 
@@ -356,7 +359,17 @@ class ProjectSummary:
     @functools.cached_property
     def importing_all(self) -> tuple[ServerSummary, ...]:
         """The servers without ``tools:``: whatever they list joins the registry."""
-        return tuple(server for server in self.servers if server.tools is None)
+        return tuple(server for server in self.servers if self.imported(server) is None)
+
+    def imported(self, server: ServerSummary) -> tuple[Named, ...] | None:
+        """The tools *server* imports, as far as lint knows: its ``tools:``, else what it listed (at its key).
+
+        ``None``: it imports every tool it lists, and it was not asked (or could not answer).
+        """
+        listed = self.listed.get(server.name) if self.listed is not None else None
+        if server.tools is not None or listed is None or isinstance(listed, str):
+            return server.tools
+        return tuple(Named(name=server.prefix + name, place=server.place) for name in listed)
 
     @functools.cached_property
     def declared_names(self) -> list[str]:
