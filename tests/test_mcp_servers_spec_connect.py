@@ -153,3 +153,70 @@ def test_the_command_line_connects_only_when_asked(tmp_path: Path) -> None:
     connected = lint("--connect", str(spec))
     assert (connected["code"], connected["trio"]) == (1, True)
     assert "TF246" in json.dumps(connected["out"])
+
+
+HTTP_SERVER = """\
+import asyncio, socket, sys
+from typing import Annotated
+
+import uvicorn
+from pydantic import Field
+from mcp.server.mcpserver import MCPServer
+
+server = MCPServer("search")
+
+
+@server.tool(description="Search the web.")
+def search(query: Annotated[str, Field(description="What to look for")]) -> str:
+    return query
+
+
+app = server.streamable_http_app()
+expected = ("Bearer " + sys.argv[1]).encode()
+
+
+async def guarded(scope, receive, send):
+    # The spec's headers must reach the server: anything else is refused.
+    if scope["type"] == "http" and dict(scope["headers"]).get(b"authorization") != expected:
+        await send({"type": "http.response.start", "status": 401, "headers": []})
+        await send({"type": "http.response.body", "body": b"no"})
+        return
+    await app(scope, receive, send)
+
+
+sock = socket.socket()
+sock.bind(("127.0.0.1", 0))
+print(sock.getsockname()[1], flush=True)
+config = uvicorn.Config(guarded, log_level="warning", lifespan="on")
+asyncio.run(uvicorn.Server(config).serve(sockets=[sock]))
+"""
+
+TOKEN = "t0ken-for-the-search-server"
+
+
+async def test_an_http_server_gets_the_specs_headers(tmp_path: Path) -> None:
+    """Over streamable HTTP, the entry's ${VAR} header is sent: with it the server lists, without it refuses."""
+    script = tmp_path / "http_server.py"
+    script.write_text(HTTP_SERVER, encoding="utf-8")
+    with trio.fail_after(90):
+        process = await trio.lowlevel.open_process([sys.executable, str(script), TOKEN], stdout=subprocess.PIPE)
+        try:
+            assert process.stdout is not None
+            port = int((await process.stdout.receive_some()).decode().split()[0])
+            spec = tmp_path / "spec.yaml"
+            spec.write_text(
+                "toolflow: 1\nmcp_servers:\n"
+                f"  search: {{url: 'http://127.0.0.1:{port}/mcp', headers: {{Authorization: 'Bearer ${{TOKEN}}'}}}}\n"
+                f"  refused: {{url: 'http://127.0.0.1:{port}/mcp', prefix: no_}}\n",
+                encoding="utf-8",
+            )
+            servers = load_specs([spec], environ={"TOKEN": TOKEN}).mcp_servers
+            listings = await list_servers(servers, connect_timeout=60)
+        finally:
+            process.kill()
+            await process.wait()
+    assert listings["search"].names == ("search",)
+    assert listings["refused"].error
+    report = lint_paths([spec], LintConfig(), environ={"TOKEN": TOKEN}, listings=listings)
+    assert [d.code for d in report.diagnostics] == ["TF246"]
+    assert TOKEN not in report.diagnostics[0].message
