@@ -278,6 +278,12 @@ class Registry:
     def build(cls, specs: LoadResult, plugins: Plugins) -> Registry:
         """Bind every tool of *specs* to what *plugins* provide, and compile its validators.
 
+        Nothing is started for the ``mcp_servers`` of *specs*: the tools their ``tools:`` lists
+        count for the pipeline steps and toolsets that name them, and names that may be tools
+        of a server importing all its tools are left to ``unknown_references`` (in
+        ``toolflow._tool_references``), which the engine calls again once the servers have
+        listed their tools.
+
         Raises:
             TypeError: *specs* is not a :class:`~toolflow.LoadResult` or *plugins* not a
                 :class:`~toolflow.Plugins`.
