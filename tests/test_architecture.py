@@ -46,6 +46,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             "toolflow._pipeline_plan",
             "toolflow._registry",
+            "toolflow._tool_references",
             "toolflow._export",
             "toolflow._retrying",
             "toolflow._cache",
@@ -83,6 +84,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "toolflow._cli_completion",
             "toolflow._cli_graph",
             "toolflow._cli_init",
+            "toolflow._cli_lint_connect",
             "toolflow._cli_tables",
             "toolflow._cli_run",
             "toolflow._cli_support",

@@ -87,6 +87,9 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="do not load plugins (their rules and kinds, and the TF4xx binding checks, are skipped)",
     )
+    lint.add_argument(
+        "--connect", action="store_true", help="start or reach each MCP server of the specs and lint the tools it lists"
+    )
     lint.set_defaults(handler=_cmd_lint)
 
     rule = commands.add_parser("rule", help="explain a lint rule, or list them all")
@@ -432,6 +435,11 @@ def _cmd_lint(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     plugins = None if args.no_plugins else _load_plugins(stderr)
     rules = (*builtin_rules(), *(rule for _, rule in plugins.lint_rules())) if plugins else builtin_rules()
     config = _lint_config(args, rules)
+    listings = None
+    if args.connect:  # its own path: plain lint imports neither trio nor mcp
+        from toolflow._cli_lint_connect import server_listings  # noqa: PLC0415
+
+        listings = server_listings(spec_paths(args.paths), plugins)
     report = lint_paths(
         spec_paths(args.paths),
         config,
@@ -439,6 +447,7 @@ def _cmd_lint(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         plugins=plugins.lint_facts() if plugins else None,
         kinds=plugins.kind_schemas() if plugins else None,
         packs=plugins.loader_options()["packs"] if plugins else None,
+        listings=listings,
     )
     for crash in report.crashed:
         print(f"toolflow: warning: {crash}", file=stderr)

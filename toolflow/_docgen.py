@@ -251,7 +251,13 @@ class Field:
     description: str
 
 
-_PLACEHOLDERS = {"tools": "<name>", "toolsets": "<name>", "steps": "<name>"}
+_PLACEHOLDERS = {
+    "tools": "<name>",
+    "toolsets": "<name>",
+    "steps": "<name>",
+    "mcp_servers": "<name>",
+    "overrides": "<name>",
+}
 _TYPE_WORDS = {
     "object": ("mapping", "mappings"),
     "array": ("list", "lists"),

@@ -32,6 +32,7 @@ from toolflow._model import (
     Example,
     Implementation,
     LoadResult,
+    McpServer,
     ParameterRule,
     Pipeline,
     PipelineStep,
@@ -73,6 +74,8 @@ TEST_SUFFIXES = (".toolflow.yaml", ".toolflow.yml")
 
 _WARNING_CODES = frozenset({"TF006", "TF007", "TF008"})
 _RULE_FORMS = ("require", "exclusive", "at_least_one", "exactly_one")
+_DEFAULT_KEYS = ("timeout", "retry", "cache", "strict")
+"""The keys of ``defaults:``; an MCP server's own merge over the file's key by key (``_merged``)."""
 
 
 def iter_spec_paths(paths: Iterable[str | os.PathLike[str]]) -> Iterator[tuple[str, bool]]:
@@ -386,16 +389,20 @@ class _Builder:
     def diag(self, code: str, message: str, pointer: str, *, key: bool = False) -> None:
         self.out.append(Diagnostic.at(self.locator, pointer, code=code, message=message, file=self.path, key=key))
 
-    def build(self) -> SpecFile:
-        bad_tools: set[str] = set()
-        bad_sections: set[str] = set()
+    def schema_problems(self) -> tuple[set[str], set[str], set[str]]:
+        """Report the schema's problems; return the tools, servers and other sections they are in."""
+        bad: dict[str, set[str]] = {"tools": set(), "mcp_servers": set(), "": set()}
         for problem in iter_spec_problems(self.data, self.kinds, exact=self.exact):
             self.diag(problem.code, problem.message, problem.pointer, key=problem.key)
             parts = problem.pointer.split("/")
-            if len(parts) >= 3 and parts[1] == "tools":
-                bad_tools.add(parts[2].replace("~1", "/").replace("~0", "~"))
+            if len(parts) >= 3 and parts[1] in bad:
+                bad[parts[1]].add(parts[2].replace("~1", "/").replace("~0", "~"))
             else:
-                bad_sections.add(parts[1] if len(parts) > 1 else "")
+                bad[""].add(parts[1] if len(parts) > 1 else "")
+        return bad["tools"], bad["mcp_servers"], bad[""]
+
+    def build(self) -> SpecFile:
+        bad_tools, bad_servers, bad_sections = self.schema_problems()
         data = self.data
         if not isinstance(data, dict) or "" in bad_sections or "tools" in bad_sections:
             return SpecFile(
@@ -409,6 +416,11 @@ class _Builder:
         defaults = data.get("defaults", {}) if "defaults" not in bad_sections else {}
         tools = self.tools(data.get("tools") or {}, defaults, bad_tools)
         toolsets = () if "toolsets" in bad_sections else tuple(self.toolsets(data.get("toolsets") or {}))
+        servers = (
+            []
+            if "mcp_servers" in bad_sections
+            else self.mcp_servers(data.get("mcp_servers") or {}, defaults, bad_servers)
+        )
         return SpecFile(
             path=self.path,
             version=data.get("toolflow"),
@@ -416,6 +428,7 @@ class _Builder:
             toolsets=toolsets,
             policy=data.get("policy"),
             includes=() if "include" in bad_sections else self.includes(data.get("include") or ()),
+            mcp_servers=tuple(servers),
             data=data,
             text=self.text,
             locator=self.locator,
@@ -433,6 +446,68 @@ class _Builder:
             except ValueError as exc:  # a value the schema admits but the model refuses
                 self.diag("TF104", f"tool {name!r}: {exc}", json_pointer(["tools", name]), key=True)
         return tools
+
+    def mcp_servers(self, section: dict[str, Any], defaults: dict[str, Any], bad: set[str]) -> list[McpServer]:
+        """The well-formed servers of *section* (not in *bad*), their ``defaults`` over the file's ones.
+
+        The schema cannot say "exactly one of ``command`` and ``url``", nor which keys go with
+        which (TF102, TF104); and each entry of ``overrides`` must build a tool as
+        ``remote_tool_spec`` will (TF104).
+        """
+        servers = []
+        for name, body in section.items():
+            if name in bad:
+                continue
+            pointer = json_pointer(["mcp_servers", name])
+            self.transport_problems(name, body, pointer)
+            merged = {key: _merged(defaults.get(key), body.get("defaults", {}).get(key)) for key in _DEFAULT_KEYS}
+            merged = {key: value for key, value in merged.items() if value is not None}
+            for remote, keys in body.get("overrides", {}).items():
+                where = f"{pointer}/overrides{json_pointer([remote])}"
+                self.parameter_rules(keys.get("parameter_rules", []), where)
+                try:  # as remote_tool_spec builds it, with the rules just checked left out
+                    self.tool(remote, {k: v for k, v in keys.items() if k != "parameter_rules"}, merged)
+                except ValueError as exc:
+                    self.diag("TF104", f"override of {remote!r} of MCP server {name!r}: {exc}", where, key=True)
+            servers.append(
+                McpServer(
+                    name=name,
+                    command=tuple(body.get("command", ())),
+                    url=body.get("url", ""),
+                    env=dict(body.get("env", {})),
+                    cwd=body.get("cwd", ""),
+                    headers=dict(body.get("headers", {})),
+                    tools=tuple(body["tools"]) if "tools" in body else None,
+                    prefix=body.get("prefix", ""),
+                    defaults=merged,
+                    overrides={remote: dict(keys) for remote, keys in body.get("overrides", {}).items()},
+                    trust_annotations=body.get("trust_annotations", False),
+                    file=self.path,
+                    pointer=pointer,
+                )
+            )
+        return servers
+
+    def transport_problems(self, name: str, body: dict[str, Any], pointer: str) -> None:
+        """TF102 without ``command`` or ``url``, TF104 with both or with a key of the other transport."""
+        if ("command" in body) == ("url" in body):
+            if "command" in body:
+                problem, code, pointer = (
+                    f"MCP server {name!r} has both 'command' and 'url'; keep one",
+                    "TF104",
+                    f"{pointer}/url",
+                )
+            else:
+                problem, code = (
+                    f"MCP server {name!r} needs 'command' (a program speaking MCP over stdio) or 'url'",
+                    "TF102",
+                )
+            self.diag(code, problem, pointer, key=True)
+            return
+        foreign = ("headers",) if "command" in body else ("env", "cwd")
+        for key in (k for k in foreign if k in body):
+            transport = "'url' (it is sent over HTTP)" if key == "headers" else "'command' (it is the subprocess's)"
+            self.diag("TF104", f"{key!r} of MCP server {name!r} goes with {transport}", f"{pointer}/{key}", key=True)
 
     def includes(self, names: Sequence[str]) -> tuple[str, ...]:
         """The packs of ``include:`` that plugins provide; TF106 for the others."""

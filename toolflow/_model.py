@@ -340,7 +340,11 @@ class McpServer:
     """The server's tools to import (``None``: all it lists)."""
     prefix: str = ""
     defaults: Mapping[str, Any] = attrs.field(factory=dict)
-    """Like a file's ``defaults:`` (timeout, retry, cache, strict), for this server's tools; over the file's."""
+    """The defaults that apply to this server's tools: the entry's ``defaults`` over its file's ``defaults:``.
+
+    Merged key by key by the loader (``retry`` and ``cache`` mappings key by key too), so this is
+    what ``remote_tool_spec`` hands the builder as a file's defaults, with the overrides on top.
+    """
     overrides: Mapping[str, Mapping[str, Any]] = attrs.field(factory=dict)
     """Tool keys per remote tool (category, cache, timeout, ...), over what the server and defaults say."""
     trust_annotations: bool = False

@@ -26,7 +26,6 @@ from typing import Any, cast
 
 import attrs
 
-from toolflow._diagnostics import Locator
 from toolflow._errors import SpecError, ToolflowError, UsageError, expect
 from toolflow._export import description, export_tools
 from toolflow._loader import load_specs
@@ -35,6 +34,8 @@ from toolflow._pipeline_plan import CompiledPipeline, compile_pipeline, pipeline
 from toolflow._plugins import Binding, ImplementationKind, PluginError, Plugins, load_plugins
 from toolflow._policy import Policy
 from toolflow._schemas import close_matches, did_you_mean
+from toolflow._tool_references import position as _position
+from toolflow._tool_references import server_problems, unknown_references
 from toolflow._validation import ArgumentValidator, ResultValidator
 
 __all__ = [
@@ -277,6 +278,12 @@ class Registry:
     def build(cls, specs: LoadResult, plugins: Plugins) -> Registry:
         """Bind every tool of *specs* to what *plugins* provide, and compile its validators.
 
+        Nothing is started for the ``mcp_servers`` of *specs*: the tools their ``tools:`` lists
+        count for the pipeline steps and toolsets that name them, and names that may be tools
+        of a server importing all its tools are left to ``unknown_references`` (in
+        ``toolflow._tool_references``), which the engine calls again once the servers have
+        listed their tools.
+
         Raises:
             TypeError: *specs* is not a :class:`~toolflow.LoadResult` or *plugins* not a
                 :class:`~toolflow.Plugins`.
@@ -307,7 +314,11 @@ class Registry:
             problems.append(f"{where}: pipelines call each other in a cycle: {' -> '.join(cycle)}")
         categories = set(BUILTIN_CATEGORIES) | {spec.category for spec in unique.values()}
         categories |= _policy_categories(specs)
-        toolsets = _toolsets(specs, unique, categories, problems)
+        # The remote tools join later (the engine lists the servers' tools): names that servers'
+        # tools: lists declare count now, and those that may be remote wait for the listing.
+        problems.extend(unknown_references(specs, {*unique, *(n for s in specs.mcp_servers for n in s.declared)}))
+        toolsets = _toolsets(specs, categories, problems)
+        problems.extend(server_problems(specs, unique))
         if problems:
             raise RegistryError(problems)
         return cls(tools=tools, toolsets=toolsets, categories=categories)
@@ -522,13 +533,6 @@ def _where(spec: ToolSpec, pointer: str, *, key: bool = False) -> str:
     return _position(spec.file, spec.locator, pointer, key=key)
 
 
-def _position(path: str, locator: Locator | None, pointer: str, *, key: bool = False) -> str:
-    if locator is None:
-        return path
-    span = locator.locate(pointer, key=key)
-    return f"{path}:{span.line}:{span.column}"
-
-
 PIPELINE_KIND = "pipeline"
 
 
@@ -590,13 +594,6 @@ def _pipeline(spec: ToolSpec, specs: Mapping[str, ToolSpec], problems: list[str]
             problems.append(
                 f"{where}: tool {spec.name!r}: a pipeline's parameter may not be called {reserved!r}: "
                 f"its templates read the steps' results as {reserved!r}"
-            )
-    for step in pipeline.steps:
-        if step.tool not in specs:
-            where = _where(spec, f"{step.pointer}/tool")
-            hint = did_you_mean(step.tool, sorted(specs))
-            problems.append(
-                f"{where}: step {step.name!r} of tool {spec.name!r} calls {step.tool!r}, no such tool{hint}"
             )
     return None if len(problems) > found or isinstance(compiled, list) else compiled
 
@@ -662,11 +659,10 @@ def _policy_categories(specs: LoadResult) -> set[str]:
 
 def _toolsets(
     specs: LoadResult,
-    tools: Mapping[str, ToolSpec],
     categories: Collection[str],
     problems: list[str],
 ) -> dict[str, Toolset]:
-    """The toolsets by name; duplicates and unknown members are reported (as lint rule TF222 does)."""
+    """The toolsets by name; duplicates and unknown categories are reported (as lint rules TF225, TF222 do)."""
     toolsets: dict[str, Toolset] = {}
     for spec_file in specs.files:
         for toolset in spec_file.toolsets:
@@ -676,15 +672,6 @@ def _toolsets(
                 at = where(toolset.pointer, key=True)
                 problems.append(f"{at}: toolset {toolset.name!r} is declared twice (first in {first.file})")
                 continue
-            for key, names in (("tools", toolset.tools), ("exclude", toolset.exclude)):
-                for index, name in enumerate(names):
-                    if name not in tools:
-                        hint = did_you_mean(name, sorted(tools))
-                        problems.append(
-                            f"{where(f'{toolset.pointer}/{key}/{index}')}: toolset {toolset.name!r} "
-                            f"{'excludes' if key == 'exclude' else 'names'} tool {name!r}, "
-                            f"which no spec file declares{hint}"
-                        )
             for index, category in enumerate(toolset.categories):
                 if category not in categories:
                     hint = did_you_mean(category, sorted(categories))

@@ -317,6 +317,8 @@ def _value_message(error: Any, label: str, path: list[str | int]) -> str:
     if validator == "pattern":
         if "ms|s|m|h" in value:
             return f"{where} must be a positive duration like '500ms', '30s', '5m' or a number of seconds, got {got}"
+        if value.startswith("^[Hh][Tt][Tt][Pp]"):
+            return f"{where} must be an http:// or https:// URL with a host, got {got}"
         if "rate_limit" in value:
             return (
                 f"{where} must be one of 'timeout', 'connection', 'network', 'temporary', 'rate_limit' "

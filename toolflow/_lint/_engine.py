@@ -17,13 +17,41 @@ from toolflow._lint._summary import FileSummary, ProjectSummary
 from toolflow._lint._suppress import Suppression, find_suppressions
 from toolflow._lint.rules import builtin_rules
 from toolflow._loader import Includes, gc_paused, iter_spec_sources, load_file
-from toolflow._model import SpecFile
+from toolflow._model import SpecFile, ToolSpec
 from toolflow._provenance import Interpolated, Redactor
 
-__all__ = ["LintReport", "lint_paths"]
+__all__ = ["CONNECT_RULES", "REMOTE_RULES", "LintReport", "ServerListing", "lint_paths"]
+
+REMOTE_RULES = frozenset(
+    {
+        *("TF201", "TF204", "TF205", "TF206", "TF207", "TF209"),
+        *("TF301", "TF302", "TF303", "TF304", "TF305"),
+        *("TF501", "TF502", "TF503", "TF504"),
+    }
+)
+"""The per-file rules ``toolflow lint --connect`` runs on the tools the MCP servers list: names,
+schemas, ``--target`` limits and descriptions (what the server, not the spec, decides)."""
+
+CONNECT_RULES = frozenset({"TF245", "TF246"})
+"""The rules that report only what ``toolflow lint --connect`` found (``listings``)."""
 
 UNUSED_SUPPRESSION = "TF901"
 UNKNOWN_RULE = "TF902"
+
+
+@attrs.frozen(kw_only=True)
+class ServerListing:
+    """What an MCP server listed when ``toolflow lint --connect`` asked it, or why it could not.
+
+    Attributes:
+        names: The server's own names of every tool it listed.
+        specs: The specs of those its entry imports (``toolflow._mcp_specs.remote_tool_spec``).
+        error: Why the server could not be started, reached or listed ('' when it was).
+    """
+
+    names: tuple[str, ...] = ()
+    specs: tuple[ToolSpec, ...] = ()
+    error: str = ""
 
 
 @attrs.frozen(kw_only=True)
@@ -70,6 +98,7 @@ def lint_paths(
     kinds: Mapping[str, Mapping[str, Any]] | None = None,
     environ: Mapping[str, str] | None = None,
     packs: Mapping[str, Sequence[str]] | None = None,
+    listings: Mapping[str, ServerListing] | None = None,
 ) -> LintReport:
     """Lint the spec files named by *paths* (files or directories).
 
@@ -87,6 +116,9 @@ def lint_paths(
         environ: Variables for ``${VAR}`` interpolation (default: ``os.environ``).
         packs: Tool packs of plugins (name to files): the files of those the linted files
             ``include`` are linted too, at their own paths.
+        listings: What ``toolflow lint --connect`` found, by MCP server name. The listed tools'
+            specs are checked by the rules of :data:`REMOTE_RULES`, at the server's entry, and
+            references to them resolve (TF245, TF246 report the rest). Default: no server was asked.
 
     Returns:
         The report; its ``exit_code`` is what ``toolflow lint`` exits with.
@@ -100,7 +132,7 @@ def lint_paths(
     expect(kinds, (Mapping, type(None)), "kinds", "a mapping of spec keys to JSON Schemas, or None")
     config = config or LintConfig()
     ruleset = RuleSet(rules if rules is not None else builtin_rules())
-    run = _Run(ruleset=ruleset, config=config, enabled=ruleset.enabled(config), plugins=plugins)
+    run = _Run(ruleset=ruleset, config=config, enabled=ruleset.enabled(config), plugins=plugins, listings=listings)
     includes = Includes(packs)
     for path, problem in includes.following(iter_spec_sources(paths)):
         if problem is None:
@@ -122,6 +154,7 @@ class _Run:
     config: LintConfig
     enabled: tuple[Rule, ...]
     plugins: PluginFacts | None
+    listings: Mapping[str, ServerListing] | None = None
     found: list[Diagnostic] = attrs.field(factory=list)
     """Every diagnostic, before configuration and suppressions apply."""
     crashed: dict[str, str] = attrs.field(factory=dict)
@@ -145,6 +178,8 @@ class _Run:
         for rule in self.enabled:
             if rule.check is not None and rule.code not in self.crashed:
                 checked.extend(self._run(rule, rule.check, context))
+        if self.listings:
+            checked.extend(self._remote(spec_file))
         if spec_file.interpolated:
             self.strings[spec_file.path] = tuple(string for _, string in spec_file.interpolated)
             for _, string in spec_file.interpolated:
@@ -156,6 +191,24 @@ class _Run:
             comments = find_suppressions(spec_file.text, spec_file.locator.in_string if spec_file.locator else None)
             self.suppressions[spec_file.path] = comments
         self.summaries.append(summarize_file(spec_file))
+
+    def _remote(self, spec_file: SpecFile) -> list[Diagnostic]:
+        """The :data:`REMOTE_RULES` on the listed tools of *spec_file*'s servers, located at their entries."""
+        assert self.listings is not None
+        tools = tuple(
+            attrs.evolve(spec, locator=spec_file.locator)
+            for server in spec_file.mcp_servers
+            for spec in self.listings.get(server.name, ServerListing()).specs
+        )
+        if not tools:
+            return []
+        remote = SpecFile(path=spec_file.path, tools=tools, text=spec_file.text, locator=spec_file.locator)
+        context = LintContext(files=(remote,), targets=self.config.target, plugins=self.plugins)
+        found = []
+        for rule in self.enabled:
+            if rule.check is not None and rule.code in REMOTE_RULES and rule.code not in self.crashed:
+                found.extend(self._run(rule, rule.check, context))
+        return found
 
     def _run(self, rule: Rule, check: Callable[[Any], Iterable[Diagnostic]], argument: object) -> list[Diagnostic]:
         if rule.plugin is None:
@@ -178,7 +231,12 @@ class _Run:
 
     def report(self) -> LintReport:
         """Run the rules that need every file, apply configuration and suppressions, and report."""
-        summary = ProjectSummary(files=tuple(self.summaries), targets=self.config.target, plugins=self.plugins)
+        listed = None
+        if self.listings is not None:
+            listed = {name: found.error or found.names for name, found in self.listings.items()}
+        summary = ProjectSummary(
+            files=tuple(self.summaries), targets=self.config.target, plugins=self.plugins, listed=listed
+        )
         for rule in self.enabled:
             if rule.check_project is not None and rule.code not in self.crashed:
                 for path, found in _by_file(self._run(rule, rule.check_project, summary)).items():

@@ -18,11 +18,13 @@ from toolflow._lint._summary import (
     PipelineSummary,
     Place,
     PolicySummary,
+    ServerSummary,
     Shape,
     ToolsetSummary,
     ToolSummary,
 )
-from toolflow._model import BUILTIN_CATEGORIES, SpecFile, Toolset, ToolSpec
+from toolflow._model import BUILTIN_CATEGORIES, McpServer, SpecFile, Toolset, ToolSpec
+from toolflow._schemas import json_pointer
 
 __all__ = ["shape_of", "summarize_file"]
 
@@ -34,6 +36,36 @@ def summarize_file(spec_file: SpecFile) -> FileSummary:
         tools=tuple(_tool(tool, spec_file.text) for tool in spec_file.tools),
         toolsets=tuple(_toolset(spec_file, toolset) for toolset in spec_file.toolsets),
         policy=_policy(spec_file),
+        servers=tuple(_server(spec_file, server) for server in spec_file.mcp_servers),
+    )
+
+
+def _server(spec_file: SpecFile, server: McpServer) -> ServerSummary:
+    def place(pointer: str, *, key: bool = False) -> Place:
+        return Place.of(spec_file.path, spec_file.locator, pointer, key=key)
+
+    listed = None
+    if server.tools is not None:
+        listed = tuple(
+            Named(name=server.local_name(name), place=place(f"{server.pointer}/tools/{index}"))
+            for index, name in enumerate(server.tools)
+        )
+    overrides = []
+    depends_on = []
+    for remote, keys in server.overrides.items():
+        pointer = f"{server.pointer}/overrides{json_pointer([remote])}"
+        overrides.append(Named(name=remote, place=place(pointer, key=True)))
+        for index, item in enumerate(keys.get("depends_on", ())):
+            tool, scope = (item, "loop") if isinstance(item, str) else (item["tool"], item.get("scope", "loop"))
+            where = place(f"{pointer}/depends_on/{index}")
+            depends_on.append((server.local_name(remote), DependencySummary(tool=tool, scope=scope, place=where)))
+    return ServerSummary(
+        name=server.name,
+        place=place(server.pointer, key=True),
+        prefix=server.prefix,
+        tools=listed,
+        overrides=tuple(overrides),
+        depends_on=tuple(depends_on),
     )
 
 

@@ -11,7 +11,7 @@ cross-file rules (loop rules, remote tools) extend these records with what they 
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 import attrs
 
@@ -45,8 +45,10 @@ __all__ = [
     "Place",
     "PolicySummary",
     "ProjectSummary",
+    "ServerSummary",
     "Shape",
     "StepSummary",
+    "ToolReference",
     "ToolSummary",
     "ToolsetSummary",
 ]
@@ -266,6 +268,36 @@ class PolicySummary:
 
 
 @attrs.frozen(kw_only=True)
+class ServerSummary:
+    """An entry of ``mcp_servers:``: the names it declares and the names its overrides refer to.
+
+    Attributes:
+        place: The server's key.
+        prefix: Its ``prefix`` (every tool it imports has a name that starts with it).
+        tools: The registry names (``prefix + name``) of the tools its ``tools:`` lists, each at
+            its entry; ``None``: it imports every tool the server lists, which lint cannot know.
+        overrides: The server's names its ``overrides`` are given for, each at its key.
+        depends_on: ``(registry name, dependency)`` for each ``depends_on`` entry of its overrides.
+    """
+
+    name: str
+    place: Place
+    prefix: str
+    tools: tuple[Named, ...] | None
+    overrides: tuple[Named, ...] = ()
+    depends_on: tuple[tuple[str, DependencySummary], ...] = ()
+
+
+@attrs.frozen(kw_only=True)
+class ToolReference:
+    """A tool name that something refers to, and what: ``toolset 'chat' names``, ``policy 'allow' names``."""
+
+    name: str
+    place: Place
+    by: str
+
+
+@attrs.frozen(kw_only=True)
 class FileSummary:
     """One linted file as the rules that need every file see it."""
 
@@ -273,6 +305,7 @@ class FileSummary:
     tools: tuple[ToolSummary, ...]
     toolsets: tuple[ToolsetSummary, ...]
     policy: PolicySummary | None
+    servers: tuple[ServerSummary, ...] = ()
 
 
 @attrs.define(kw_only=True)
@@ -282,6 +315,9 @@ class ProjectSummary:
     files: tuple[FileSummary, ...]
     targets: tuple[str, ...] = ()
     plugins: PluginFacts | None = None
+    listed: Mapping[str, tuple[str, ...] | str] | None = None
+    """With ``toolflow lint --connect``: server name to the names of the tools it listed (its own
+    names, without the prefix), or why it could not be listed; ``None``: no server was asked."""
 
     @functools.cached_property
     def tools(self) -> tuple[ToolSummary, ...]:
@@ -300,3 +336,83 @@ class ProjectSummary:
     def declared_categories(self) -> frozenset[str]:
         """The categories the files' ``policy: categories:`` mappings declare."""
         return frozenset(c for f in self.files if f.policy is not None for c in f.policy.categories)
+
+    @functools.cached_property
+    def servers(self) -> tuple[ServerSummary, ...]:
+        """Every MCP server entry of every file."""
+        return tuple(server for f in self.files for server in f.servers)
+
+    @functools.cached_property
+    def remote_by_name(self) -> Mapping[str, tuple[tuple[ServerSummary, Named], ...]]:
+        """The registry names that servers' ``tools:`` lists declare, each with its servers and entries."""
+        grouped: dict[str, list[tuple[ServerSummary, Named]]] = {}
+        for server in self.servers:
+            for entry in self.imported(server) or ():
+                grouped.setdefault(entry.name, []).append((server, entry))
+        return {name: tuple(found) for name, found in grouped.items()}
+
+    @functools.cached_property
+    def server_dependencies(self) -> tuple[tuple[str, DependencySummary], ...]:
+        """``(registry name, dependency)`` for each ``depends_on`` of the servers' overrides."""
+        return tuple(pair for server in self.servers for pair in server.depends_on)
+
+    @functools.cached_property
+    def importing_all(self) -> tuple[ServerSummary, ...]:
+        """The servers without ``tools:``: whatever they list joins the registry."""
+        return tuple(server for server in self.servers if self.imported(server) is None)
+
+    def imported(self, server: ServerSummary) -> tuple[Named, ...] | None:
+        """The tools *server* imports, as far as lint knows: its ``tools:``, else what it listed (at its key).
+
+        ``None``: it imports every tool it lists, and it was not asked (or could not answer).
+        """
+        listed = self.listed.get(server.name) if self.listed is not None else None
+        if server.tools is not None or listed is None or isinstance(listed, str):
+            return server.tools
+        return tuple(Named(name=server.prefix + name, place=server.place) for name in listed)
+
+    @functools.cached_property
+    def declared_names(self) -> list[str]:
+        """Every tool name declared: the files' tools and the servers' listed tools, sorted (for hints)."""
+        return sorted({*self.tools_by_name, *self.remote_by_name})
+
+    def declares(self, name: str) -> bool:
+        """Whether a file declares tool *name*, or a server's ``tools:`` lists it."""
+        return name in self.tools_by_name or name in self.remote_by_name
+
+    def may_be_remote(self, name: str) -> tuple[ServerSummary, ...]:
+        """The servers importing all their tools that *name* may come from (none when it is declared).
+
+        A server with a ``prefix`` gives only names that start with it.
+        """
+        if not self.importing_all or self.declares(name):
+            return ()
+        return tuple(server for server in self.importing_all if name.startswith(server.prefix))
+
+    def may_exist(self, name: str) -> bool:
+        """Whether tool *name* is declared or may be a remote tool; the rules of unknown names skip it if so."""
+        return self.declares(name) or bool(self.may_be_remote(name))
+
+    def iter_references(self) -> Iterator[ToolReference]:
+        """Every tool name written where a tool is referred to.
+
+        That is: ``depends_on`` (of tools and of servers' overrides), pipeline steps, toolsets'
+        ``tools`` and ``exclude``, and the policies' ``allow``, ``deny`` and ``deliberate``.
+        """
+        for tool in self.tools:
+            for dependency in tool.depends_on:
+                yield ToolReference(name=dependency.tool, place=dependency.place, by=f"tool {tool.name!r} depends on")
+            for step in tool.pipeline.steps if tool.pipeline is not None else ():
+                yield ToolReference(
+                    name=step.tool, place=step.tool_place, by=f"step {step.name!r} of {tool.name!r} calls"
+                )
+        for name, dependency in self.server_dependencies:
+            yield ToolReference(name=dependency.tool, place=dependency.place, by=f"tool {name!r} depends on")
+        for spec_file in self.files:
+            for toolset in spec_file.toolsets:
+                for verb, names in (("names", toolset.tools), ("excludes", toolset.exclude)):
+                    for entry in names:
+                        yield ToolReference(name=entry.name, place=entry.place, by=f"toolset {toolset.name!r} {verb}")
+            for key, names in spec_file.policy.lists if spec_file.policy is not None else ():
+                for entry in names:
+                    yield ToolReference(name=entry.name, place=entry.place, by=f"policy {key!r} names")

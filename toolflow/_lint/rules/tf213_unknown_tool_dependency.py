@@ -4,6 +4,11 @@
 Reports `depends_on` entries naming a tool that is not declared in any of the
 linted files.
 
+A tool that an MCP server's `tools:` lists (with the server's `prefix`) is
+declared; a name that may be a tool of a server importing all its tools is
+reported by TF244 instead, as a warning. The `depends_on` of a server's
+`overrides` are checked too.
+
 ## Why is this bad?
 A tool may run only after each tool it depends on has succeeded. A dependency
 that can never succeed, because no such tool exists, means the tool can never
@@ -45,20 +50,17 @@ from toolflow._schemas import did_you_mean
 
 
 def check(summary: ProjectSummary) -> Iterator[Diagnostic]:
-    known = summary.tools_by_name
-    names: list[str] | None = None
-    for tool in summary.tools:
-        for dependency in tool.depends_on:
-            if dependency.tool in known:
-                continue
-            if names is None:
-                names = sorted(known)
-            others = [name for name in names if name != tool.name]
-            message = (
-                f"tool {tool.name!r} depends on {dependency.tool!r}, which no spec file declares"
-                f"{did_you_mean(dependency.tool, others)}"
-            )
-            yield RULE.diag_at(dependency.place, message)
+    dependencies = [(tool.name, dependency) for tool in summary.tools for dependency in tool.depends_on]
+    dependencies.extend(summary.server_dependencies)  # of remote tools, from their overrides
+    for name, dependency in dependencies:
+        if summary.may_exist(dependency.tool):  # a name that may be remote is TF244's
+            continue
+        others = [other for other in summary.declared_names if other != name]
+        message = (
+            f"tool {name!r} depends on {dependency.tool!r}, which no spec file declares"
+            f"{did_you_mean(dependency.tool, others)}"
+        )
+        yield RULE.diag_at(dependency.place, message)
 
 
 RULE = Rule(

@@ -5,6 +5,9 @@ Reports an entry of a toolset's `tools` or `exclude` that names no tool of the
 linted files, and an entry of its `categories` that is not built in, not
 declared by a `policy: categories:` mapping and not the category of any tool.
 
+Tools listed under an MCP server's `tools:` count as declared; a name that
+may be a tool of a server importing all its tools is TF244's (a warning).
+
 ## Why is this bad?
 A toolset is an allowlist: an agent, an export (`toolflow schema --toolset`)
 or a client sees only the tools it selects. A misspelt name silently leaves a
@@ -48,10 +51,10 @@ def check(summary: ProjectSummary) -> Iterator[Diagnostic]:
             for key, names in (("tools", toolset.tools), ("exclude", toolset.exclude)):
                 for entry in names:
                     name = entry.name
-                    if name in summary.tools_by_name:
+                    if summary.may_exist(name):  # declared, or TF244's: it may be remote
                         continue
                     if tool_names is None:
-                        tool_names = sorted(summary.tools_by_name)
+                        tool_names = summary.declared_names
                     verb = "excludes" if key == "exclude" else "names"
                     message = (
                         f"toolset {toolset.name!r} {verb} tool {name!r}, which no spec file declares"

@@ -5,6 +5,9 @@ Reports an entry of a `policy`'s `allow`, `deny` or `deliberate` lists that
 names no tool of the linted files, and a `policy: toolset:` that no linted
 file declares.
 
+Tools listed under an MCP server's `tools:` count as declared; a name that
+may be a tool of a server importing all its tools is TF244's (a warning).
+
 ## Why is this bad?
 The policy decides which tools the model sees in the agent loop. A misspelt
 name in `allow` or `deliberate` hides a tool the model was meant to have; in
@@ -56,10 +59,10 @@ def check(summary: ProjectSummary) -> Iterator[Diagnostic]:
         for key, names in policy.lists:
             for entry in names:
                 name = entry.name
-                if name in summary.tools_by_name:
+                if summary.may_exist(name):  # declared, or TF244's: it may be remote
                     continue
                 if tool_names is None:
-                    tool_names = sorted(summary.tools_by_name)
+                    tool_names = summary.declared_names
                 message = (
                     f"policy {key!r} names tool {name!r}, which no spec file declares{did_you_mean(name, tool_names)}"
                 )

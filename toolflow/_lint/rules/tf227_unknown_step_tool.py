@@ -4,6 +4,9 @@
 Reports each `tool:` of a pipeline's step that names a tool declared in none of
 the linted files, with the closest declared name.
 
+Tools listed under an MCP server's `tools:` count as declared; a name that
+may be a tool of a server importing all its tools is TF244's (a warning).
+
 ## Why is this bad?
 The registry refuses to build with such a pipeline, so no tool of the project
 can be called; the name is usually a typo or a tool that was renamed.
@@ -58,19 +61,15 @@ from toolflow._schemas import did_you_mean
 
 
 def check(summary: ProjectSummary) -> Iterator[Diagnostic]:
-    known = summary.tools_by_name
-    names: list[str] | None = None
     for tool in summary.tools:
         if tool.pipeline is None:
             continue
         for step in tool.pipeline.steps:
-            if step.tool in known:
+            if summary.may_exist(step.tool):  # declared, or TF244's: it may be remote
                 continue
-            if names is None:
-                names = sorted(known)
             message = (
                 f"step {step.name!r} of pipeline {tool.name!r} calls {step.tool!r}, which no spec file declares"
-                f"{did_you_mean(step.tool, names)}"
+                f"{did_you_mean(step.tool, summary.declared_names)}"
             )
             yield RULE.diag_at(step.tool_place, message)
 
