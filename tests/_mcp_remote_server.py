@@ -6,7 +6,7 @@
 
 With a TOKEN, HTTP requests without ``Authorization: Bearer TOKEN`` are refused (401). The file named
 by ``MCP_REMOTE_LOG`` (when set) gets one line per event the tests check: ``started PID``,
-``cancelled TOOL``.
+``running slow``, ``cancelled slow``.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def log(line: str) -> None:
     """Append *line* to the event log the tests read."""
     path = os.environ.get("MCP_REMOTE_LOG")
     if path:
-        with open(path, "a", encoding="utf-8") as f:  # noqa: PTH123 - a one-line append
+        with open(path, "a", encoding="utf-8") as f:  # one line appended
             f.write(line + "\n")
 
 
@@ -52,7 +52,7 @@ def echo(text: str) -> str:
 
 
 @server.tool(annotations=ToolAnnotations(destructiveHint=True))
-def delete_everything(really: bool = False) -> str:  # noqa: FBT001, FBT002 - a tool's parameter
+def delete_everything(really: bool = False) -> str:
     """Claims to be destructive; deletes nothing."""
     return "nothing deleted" if not really else "still nothing deleted"
 
@@ -65,7 +65,8 @@ def fail(reason: str) -> str:
 
 @server.tool(structured_output=False)
 async def slow(seconds: float) -> str:
-    """Sleep, then answer; a cancellation is logged."""
+    """Sleep, then answer; the start and a cancellation are logged."""
+    log("running slow")
     try:
         await anyio.sleep(seconds)
     except anyio.get_cancelled_exc_class():
@@ -112,7 +113,7 @@ def env(name: str) -> str:
 
 async def serve_http(token: str | None) -> None:
     """Serve streamable HTTP on a free loopback port, printing the URL first."""
-    import uvicorn  # noqa: PLC0415 - only the HTTP mode needs it
+    import uvicorn
 
     app: Any = server.streamable_http_app()
     if token:

@@ -153,6 +153,24 @@ async def test_a_timeout_cancels_the_remote_call(events: Path) -> None:
             await logged(events, "cancelled slow")
 
 
+async def test_a_kill_cancels_the_remote_call(events: Path) -> None:
+    """engine.kill() ends a remote call in flight at once; the server is told and stops the work."""
+    with trio.fail_after(GUARD):
+        async with open_registry(specs_of(stdio_logged(events))) as registry, open_engine(registry) as engine:
+            async with trio.open_nursery() as nursery:
+                results = []
+
+                async def call() -> None:
+                    results.append(await engine.call("slow", {"seconds": 30}))
+
+                nursery.start_soon(call)
+                await logged(events, "running slow")
+                engine.kill()
+            await logged(events, "cancelled slow")
+    assert not results[0].success
+    assert results[0].extra.get("status") == "killed" or "kill" in (results[0].error or "")
+
+
 async def test_progress_reaches_the_calls_progress_sink() -> None:
     """notifications/progress from the server arrive at the sink in force where the call runs."""
     reports: list[tuple[float, float | None, str | None]] = []
