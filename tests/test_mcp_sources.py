@@ -5,6 +5,7 @@ Each test starts its own server process; the engine calls the remote tools as it
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import warnings
@@ -290,3 +291,36 @@ def test_without_the_sdk_specs_with_servers_say_how_to_install_it(tmp_path: Path
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=GUARD)
     assert "pip install 'toolflow-yaml[mcp]'" in out.stdout
+
+
+REFERENCE = "@modelcontextprotocol/server-filesystem@2026.8.31"
+"""The reference filesystem server, pinned; npx fetches it from the npm registry on first use."""
+
+
+async def test_the_reference_filesystem_server(tmp_path: Path) -> None:
+    """The MCP project's own filesystem server (Node.js, via npx): listed, trusted annotations, called, refusing."""
+    if shutil.which("npx") is None:
+        pytest.skip("npx is not installed: the reference server (Node.js) cannot run here")
+    (tmp_path / "notes.txt").write_text("hello\n", encoding="utf-8")
+    server = McpServer(
+        name="files",
+        command=("npx", "-y", REFERENCE, str(tmp_path)),
+        tools=("read_text_file", "write_file"),
+        prefix="fs_",
+        trust_annotations=True,
+    )
+    with trio.fail_after(300):
+        try:
+            async with (
+                open_registry(specs_of(server), connect_timeout=240, errlog=subprocess.DEVNULL) as registry,
+                open_engine(registry) as engine,
+            ):
+                categories = {tool.name: tool.category for tool in registry}
+                read = await engine.call("fs_read_text_file", {"path": str(tmp_path / "notes.txt")})
+                outside = await engine.call("fs_read_text_file", {"path": "/etc/hostname"})
+        except ToolSourceError as exc:
+            pytest.skip(f"the reference server could not be started (no npm registry?): {exc}")
+    assert categories == {"fs_read_text_file": "safe_chain", "fs_write_file": "dangerous"}
+    assert read.data == {"content": "hello\n"}
+    assert not outside.success
+    assert "outside allowed directories" in (outside.error or "")

@@ -31,7 +31,7 @@ import subprocess
 import sys
 import warnings
 from collections.abc import AsyncIterator, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO, cast
 
 import attrs
 import trio
@@ -93,7 +93,7 @@ class _Connection:
     """One server's connection, kept up by :meth:`supervise` in the registry's nursery."""
 
     server: McpServer
-    errlog: TextIO
+    errlog: TextIO | int
     _client: Client | None = None
     _lost: trio.Event = attrs.field(factory=trio.Event)
     _error: str = ""
@@ -124,7 +124,8 @@ class _Connection:
             env=dict(server.env) or None,
             cwd=server.cwd or None,
         )
-        return Client(stdio_client(parameters, errlog=self.errlog), cache=None)
+        # anyio's open_process takes a file descriptor (DEVNULL) for stderr too; the SDK's hint says TextIO.
+        return Client(stdio_client(parameters, errlog=cast("TextIO", self.errlog)), cache=None)
 
     async def supervise(self, *, task_status: trio.TaskStatus[list[RemoteTool]] = trio.TASK_STATUS_IGNORED) -> None:
         """Connect, list the tools (reported through *task_status*), and keep the connection up.
@@ -289,7 +290,7 @@ async def open_registry(
     plugins: Plugins | None = None,
     environ: Mapping[str, str] | None = None,
     connect_timeout: float = 60.0,
-    errlog: TextIO | None = None,
+    errlog: TextIO | int | None = None,
 ) -> AsyncIterator[Registry]:
     """Load the specs, connect to the MCP servers they import, and build one registry.
 
@@ -302,7 +303,8 @@ async def open_registry(
         plugins: The plugins to bind with (default: :func:`~toolflow.load_plugins` with its defaults).
         environ: Variables for ``${VAR}`` interpolation (default: ``os.environ``).
         connect_timeout: Seconds each server has to start, answer and list its tools.
-        errlog: Where the standard error of servers run over stdio goes (default: ``sys.stderr``).
+        errlog: Where the standard error of servers run over stdio goes: a file, or
+            ``subprocess.DEVNULL`` (default: ``sys.stderr`` when it is a real file, else nowhere).
 
     Raises:
         SpecError: The specs have errors.
@@ -325,7 +327,7 @@ async def open_registry(
 
 
 async def remote_specs(
-    servers: Iterable[McpServer], *, connect_timeout: float = 60.0, errlog: TextIO | None = None
+    servers: Iterable[McpServer], *, connect_timeout: float = 60.0, errlog: TextIO | int | None = None
 ) -> list[ToolSpec]:
     """The specs of the tools that *servers* list (each connected, listed and closed again).
 
@@ -341,7 +343,7 @@ async def remote_specs(
 
 @contextlib.asynccontextmanager
 async def _open_connections(
-    servers: tuple[McpServer, ...], *, connect_timeout: float, errlog: TextIO | None
+    servers: tuple[McpServer, ...], *, connect_timeout: float, errlog: TextIO | int | None
 ) -> AsyncIterator[tuple[Mapping[str, _Connection], list[ToolSpec]]]:
     """Connect to every server and list its tools; the connections stay up until the block ends."""
     _require_mcp()
@@ -382,7 +384,7 @@ def _binder(connections: Mapping[str, _Connection]) -> Any:
     return build
 
 
-def _errlog(errlog: TextIO | None) -> Any:
+def _errlog(errlog: TextIO | int | None) -> TextIO | int:
     """Where a stdio server's standard error goes: *errlog*, else ours when it is a real file, else nowhere."""
     if errlog is not None:
         return errlog
