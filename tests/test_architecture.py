@@ -59,6 +59,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "toolflow._attempts",
             "toolflow._batch",
             "toolflow._invoke",
+            "toolflow._mcp_sources",
             "toolflow._executor",
             "toolflow._pipelines",
             "toolflow._store_access",

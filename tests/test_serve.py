@@ -356,7 +356,7 @@ def test_serve_refuses_unknown_choices(
 
 
 def test_only_the_serve_modules_import_mcp() -> None:
-    """`mcp` stays an optional extra: no module but `toolflow serve`'s own (and `lint --connect`'s) imports it."""
+    """`mcp` stays an optional extra: only `toolflow serve`'s modules, the client of `mcp_servers:` and `lint --connect`."""
     import ast
 
     package = Path(toolflow.__file__).parent
@@ -372,4 +372,4 @@ def test_only_the_serve_modules_import_mcp() -> None:
             )
             if any(name.split(".")[0] in {"mcp", "mcp_types", "hypercorn", "starlette"} for name in names):
                 importers.add(path.relative_to(package).as_posix())
-    assert importers == {"_serve.py", "_serve_http.py", "_serve_stdio.py", "_cli_lint_connect.py"}
+    assert importers == {"_serve.py", "_serve_http.py", "_serve_stdio.py", "_mcp_sources.py", "_cli_lint_connect.py"}

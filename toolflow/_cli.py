@@ -11,13 +11,16 @@ import contextlib
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 from toolflow._cli_support import (
     add_output_format,
     deprecated_spellings,
+    open_tools,
     project_cache_settings,
+    registry_to_read,
+    remote_tools,
     shutdown_grace,
     spec_paths,
 )
@@ -511,7 +514,7 @@ def _cmd_list(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     result = load_specs(spec_paths(args.paths), **plugins.loader_options())
     for diagnostic in result.diagnostics:
         print(diagnostic.render(), file=stderr)
-    rows = [tool_row(tool) for tool in result.tools]
+    rows = [tool_row(tool) for tool in (*result.tools, *(remote_tools(result, stderr) if result.ok else ()))]
     if args.output_format == "json":
         stdout.write(json.dumps({"tools": rows}, indent=2) + "\n")
     else:
@@ -588,9 +591,8 @@ def _cmd_spec_schema(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -
 
 def _cmd_schema(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     from toolflow._export import export_tools  # noqa: PLC0415
-    from toolflow._registry import load_registry  # noqa: PLC0415
 
-    registry = load_registry(spec_paths(args.specs or []), plugins=_load_plugins(stderr))
+    registry = registry_to_read(spec_paths(args.specs or []), _load_plugins(stderr), stderr)
     selected = registry.toolset(args.toolset) if args.toolset else registry
     # Definitions are for models, and a hidden tool is offered to none.
     specs = [tool.spec for tool in selected if args.all or tool.spec.expose]
@@ -654,7 +656,6 @@ def _cmd_serve(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     from toolflow._errors import UsageError  # noqa: PLC0415
     from toolflow._loader import load_specs  # noqa: PLC0415
     from toolflow._policy import Policy  # noqa: PLC0415
-    from toolflow._registry import Registry, without_caches  # noqa: PLC0415
 
     try:
         from toolflow import _serve  # noqa: PLC0415
@@ -672,20 +673,22 @@ def _cmd_serve(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     http = _http_settings(args, stderr) if args.transport == "http" else None
     plugins = _load_plugins(stderr)
     specs = load_specs(spec_paths(args.specs or []), **plugins.loader_options())
-    registry = Registry.build(specs, plugins)
-    if args.no_cache:
-        registry = without_caches(registry)
-    service = _serve.ToolService.under_policy(
-        registry,
-        policy=Policy.from_specs(specs),
-        toolsets=args.toolset or (),
-        tools=_split(args.tool),
-        approve=None if args.approve is None else args.approve == "yes",
-        plugins=plugins,
-        **project_cache_settings(),
-    )
+
+    @contextlib.asynccontextmanager
+    async def open_service() -> AsyncIterator[_serve.ToolService]:
+        async with open_tools(specs, plugins, no_cache=args.no_cache) as registry:
+            yield _serve.ToolService.under_policy(
+                registry,
+                policy=Policy.from_specs(specs),
+                toolsets=args.toolset or (),
+                tools=_split(args.tool),
+                approve=None if args.approve is None else args.approve == "yes",
+                plugins=plugins,
+                **project_cache_settings(),
+            )
+
     return _serve.serve(
-        service,
+        open_service,
         transport=args.transport,
         http=http,
         grace=shutdown_grace(args),

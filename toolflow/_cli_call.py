@@ -22,6 +22,7 @@ import trio
 from toolflow._calls import MalformedCall, parse_tool_call
 from toolflow._cli_support import (
     approver,
+    open_tools,
     project_cache_settings,
     run_trio,
     shown_in_traces,
@@ -33,7 +34,7 @@ from toolflow._executor import open_engine
 from toolflow._loader import load_specs
 from toolflow._plugins import Plugins
 from toolflow._policy import Policy
-from toolflow._registry import Registry, without_caches
+from toolflow._registry import Registry
 from toolflow._results import StepRecord, ToolResult
 from toolflow._shutdown import Interrupts, open_signal_watch
 
@@ -144,32 +145,32 @@ def command(args: argparse.Namespace, request: CallRequest, plugins: Plugins, st
     """Run ``toolflow call`` for the parsed *request*; return the exit code (0, 1 on failure, 128+N on signal N)."""
     name, arguments, warnings, call_id = request
     specs = load_specs(spec_paths(args.specs or []), **plugins.loader_options())
-    registry = Registry.build(specs, plugins)
     policy = Policy.from_specs(specs)
     approve = approver(args.approve, stderr)
-    if args.no_cache:
-        registry = without_caches(registry)
-    registry.get(name)  # an unknown tool is a usage error (exit 2), before the engine opens
     cache = project_cache_settings()
     interrupts = Interrupts(grace=shutdown_grace(args))
     elapsed = 0.0
+    opened: list[Registry] = []  # the registry, for the trace printed after the run
 
     async def run_call() -> ToolResult:
         nonlocal elapsed
-        async with open_engine(registry, plugins=plugins, policy=policy, approve=approve, **cache) as engine:
-            attempt = trio.CancelScope()  # a kill cancels it: the call ends as `cancelled`
-            stopping = (
-                f"stopping after the call in flight (at most {interrupts.grace_text()}; a second signal kills it)"
-            )
-            async with open_signal_watch(
-                interrupts, stop=engine.request_stop, kill=attempt.cancel, stderr=stderr, stopping=stopping
-            ):
-                started = time.perf_counter()
-                try:
-                    with attempt:
-                        result = await engine.call(name, arguments, call_id=call_id)
-                finally:
-                    elapsed = time.perf_counter() - started
+        async with open_tools(specs, plugins, no_cache=args.no_cache) as registry:
+            opened.append(registry)
+            registry.get(name)  # an unknown tool is a usage error (exit 2), before the engine opens
+            async with open_engine(registry, plugins=plugins, policy=policy, approve=approve, **cache) as engine:
+                attempt = trio.CancelScope()  # a kill cancels it: the call ends as `cancelled`
+                stopping = (
+                    f"stopping after the call in flight (at most {interrupts.grace_text()}; a second signal kills it)"
+                )
+                async with open_signal_watch(
+                    interrupts, stop=engine.request_stop, kill=attempt.cancel, stderr=stderr, stopping=stopping
+                ):
+                    started = time.perf_counter()
+                    try:
+                        with attempt:
+                            result = await engine.call(name, arguments, call_id=call_id)
+                    finally:
+                        elapsed = time.perf_counter() - started
         return interrupts.cancelled() if attempt.cancelled_caught else result
 
     with _attempts_traced(stderr) if args.trace else contextlib.nullcontext():
@@ -179,7 +180,7 @@ def command(args: argparse.Namespace, request: CallRequest, plugins: Plugins, st
     printed = attrs.evolve(result, extra={k: v for k, v in result.extra.items() if k not in _TRACE_KEYS})
     document = printed.to_dict()
     if args.trace:
-        document.update(_print_trace(name, result, elapsed, registry, stderr))
+        document.update(_print_trace(name, result, elapsed, opened[0], stderr))
     stdout.write(json.dumps(document, indent=2, ensure_ascii=False, default=str) + "\n")
     if interrupts.exit_code is not None:
         return interrupts.exit_code

@@ -17,6 +17,7 @@ import attrs
 from toolflow._calls import ToolCall
 from toolflow._cli_support import (
     approver,
+    open_tools,
     project_cache_settings,
     run_trio,
     shown_in_traces,
@@ -30,7 +31,6 @@ from toolflow._loop import Agent, LoopResult, TurnRecord
 from toolflow._plugins import Plugins
 from toolflow._policy import Policy
 from toolflow._providers import ModelProvider, load_provider
-from toolflow._registry import Registry, without_caches
 from toolflow._results import StepRecord, ToolResult
 from toolflow._shutdown import Interrupts, open_signal_watch
 
@@ -176,7 +176,6 @@ def command(args: argparse.Namespace, plugins: Plugins, stdout: TextIO, stderr: 
     import os  # noqa: PLC0415
 
     specs = load_specs(spec_paths(args.specs or []), **plugins.loader_options())
-    registry = Registry.build(specs, plugins)
     policy = Policy.from_specs(specs)
     if args.max_iterations is not None:
         if args.max_iterations < 1:
@@ -185,8 +184,6 @@ def command(args: argparse.Namespace, plugins: Plugins, stdout: TextIO, stderr: 
         policy = attrs.evolve(policy, max_iterations=args.max_iterations)
     if args.toolset is not None:
         policy = attrs.evolve(policy, toolset=args.toolset)
-    if args.no_cache:
-        registry = without_caches(registry)
     provider = _provider(args.model, plugins, args, os.environ)
     prompt = args.prompt if args.prompt is not None else getattr(provider, "prompt", "")
     if not prompt:
@@ -197,12 +194,15 @@ def command(args: argparse.Namespace, plugins: Plugins, stdout: TextIO, stderr: 
     cache = project_cache_settings()
     approve = approver(args.approve, stdout)
     interrupts = Interrupts(grace=shutdown_grace(args))
-    shown = shown_in_traces(tool.spec for tool in registry)
+    shown = shown_in_traces(specs.tools)  # remote tools have no ${...} strings
 
     async def main() -> LoopResult:
         engine: Engine
-        async with open_engine(registry, plugins=plugins, **cache) as engine:
-            try:
+        try:
+            async with (
+                open_tools(specs, plugins, no_cache=args.no_cache) as registry,
+                open_engine(registry, plugins=plugins, **cache) as engine,
+            ):
                 agent = Agent(
                     engine,
                     provider,
@@ -221,8 +221,8 @@ def command(args: argparse.Namespace, plugins: Plugins, stdout: TextIO, stderr: 
                     interrupts, stop=agent.request_stop, kill=agent.kill, stderr=stderr, stopping=stopping
                 ):
                     return await agent.run(prompt)
-            finally:
-                await provider.aclose()
+        finally:
+            await provider.aclose()
 
     result = run_trio(main, stderr)
     if text:

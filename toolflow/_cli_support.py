@@ -17,14 +17,21 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 if TYPE_CHECKING:
+    from contextlib import AbstractAsyncContextManager
+
     from toolflow._calls import ToolCall
-    from toolflow._model import ToolSpec
+    from toolflow._model import LoadResult, ToolSpec
+    from toolflow._plugins import Plugins
+    from toolflow._registry import Registry
 
 __all__ = [
     "add_output_format",
     "approver",
     "deprecated_spellings",
+    "open_tools",
     "project_cache_settings",
+    "registry_to_read",
+    "remote_tools",
     "run_trio",
     "shown_in_traces",
     "shutdown_grace",
@@ -152,6 +159,49 @@ def project_cache_settings() -> dict[str, Any]:
     }
 
 
+def open_tools(specs: LoadResult, plugins: Plugins, *, no_cache: bool = False) -> AbstractAsyncContextManager[Registry]:
+    """The registry of *specs*, the tools of their MCP servers in it, connected for the ``async with`` block.
+
+    *no_cache* (``--no-cache``) removes every tool's cache.
+    """
+    import contextlib  # noqa: PLC0415
+
+    from toolflow._mcp_sources import open_registry  # noqa: PLC0415
+    from toolflow._registry import without_caches  # noqa: PLC0415
+
+    @contextlib.asynccontextmanager
+    async def opened() -> Any:
+        async with open_registry(specs, plugins=plugins) as registry:
+            yield without_caches(registry) if no_cache else registry
+
+    return opened()
+
+
+def registry_to_read(paths: Sequence[str], plugins: Plugins, stderr: TextIO) -> Registry:
+    """The registry of the specs at *paths*, with the tools of their MCP servers, to read (not to call) its tools."""
+    from toolflow._loader import load_specs  # noqa: PLC0415
+    from toolflow._registry import Registry  # noqa: PLC0415
+
+    specs = load_specs(paths, **plugins.loader_options())
+    if not specs.mcp_servers:
+        return Registry.build(specs, plugins)
+
+    async def opened() -> Registry:
+        async with open_tools(specs, plugins) as registry:
+            return registry  # the servers' connections close; the specs are all a reader needs
+
+    return run_trio(opened, stderr)
+
+
+def remote_tools(specs: LoadResult, stderr: TextIO) -> list[ToolSpec]:
+    """The specs of the tools the MCP servers of *specs* list (each connected briefly); none without servers."""
+    if not specs.mcp_servers:
+        return []
+    from toolflow._mcp_sources import remote_specs  # noqa: PLC0415
+
+    return run_trio(lambda: remote_specs(specs.mcp_servers), stderr)
+
+
 def run_trio(main: Callable[[], Awaitable[_T]], stderr: TextIO) -> _T:
     """``trio.run(main)``, printing the engine's call-hook and cache warnings as ``toolflow: warning: ...``."""
     import warnings  # noqa: PLC0415
@@ -160,10 +210,12 @@ def run_trio(main: Callable[[], Awaitable[_T]], stderr: TextIO) -> _T:
 
     from toolflow._cache import CacheWarning  # noqa: PLC0415
     from toolflow._invoke import CallHookWarning  # noqa: PLC0415
+    from toolflow._mcp_sources import ToolSourceWarning  # noqa: PLC0415
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", CallHookWarning)
         warnings.simplefilter("always", CacheWarning)
+        warnings.simplefilter("always", ToolSourceWarning)
         result = trio.run(main)
     for warning in caught:
         print(f"toolflow: warning: {warning.message}", file=stderr)

@@ -28,7 +28,14 @@ from typing import Any, TypeAlias
 import attrs
 import trio
 
-__all__ = ["CONTEXT_PARAMETER", "CallContext", "ProgressSink", "reporting_progress", "wants_context"]
+__all__ = [
+    "CONTEXT_PARAMETER",
+    "CallContext",
+    "ProgressSink",
+    "current_progress_sink",
+    "reporting_progress",
+    "wants_context",
+]
 
 CONTEXT_PARAMETER = "ctx"
 """The name of the parameter through which an implementation receives its :class:`CallContext`."""
@@ -54,6 +61,11 @@ def reporting_progress(sink: ProgressSink) -> Iterator[None]:
         yield
     finally:
         _progress_sink.reset(token)
+
+
+def current_progress_sink() -> ProgressSink | None:
+    """The progress sink in force where the caller runs (``None``: nobody listens)."""
+    return _progress_sink.get()
 
 
 @attrs.frozen(kw_only=True)

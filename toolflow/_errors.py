@@ -15,13 +15,15 @@ class is missing, drawn under another base, or given another module or exit code
     │   ├── UnknownToolError          no such tool; also a LookupError                 (exit 2)  _registry
     │   │   ├── UnknownToolsetError   no such toolset                                  (exit 2)  _registry
     │   │   └── UnknownCategoryError  no such category                                 (exit 2)  _registry
-    │   └── ProviderError             a model provider failed to answer                (exit 1)  _providers
+    │   ├── ProviderError             a model provider failed to answer                (exit 1)  _providers
+    │   └── ToolSourceError           an MCP server of the specs cannot be used        (exit 2)  _mcp_specs
     └── DocumentError                 unusable YAML; the loader makes it a diagnostic            _yaml
     UserWarning
     ├── PluginLoadWarning             a plugin could not be loaded; toolflow goes on without it  _plugins
     ├── CacheWarning                  a cache store is unusable; the call ran without it         _cache
     ├── CallHookWarning               a plugin's call hook raised; the call went on              _attempts
-    └── ApprovalWarning               an approver raised; the call was refused                   _approval
+    ├── ApprovalWarning               an approver raised; the call was refused                   _approval
+    └── ToolSourceWarning             an MCP server is down, or a remote tool was left out       _mcp_specs
 
 Each error carries the object it is about, and an ``exit_code`` used by the CLI.
 

@@ -13,13 +13,26 @@ import attrs
 
 from toolflow import _yaml
 from toolflow._diagnostics import Diagnostic
+from toolflow._errors import ToolflowError
 from toolflow._loader import _Builder  # the one way from a tool's keys to a ToolSpec
 from toolflow._model import Category, Implementation, McpServer, McpToolRef, RemoteTool, ToolSpec
 
-__all__ = ["MCP_KIND", "remote_tool_spec"]
+__all__ = ["MCP_KIND", "ToolSourceError", "ToolSourceWarning", "remote_tool_spec"]
 
 MCP_KIND = "mcp"
 """The implementation kind of a remote tool (not a key spec files may use)."""
+
+
+class ToolSourceError(ToolflowError):
+    """An MCP server of the specs could not be reached or listed when the registry was opened."""
+
+    def __init__(self, message: str, *, server: McpServer) -> None:
+        super().__init__(message)
+        self.server = server
+
+
+class ToolSourceWarning(UserWarning):
+    """A tool source's problem that toolflow went on after (a tool left out, a server restarting)."""
 
 
 def _trusted(tool: RemoteTool) -> dict[str, Any]:

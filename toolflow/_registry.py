@@ -21,6 +21,7 @@ import inspect
 import os
 import threading
 import types
+import warnings
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Any, cast
 
@@ -29,6 +30,7 @@ import attrs
 from toolflow._errors import SpecError, ToolflowError, UsageError, expect
 from toolflow._export import description, export_tools
 from toolflow._loader import load_specs
+from toolflow._mcp_specs import ToolSourceWarning
 from toolflow._model import BUILTIN_CATEGORIES, LoadResult, Pipeline, Toolset, ToolSpec
 from toolflow._pipeline_plan import CompiledPipeline, compile_pipeline, pipeline_cycles
 from toolflow._plugins import Binding, ImplementationKind, PluginError, Plugins, load_plugins
@@ -275,14 +277,19 @@ class Registry:
     )
 
     @classmethod
-    def build(cls, specs: LoadResult, plugins: Plugins) -> Registry:
+    def build(
+        cls, specs: LoadResult, plugins: Plugins, *, kinds: Mapping[str, ImplementationKind] | None = None
+    ) -> Registry:
         """Bind every tool of *specs* to what *plugins* provide, and compile its validators.
 
         Nothing is started for the ``mcp_servers`` of *specs*: the tools their ``tools:`` lists
         count for the pipeline steps and toolsets that name them, and names that may be tools
         of a server importing all its tools are left to ``unknown_references`` (in
-        ``toolflow._tool_references``), which the engine calls again once the servers have
-        listed their tools.
+        ``toolflow._tool_references``), which :func:`~toolflow.open_registry` calls again once the
+        servers have listed their tools.
+
+        *kinds* are implementation kinds the caller provides besides the plugins' (the ``mcp``
+        kind of remote tools, which :func:`~toolflow.open_registry` binds to its connections).
 
         Raises:
             TypeError: *specs* is not a :class:`~toolflow.LoadResult` or *plugins* not a
@@ -295,7 +302,9 @@ class Registry:
         if not specs.ok:
             raise SpecError(specs.diagnostics)
         bindings = plugins.bindings()
-        kinds = plugins.kinds()
+        known_kinds = plugins.kinds()
+        if kinds:
+            known_kinds = {**known_kinds, **{name: [kind] for name, kind in kinds.items()}}
         problems: list[str] = []
         unique: dict[str, ToolSpec] = {}
         for spec in specs.tools:
@@ -305,7 +314,7 @@ class Registry:
                 problems.append(f"{where}: tool {spec.name!r} is declared twice (first in {first.file})")
         tools: dict[str, RegisteredTool] = {}
         for spec in unique.values():
-            tool = _registered(spec, unique, bindings, kinds, problems)
+            tool = _registered(spec, unique, bindings, known_kinds, problems)
             if tool is not None:
                 tools[spec.name] = tool
         for cycle in pipeline_cycles(unique.values()):
@@ -513,6 +522,9 @@ def load_registry(
         plugins: The plugins to bind with (default: :func:`~toolflow.load_plugins` with its defaults).
         environ: Variables for ``${VAR}`` interpolation (default: ``os.environ``).
 
+    It does not connect to the MCP servers of the specs' ``mcp_servers:`` (it warns when there are
+    some, with a :class:`~toolflow.ToolSourceWarning`): :func:`~toolflow.open_registry` does.
+
     Raises:
         TypeError: *paths* is a single path rather than a list, or *plugins* not a
             :class:`~toolflow.Plugins`.
@@ -522,7 +534,16 @@ def load_registry(
     expect(plugins, (Plugins, type(None)), "load_registry: plugins", "a toolflow.Plugins or None")
     if plugins is None:
         plugins = load_plugins()
-    return Registry.build(load_specs(paths, environ=environ, **plugins.loader_options()), plugins)
+    specs = load_specs(paths, environ=environ, **plugins.loader_options())
+    if specs.mcp_servers:
+        names = ", ".join(repr(server.name) for server in specs.mcp_servers)
+        warnings.warn(
+            f"load_registry does not connect to the specs' MCP servers ({names}): their tools are not in the "
+            "registry; use toolflow.open_registry",
+            ToolSourceWarning,
+            stacklevel=2,
+        )
+    return Registry.build(specs, plugins)
 
 
 # --- building ---------------------------------------------------------------------------------

@@ -84,6 +84,7 @@ from toolflow._errors import UsageError
 from toolflow._executor import Engine, open_engine
 from toolflow._export import mcp_tool
 from toolflow._invoke import CallHookWarning
+from toolflow._mcp_sources import ToolSourceWarning
 from toolflow._plugins import Plugins
 from toolflow._policy import Policy
 from toolflow._registry import Registry
@@ -578,14 +579,17 @@ def build_server(service: ToolService, lifecycle: Lifecycle | None = None) -> Se
 
 
 def serve(
-    service: ToolService,
+    open_service: Callable[[], AbstractAsyncContextManager[ToolService]],
     *,
     transport: Transport = "stdio",
     http: HTTPSettings | None = None,
     grace: float = DEFAULT_GRACE,
     stderr: TextIO | None = None,
 ) -> int:
-    """Serve *service*'s tools over MCP until the client disconnects (stdio) or a signal stops the server.
+    """Serve the tools of *open_service*'s service over MCP until the client leaves (stdio) or a signal stops it.
+
+    *open_service* opens the service when the server starts (the connections of the specs' MCP
+    servers are opened with it, and closed when the server stops).
 
     Announces itself on *stderr* (default ``sys.stderr``) with one line, ``toolflow: serving N
     tools over stdio`` or ``toolflow: serving N tools at http://HOST:PORT/mcp``; with port 0 the
@@ -610,7 +614,7 @@ def serve(
     interrupts = Interrupts(grace=grace)
     lifecycle = Lifecycle(interrupts=interrupts, answers_reported=transport == "stdio")
 
-    def announce(where: str) -> None:
+    def announce(service: ToolService, where: str) -> None:
         noun = "tool" if len(service.registry) == 1 else "tools"
         print(f"toolflow: serving {len(service.registry)} {noun} {where}", file=out, flush=True)
         if listener is not None and not listener.loopback and listener.settings.tokens is None:
@@ -624,32 +628,34 @@ def serve(
     def show(message: Warning | str, category: type[Warning], *_: object, **__: object) -> None:
         print(f"toolflow: warning: {message}", file=out, flush=True)
 
-    server = build_server(service, lifecycle)
     stopping = (
         f"shutting down: new calls are refused, the calls in flight have {interrupts.grace_text()} to finish"
         " (a second signal cancels them)"
     )
 
     async def main() -> None:
-        async with open_signal_watch(
-            interrupts, stop=lifecycle.stop, kill=lifecycle.kill, stderr=out, stopping=stopping
-        ):
-            if listener is None:
-                async with service.open_engine() as engine:
-                    service.shared = engine
-                    await serve_stdio(
-                        server,
-                        closing=lifecycle.closing,
-                        answered=lifecycle.answered,
-                        announce=lambda: announce("over stdio"),
-                    )
-            else:
-                await _serve_http(server, listener, lifecycle, announce)
+        async with open_service() as service:
+            server = build_server(service, lifecycle)
+            async with open_signal_watch(
+                interrupts, stop=lifecycle.stop, kill=lifecycle.kill, stderr=out, stopping=stopping
+            ):
+                if listener is None:
+                    async with service.open_engine() as engine:
+                        service.shared = engine
+                        await serve_stdio(
+                            server,
+                            closing=lifecycle.closing,
+                            answered=lifecycle.answered,
+                            announce=lambda: announce(service, "over stdio"),
+                        )
+                else:
+                    await _serve_http(server, listener, lifecycle, functools.partial(announce, service))
 
     with warnings.catch_warnings():
         warnings.simplefilter("always", CallHookWarning)
         warnings.simplefilter("always", CacheWarning)
         warnings.simplefilter("always", ApprovalWarning)
+        warnings.simplefilter("always", ToolSourceWarning)
         warnings.showwarning = show
         try:
             trio.run(main)

@@ -1,6 +1,6 @@
 """References to tools in the spec files, checked against the names a registry has.
 
-``Registry.build`` reports what these find; the engine's MCP runtime calls
+``Registry.build`` reports what these find; :func:`~toolflow.open_registry` calls
 :func:`unknown_references` again once the servers have listed their tools.
 """
 
@@ -10,6 +10,7 @@ import functools
 from collections.abc import Collection, Iterator, Mapping
 
 from toolflow._diagnostics import Locator
+from toolflow._mcp_specs import MCP_KIND
 from toolflow._model import LoadResult, McpServer, ToolSpec
 from toolflow._schemas import did_you_mean
 
@@ -69,8 +70,13 @@ def server_problems(specs: LoadResult, tools: Mapping[str, ToolSpec]) -> Iterato
         if first.setdefault(server.name, server) is not server:
             yield f"{where}: MCP server {server.name!r} is declared twice (first in {first[server.name].file})"
         for name in server.declared:
-            if name in tools:
+            if name in tools and not _remote(tools[name]):  # open_registry's build holds the remote tools too
                 yield f"{where}: MCP server {server.name!r} imports a tool named {name!r}, as does {tools[name].file}"
+
+
+def _remote(spec: ToolSpec) -> bool:
+    implementation = spec.implementation
+    return implementation is not None and implementation.kind == MCP_KIND
 
 
 def _locator(specs: LoadResult, path: str) -> Locator | None:

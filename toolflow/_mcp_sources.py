@@ -1,0 +1,401 @@
+"""MCP servers as tool sources: a spec's ``mcp_servers:`` connected, their tools in the registry.
+
+:func:`open_registry` loads the specs, connects to every server they import (a subprocess over
+stdio, or streamable HTTP), lists the servers' tools and builds one :class:`~toolflow.Registry`
+in which a remote tool is a tool like any other: its ``inputSchema`` validates the arguments
+before they are sent, and the engine gates, caches, times out, retries and counts its calls. The
+connections stay open until the ``async with`` block ends.
+
+- **Trust.** What a server lists is data from a party the spec author does not control: its
+  annotations decide nothing unless the entry says ``trust_annotations: true``
+  (:func:`~toolflow._mcp_specs.remote_tool_spec`); a schema toolflow cannot use leaves that tool
+  out, with a :class:`ToolSourceWarning`; at most :data:`MAX_REMOTE_TOOLS` tools per server.
+- **Results.** ``isError`` becomes a failure result with the server's text; ``structuredContent``
+  becomes the data; otherwise the text of the content (one string), or the content blocks.
+- **Outages.** A server that dies (its process ends, its connection drops) is restarted with
+  backoff (:data:`BACKOFF`); calls in flight and calls made while it is down get a
+  :class:`ConnectionError` (a failure result, retried as ``retry.on: connection`` says); one
+  :class:`ToolSourceWarning` per outage. The registry keeps the tools listed at the start.
+- **Cancellation.** A call cancelled by its timeout, a stop or a kill is abandoned, and the SDK
+  sends the server ``notifications/cancelled``. Progress the server reports reaches the
+  progress sink of the call (``toolflow serve`` forwards it to its own client).
+
+Only this module talks to the ``mcp`` client SDK, imported when a spec declares a server.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import warnings
+from collections.abc import AsyncIterator, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, TextIO, cast
+
+import attrs
+import trio
+
+from toolflow._context import current_progress_sink
+from toolflow._errors import ToolflowError, expect
+from toolflow._loader import load_specs
+from toolflow._mcp_specs import MCP_KIND, ToolSourceError, ToolSourceWarning, remote_tool_spec
+from toolflow._model import LoadResult, McpServer, McpToolRef, RemoteTool, SpecFile, ToolSpec
+from toolflow._plugins import ImplementationKind, Plugins, load_plugins
+from toolflow._registry import Registry, RegistryError
+from toolflow._tool_references import unknown_references
+from toolflow._validation import ArgumentValidator
+
+if TYPE_CHECKING:
+    from mcp import Client
+
+__all__ = [
+    "BACKOFF",
+    "MAX_REMOTE_TOOLS",
+    "ToolSourceError",
+    "ToolSourceWarning",
+    "open_registry",
+    "remote_specs",
+]
+
+MAX_REMOTE_TOOLS = 1000
+"""At most this many tools are imported from one server; the rest are left out with a warning."""
+
+_MAX_PAGES = 100
+"""At most this many ``tools/list`` pages are read from one server."""
+
+BACKOFF = (0.5, 30.0)
+"""The first and the longest wait, in seconds, before a dead server is started again (doubling)."""
+
+
+def _require_mcp() -> None:
+    """Nothing when the ``mcp`` SDK is installed; else a ToolflowError saying how to install it."""
+    try:
+        import mcp  # noqa: F401, PLC0415 - only specs that import servers need the SDK
+    except ImportError:
+        msg = "the specs declare mcp_servers, which need the mcp SDK: pip install 'toolflow-yaml[mcp]'"
+        raise ToolflowError(msg) from None
+
+
+def _describe(error: BaseException) -> str:
+    """One line for *error* (the first leaf of an exception group)."""
+    while isinstance(error, BaseExceptionGroup) and error.exceptions:
+        error = error.exceptions[0]
+    text = str(error) or type(error).__name__
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+def _where(server: McpServer) -> str:
+    return f"MCP server {server.name!r}" + (f" (declared in {server.file})" if server.file else "")
+
+
+@attrs.define
+class _Connection:
+    """One server's connection, kept up by :meth:`supervise` in the registry's nursery."""
+
+    server: McpServer
+    errlog: TextIO | int
+    _client: Client | None = None
+    _lost: trio.Event = attrs.field(factory=trio.Event)
+    _error: str = ""
+    outages: int = 0
+
+    def _open_client(self) -> Client:
+        from mcp import Client, StdioServerParameters  # noqa: PLC0415 - only specs with servers need the SDK
+        from mcp.client.stdio import stdio_client  # noqa: PLC0415
+        from mcp.client.streamable_http import streamable_http_client  # noqa: PLC0415
+        from mcp.shared._httpx_utils import create_mcp_http_client  # noqa: PLC0415
+
+        server = self.server
+        if server.url:
+
+            @contextlib.asynccontextmanager
+            async def http_transport() -> AsyncIterator[Any]:
+                # A client we pass in is ours to close (the SDK closes only the ones it makes).
+                async with (
+                    create_mcp_http_client(headers=dict(server.headers)) as http,
+                    streamable_http_client(server.url, http_client=http) as streams,
+                ):
+                    yield streams
+
+            return Client(http_transport(), cache=None)
+        parameters = StdioServerParameters(
+            command=server.command[0],
+            args=list(server.command[1:]),
+            env=dict(server.env) or None,
+            cwd=server.cwd or None,
+        )
+        # anyio's open_process takes a file descriptor (DEVNULL) for stderr too; the SDK's hint says TextIO.
+        return Client(stdio_client(parameters, errlog=cast("TextIO", self.errlog)), cache=None)
+
+    async def supervise(self, *, task_status: trio.TaskStatus[list[RemoteTool]] = trio.TASK_STATUS_IGNORED) -> None:
+        """Connect, list the tools (reported through *task_status*), and keep the connection up.
+
+        The first connection's failure is raised (as :class:`ToolSourceError`); later ones are
+        retried with backoff, one warning per outage.
+        """
+        listing: list[RemoteTool] | None = None
+        delay = BACKOFF[0]
+        while True:
+            try:
+                async with self._open_client() as client:
+                    if listing is None:
+                        listing = await _list_tools(client, self.server)
+                        task_status.started(listing)
+                    self._client, self._lost, delay = client, trio.Event(), BACKOFF[0]
+                    await self._lost.wait()
+            except Exception as exc:  # noqa: BLE001 - whatever ended the connection is this outage's cause
+                if listing is None:
+                    msg = f"{_where(self.server)} cannot be used: {_describe(exc)}"
+                    raise ToolSourceError(msg, server=self.server) from None
+                self._error = _describe(exc)
+            finally:
+                self._client = None
+            self.outages += 1
+            warnings.warn(
+                f"{_where(self.server)} is down ({self._error or 'connection lost'}); restarting it in {delay:g}s",
+                ToolSourceWarning,
+                stacklevel=1,
+            )
+            await trio.sleep(delay)
+            delay = min(delay * 2, BACKOFF[1])
+
+    def lost(self, error: BaseException) -> ConnectionError:
+        """Note that the connection is gone; the error a call gets for it."""
+        self._error = _describe(error)
+        self._client = None  # calls from now on are told at once, before the supervisor wakes up
+        self._lost.set()
+        return ConnectionError(f"{_where(self.server)} closed the connection: {self._error}; it is being restarted")
+
+    async def call(self, tool: str, arguments: Mapping[str, Any]) -> Any:
+        """Call the server's tool *tool*; the outcome as a tool implementation returns it.
+
+        Raises:
+            ConnectionError: The server is down, or the connection dropped during the call.
+        """
+        from mcp.shared.exceptions import MCPError  # noqa: PLC0415
+        from mcp_types import CONNECTION_CLOSED  # noqa: PLC0415
+
+        client = self._client
+        if client is None:
+            why = f": {self._error}" if self._error else ""
+            msg = f"{_where(self.server)} is not connected{why}; it is being restarted"
+            raise ConnectionError(msg)
+        sink = current_progress_sink()
+
+        async def progress(progress: float, total: float | None, message: str | None) -> None:
+            if sink is not None:
+                sink(progress, total, message)
+
+        try:
+            result = await client.call_tool(tool, dict(arguments), progress_callback=progress)
+        except MCPError as exc:
+            if exc.code == CONNECTION_CLOSED:
+                raise self.lost(exc) from None
+            return {"success": False, "error": f"{_where(self.server)} refused the call: {exc.message}"}
+        except (trio.BrokenResourceError, trio.ClosedResourceError, EOFError) as exc:
+            raise self.lost(exc) from None
+        return _outcome(result)
+
+
+def _outcome(result: Any) -> Any:
+    """What a ``CallToolResult`` means as a tool's return value."""
+    if result.is_error:
+        text = _text(result.content)
+        return {"success": False, "error": text or "the remote tool failed without saying why"}
+    if result.structured_content is not None:
+        return result.structured_content
+    text_only = all(getattr(block, "type", None) == "text" for block in result.content)
+    if text_only:
+        return _text(result.content)
+    return [block.model_dump(mode="json", by_alias=True, exclude_none=True) for block in result.content]
+
+
+def _text(content: Iterable[Any]) -> str:
+    return "\n".join(block.text for block in content if getattr(block, "type", None) == "text")
+
+
+async def _list_tools(client: Client, server: McpServer) -> list[RemoteTool]:
+    """The server's tools that the entry imports, read page by page (bounded)."""
+    tools: list[RemoteTool] = []
+    cursor: str | None = None
+    for _ in range(_MAX_PAGES):
+        page = await client.list_tools(cursor=cursor)
+        for tool in page.tools:
+            if not server.imports(tool.name):
+                continue
+            if len(tools) == MAX_REMOTE_TOOLS:
+                warnings.warn(
+                    f"{_where(server)} lists more than {MAX_REMOTE_TOOLS} tools; the rest are left out "
+                    "(name the ones to import under tools:)",
+                    ToolSourceWarning,
+                    stacklevel=1,
+                )
+                return tools
+            annotations = (
+                tool.annotations.model_dump(by_alias=True, exclude_none=True) if tool.annotations is not None else {}
+            )
+            tools.append(
+                RemoteTool(
+                    name=tool.name,
+                    description=tool.description or "",
+                    title=tool.title or "",
+                    input_schema=tool.input_schema,
+                    output_schema=tool.output_schema,
+                    annotations=annotations,
+                )
+            )
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    missing = [name for name in server.tools or () if name not in {tool.name for tool in tools}]
+    if missing:
+        warnings.warn(
+            f"{_where(server)} lists no tool {', '.join(repr(name) for name in missing)} (named under tools:)",
+            ToolSourceWarning,
+            stacklevel=1,
+        )
+    return tools
+
+
+@attrs.frozen
+class _RemoteCall:
+    """The implementation of one remote tool: a call of the server's tool over its connection."""
+
+    connection: _Connection
+    tool: str
+
+    async def __call__(self, **arguments: Any) -> Any:
+        return await self.connection.call(self.tool, arguments)
+
+
+def _usable(server: McpServer, tool: RemoteTool) -> ToolSpec | None:
+    """The spec of *tool*, or ``None`` (with a warning) when toolflow cannot use what the server listed."""
+    try:
+        spec = remote_tool_spec(server, tool)
+    except (ValueError, TypeError) as exc:
+        problem = str(exc)
+    else:
+        compiled = ArgumentValidator.for_spec(spec).compiled
+        if compiled is None or not compiled.problem:
+            return spec
+        problem = f"its inputSchema cannot be used: {compiled.problem}"
+    warnings.warn(f"{_where(server)}: tool {tool.name!r} is left out: {problem}", ToolSourceWarning, stacklevel=1)
+    return None
+
+
+@contextlib.asynccontextmanager
+async def open_registry(
+    paths: Iterable[str | os.PathLike[str]] | LoadResult,
+    *,
+    plugins: Plugins | None = None,
+    environ: Mapping[str, str] | None = None,
+    connect_timeout: float = 60.0,
+    errlog: TextIO | int | None = None,
+) -> AsyncIterator[Registry]:
+    """Load the specs, connect to the MCP servers they import, and build one registry.
+
+    Like :func:`~toolflow.load_registry`, with the tools of the specs' ``mcp_servers:`` in it,
+    bound to connections that stay open until the block ends (servers over stdio are stopped
+    then). Specs without servers give the same registry as ``load_registry`` and connect nothing.
+
+    Args:
+        paths: Spec files and directories, or specs loaded already (:func:`~toolflow.load_specs`).
+        plugins: The plugins to bind with (default: :func:`~toolflow.load_plugins` with its defaults).
+        environ: Variables for ``${VAR}`` interpolation (default: ``os.environ``).
+        connect_timeout: Seconds each server has to start, answer and list its tools.
+        errlog: Where the standard error of servers run over stdio goes: a file, or
+            ``subprocess.DEVNULL`` (default: ``sys.stderr`` when it is a real file, else nowhere).
+
+    Raises:
+        SpecError: The specs have errors.
+        RegistryError: The specs (the remote tools included) and plugins do not fit together.
+        ToolSourceError: A server could not be started, reached or listed within *connect_timeout*.
+        ToolflowError: The specs declare servers and the ``mcp`` SDK is not installed.
+    """
+    expect(plugins, (Plugins, type(None)), "open_registry: plugins", "a toolflow.Plugins or None")
+    if plugins is None:
+        plugins = load_plugins()
+    specs = paths if isinstance(paths, LoadResult) else load_specs(paths, environ=environ, **plugins.loader_options())
+    servers = specs.mcp_servers
+    if not servers or not specs.ok:
+        yield Registry.build(specs, plugins)
+        return
+    async with _open_connections(servers, connect_timeout=connect_timeout, errlog=errlog) as (connections, remote):
+        kind = ImplementationKind(name=MCP_KIND, schema={}, build=_binder(connections), plugin="mcp_servers")
+        joined = attrs.evolve(specs, files=(*specs.files, SpecFile(path="<mcp_servers>", tools=tuple(remote))))
+        registry = Registry.build(joined, plugins, kinds={MCP_KIND: kind})
+        # Names that only may have been remote were let through by build(); the servers have listed now.
+        problems = unknown_references(specs, registry.names(), listed=True)
+        if problems:
+            raise RegistryError(problems)
+        yield registry
+
+
+async def remote_specs(
+    servers: Iterable[McpServer], *, connect_timeout: float = 60.0, errlog: TextIO | int | None = None
+) -> list[ToolSpec]:
+    """The specs of the tools that *servers* list (each connected, listed and closed again).
+
+    For what reads the remote tools without calling them (``toolflow list``, ``lint --connect``).
+
+    Raises:
+        ToolSourceError: A server could not be started, reached or listed within *connect_timeout*.
+        ToolflowError: The ``mcp`` SDK is not installed.
+    """
+    async with _open_connections(tuple(servers), connect_timeout=connect_timeout, errlog=errlog) as (_, remote):
+        return remote
+
+
+@contextlib.asynccontextmanager
+async def _open_connections(
+    servers: tuple[McpServer, ...], *, connect_timeout: float, errlog: TextIO | int | None
+) -> AsyncIterator[tuple[Mapping[str, _Connection], list[ToolSpec]]]:
+    """Connect to every server and list its tools; the connections stay up until the block ends."""
+    _require_mcp()
+    try:
+        async with trio.open_nursery() as nursery:
+            connections = {server.name: _Connection(server, _errlog(errlog)) for server in servers}
+            remote: list[ToolSpec] = []
+            for connection in connections.values():
+                try:
+                    with trio.fail_after(connect_timeout):
+                        listing: list[RemoteTool] = await nursery.start(connection.supervise)
+                except trio.TooSlowError:
+                    msg = f"{_where(connection.server)} did not list its tools within {connect_timeout:g}s"
+                    raise ToolSourceError(msg, server=connection.server) from None
+                remote.extend(spec for tool in listing if (spec := _usable(connection.server, tool)) is not None)
+            try:
+                yield connections, remote
+            finally:
+                nursery.cancel_scope.cancel()
+    except BaseExceptionGroup as group:
+        # The nursery wraps what its body raised (the caller's own exception, from the yield) and
+        # what a connection raised; one exception is raised as itself, as if there were no nursery.
+        if len(group.exceptions) == 1:
+            raise group.exceptions[0] from None
+        raise
+
+
+def _binder(connections: Mapping[str, _Connection]) -> Any:
+    """The ``build`` of the ``mcp`` kind: a remote tool's spec to its call over its server's connection."""
+
+    def build(spec: ToolSpec) -> _RemoteCall:
+        ref = spec.implementations[0].config
+        if not isinstance(ref, McpToolRef):  # pragma: no cover - only remote specs have this kind
+            msg = f"tool {spec.name!r} is not a remote tool"
+            raise TypeError(msg)
+        return _RemoteCall(connections[ref.server], ref.tool)
+
+    return build
+
+
+def _errlog(errlog: TextIO | int | None) -> TextIO | int:
+    """Where a stdio server's standard error goes: *errlog*, else ours when it is a real file, else nowhere."""
+    if errlog is not None:
+        return errlog
+    try:
+        sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):  # captured (tests, an in-process CLI run)
+        return subprocess.DEVNULL
+    return sys.stderr
