@@ -51,9 +51,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BACKOFF",
+    "MAX_LISTED",
     "MAX_REMOTE_TOOLS",
     "ToolSourceError",
     "ToolSourceWarning",
+    "client_for",
+    "describe_error",
+    "list_server",
     "open_registry",
     "remote_specs",
 ]
@@ -63,6 +67,9 @@ MAX_REMOTE_TOOLS = 1000
 
 _MAX_PAGES = 100
 """At most this many ``tools/list`` pages are read from one server."""
+
+MAX_LISTED = 10_000
+"""At most this many tools of one server's listing are read (imported or not)."""
 
 BACKOFF = (0.5, 30.0)
 """The first and the longest wait, in seconds, before a dead server is started again (doubling)."""
@@ -77,16 +84,57 @@ def _require_mcp() -> None:
         raise ToolflowError(msg) from None
 
 
-def _describe(error: BaseException) -> str:
-    """One line for *error* (the first leaf of an exception group)."""
+def describe_error(error: BaseException) -> str:
+    """One line for *error* (the first leaf of an exception group; whitespace collapsed; at most 300 characters)."""
     while isinstance(error, BaseExceptionGroup) and error.exceptions:
         error = error.exceptions[0]
-    text = str(error) or type(error).__name__
+    text = " ".join((str(error) or type(error).__name__).split())
     return text if len(text) <= 300 else text[:297] + "..."
 
 
 def _where(server: McpServer) -> str:
     return f"MCP server {server.name!r}" + (f" (declared in {server.file})" if server.file else "")
+
+
+def client_for(server: McpServer, errlog: TextIO | int) -> Client:
+    """An unentered ``mcp`` client of *server* (stdio: its standard error to *errlog*)."""
+    from mcp import Client, StdioServerParameters  # noqa: PLC0415 - only specs with servers need the SDK
+    from mcp.client.stdio import stdio_client  # noqa: PLC0415
+    from mcp.client.streamable_http import streamable_http_client  # noqa: PLC0415
+    from mcp.shared._httpx_utils import create_mcp_http_client  # noqa: PLC0415
+
+    if server.url:
+
+        @contextlib.asynccontextmanager
+        async def http_transport() -> AsyncIterator[Any]:
+            # A client we pass in is ours to close (the SDK closes only the ones it makes).
+            async with (
+                create_mcp_http_client(headers=dict(server.headers)) as http,
+                streamable_http_client(server.url, http_client=http) as streams,
+            ):
+                yield streams
+
+        return Client(http_transport(), cache=None)
+    parameters = StdioServerParameters(
+        command=server.command[0],
+        args=list(server.command[1:]),
+        env=dict(server.env) or None,
+        cwd=server.cwd or None,
+    )
+    # anyio's open_process takes a file descriptor (DEVNULL) for stderr too; the SDK's hint says TextIO.
+    return Client(stdio_client(parameters, errlog=cast("TextIO", errlog)), cache=None)
+
+
+async def list_server(server: McpServer, *, errlog: TextIO | int | None = None) -> list[RemoteTool]:
+    """Connect to *server*, read every tool it lists (bounded: :data:`MAX_LISTED`), and disconnect.
+
+    For ``toolflow lint --connect``, which needs the names of all the tools, imported or not.
+
+    Raises:
+        Exception: Whatever the ``mcp`` SDK or the transport raised (the server cannot be used).
+    """
+    async with client_for(server, _errlog(errlog)) as client:
+        return await _all_tools(client)
 
 
 @attrs.define
@@ -100,34 +148,6 @@ class _Connection:
     _error: str = ""
     outages: int = 0
 
-    def _open_client(self) -> Client:
-        from mcp import Client, StdioServerParameters  # noqa: PLC0415 - only specs with servers need the SDK
-        from mcp.client.stdio import stdio_client  # noqa: PLC0415
-        from mcp.client.streamable_http import streamable_http_client  # noqa: PLC0415
-        from mcp.shared._httpx_utils import create_mcp_http_client  # noqa: PLC0415
-
-        server = self.server
-        if server.url:
-
-            @contextlib.asynccontextmanager
-            async def http_transport() -> AsyncIterator[Any]:
-                # A client we pass in is ours to close (the SDK closes only the ones it makes).
-                async with (
-                    create_mcp_http_client(headers=dict(server.headers)) as http,
-                    streamable_http_client(server.url, http_client=http) as streams,
-                ):
-                    yield streams
-
-            return Client(http_transport(), cache=None)
-        parameters = StdioServerParameters(
-            command=server.command[0],
-            args=list(server.command[1:]),
-            env=dict(server.env) or None,
-            cwd=server.cwd or None,
-        )
-        # anyio's open_process takes a file descriptor (DEVNULL) for stderr too; the SDK's hint says TextIO.
-        return Client(stdio_client(parameters, errlog=cast("TextIO", self.errlog)), cache=None)
-
     async def supervise(self, *, task_status: trio.TaskStatus[list[RemoteTool]] = trio.TASK_STATUS_IGNORED) -> None:
         """Connect, list the tools (reported through *task_status*), and keep the connection up.
 
@@ -138,17 +158,17 @@ class _Connection:
         delay = BACKOFF[0]
         while True:
             try:
-                async with self._open_client() as client:
+                async with client_for(self.server, self.errlog) as client:
                     if listing is None:
-                        listing = await _list_tools(client, self.server)
+                        listing = _imported(self.server, await _all_tools(client))
                         task_status.started(listing)
                     self._client, self._lost, delay = client, trio.Event(), BACKOFF[0]
                     await self._lost.wait()
             except Exception as exc:  # noqa: BLE001 - whatever ended the connection is this outage's cause
                 if listing is None:
-                    msg = f"{_where(self.server)} cannot be used: {_describe(exc)}"
+                    msg = f"{_where(self.server)} cannot be used: {describe_error(exc)}"
                     raise ToolSourceError(msg, server=self.server) from None
-                self._error = _describe(exc)
+                self._error = describe_error(exc)
             finally:
                 self._client = None
             self.outages += 1
@@ -162,7 +182,7 @@ class _Connection:
 
     def lost(self, error: BaseException) -> ConnectionError:
         """Note that the connection is gone; the error a call gets for it."""
-        self._error = _describe(error)
+        self._error = describe_error(error)
         self._client = None  # calls from now on are told at once, before the supervisor wakes up
         self._lost.set()
         return ConnectionError(f"{_where(self.server)} closed the connection: {self._error}; it is being restarted")
@@ -215,26 +235,14 @@ def _text(content: Iterable[Any]) -> str:
     return "\n".join(block.text for block in content if getattr(block, "type", None) == "text")
 
 
-async def _list_tools(client: Client, server: McpServer) -> list[RemoteTool]:
-    """The server's tools that the entry imports, read page by page (bounded)."""
+async def _all_tools(client: Client) -> list[RemoteTool]:
+    """Every tool the server lists, read page by page (at most :data:`MAX_LISTED`, 100 pages)."""
     tools: list[RemoteTool] = []
     cursor: str | None = None
     for _ in range(_MAX_PAGES):
         page = await client.list_tools(cursor=cursor)
-        for tool in page.tools:
-            if not server.imports(tool.name):
-                continue
-            if len(tools) == MAX_REMOTE_TOOLS:
-                warnings.warn(
-                    f"{_where(server)} lists more than {MAX_REMOTE_TOOLS} tools; the rest are left out "
-                    "(name the ones to import under tools:)",
-                    ToolSourceWarning,
-                    stacklevel=1,
-                )
-                return tools
-            annotations = (
-                tool.annotations.model_dump(by_alias=True, exclude_none=True) if tool.annotations is not None else {}
-            )
+        for tool in page.tools[: MAX_LISTED - len(tools)]:
+            hints = tool.annotations
             tools.append(
                 RemoteTool(
                     name=tool.name,
@@ -242,13 +250,27 @@ async def _list_tools(client: Client, server: McpServer) -> list[RemoteTool]:
                     title=tool.title or "",
                     input_schema=tool.input_schema,
                     output_schema=tool.output_schema,
-                    annotations=annotations,
+                    annotations=hints.model_dump(by_alias=True, exclude_none=True) if hints is not None else {},
                 )
             )
         cursor = page.next_cursor
-        if cursor is None:
+        if cursor is None or len(tools) == MAX_LISTED:
             break
-    missing = [name for name in server.tools or () if name not in {tool.name for tool in tools}]
+    return tools
+
+
+def _imported(server: McpServer, listed: list[RemoteTool]) -> list[RemoteTool]:
+    """The tools of *listed* that the entry imports (at most :data:`MAX_REMOTE_TOOLS`); warnings for the rest."""
+    tools = [tool for tool in listed if server.imports(tool.name)]
+    if len(tools) > MAX_REMOTE_TOOLS:
+        warnings.warn(
+            f"{_where(server)} lists more than {MAX_REMOTE_TOOLS} tools; the rest are left out "
+            "(name the ones to import under tools:)",
+            ToolSourceWarning,
+            stacklevel=1,
+        )
+        tools = tools[:MAX_REMOTE_TOOLS]
+    missing = [name for name in server.tools or () if name not in {tool.name for tool in listed}]
     if missing:
         warnings.warn(
             f"{_where(server)} lists no tool {', '.join(repr(name) for name in missing)} (named under tools:)",
