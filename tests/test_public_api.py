@@ -47,6 +47,7 @@ EXPECTED = [
     "ModelProvider",
     "ModelRequest",
     "ModelResponse",
+    "Operation",
     "ParameterError",
     "ParameterRule",
     "Pipeline",
@@ -104,6 +105,7 @@ EXPECTED = [
     "run_in_template_worker",
     "template_environment",
     "template_variables",
+    "trace_context",
     "unguarded_template_reads",
     "validate_specs",
 ]
