@@ -8,15 +8,20 @@ default instance, which would use the global providers, is disabled in these plu
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
+import subprocess
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import trio
 import trio.testing
+from _mcp_wire import answers, call, open_session
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -25,8 +30,11 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 import toolflow
-from toolflow import hookimpl, load_plugins, load_registry, open_engine
+from toolflow import Engine, hookimpl, load_plugins, load_registry, open_engine
 from toolflow._loop import Agent
+from toolflow._serve import Lifecycle, ToolService, build_server
+from toolflow._serve_http import HTTPSettings, listen, serve_http
+from toolflow._telemetry import remote_parent
 from toolflow.default_plugins._scripted import open_scripted
 from toolflow.default_plugins.otel import Telemetry
 
@@ -324,3 +332,116 @@ async def test_a_raising_operation_hook_is_a_warning_not_a_failure(traced: Trace
             result = await engine.call("add", {"a": 1, "b": 1})
     assert result.data == 2
     assert [span.name for span in traced.spans()] == ["execute_tool add"]
+
+
+# --- trace context from MCP clients ------------------------------------------------------------
+
+CLIENT_TRACE = "0af7651916cd43dd8448eb211c80319c"
+CLIENT_SPAN = "b7ad6b7169203331"
+
+
+async def test_serve_makes_the_clients_span_the_parent_of_the_call(traced: Traced) -> None:
+    """A `tools/call` whose `params._meta` has a traceparent: the call's span joins the client's trace under its span.
+
+    `toolflow serve`'s HTTP server, in process, with a real HTTP client; a call without `_meta`
+    starts a trace of its own.
+    """
+
+    @contextlib.asynccontextmanager
+    async def traced_engine() -> AsyncIterator[Engine]:
+        async with open_engine(traced.registry, plugins=traced.plugins) as engine:
+            yield engine
+
+    service = ToolService(registry=traced.registry, open_engine=traced_engine)
+    lifecycle = Lifecycle()
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery, httpx.AsyncClient() as client:
+            url = await nursery.start(
+                functools.partial(
+                    serve_http,
+                    build_server(service, lifecycle),
+                    listen(HTTPSettings(port=0)),
+                    closing=lifecycle.closing,
+                )
+            )
+            session = await open_session(client, url)
+            request = call(1, "add", {"a": 1, "b": 2})
+            request["params"]["_meta"] = {
+                "traceparent": f"00-{CLIENT_TRACE}-{CLIENT_SPAN}-01",
+                "tracestate": "vendor=1",
+            }
+            joined = await client.post(url, json=request, headers=session)
+            alone = await client.post(url, json=call(2, "add", {"a": 2, "b": 2}), headers=session)
+            lifecycle.stop()
+    assert answers(joined)[0]["result"]["content"][0]["text"] == "3"
+    assert answers(alone)[0]["result"]["content"][0]["text"] == "4"
+    first, second = traced.named("execute_tool add")
+    assert first.parent is not None
+    assert first.parent.is_remote
+    assert f"{first.parent.span_id:016x}" == CLIENT_SPAN
+    assert f"{first.context.trace_id:032x}" == CLIENT_TRACE
+    assert first.context.trace_state.get("vendor") == "1"
+    assert attributes(first)["gen_ai.tool.call.id"] == "mcp_1"
+    assert second.parent is None
+    assert f"{second.context.trace_id:032x}" != CLIENT_TRACE
+
+
+@pytest.mark.parametrize("meta", [{"traceparent": "not-a-traceparent"}, {"traceparent": 7}, "x", None])
+async def test_a_malformed_traceparent_is_ignored(traced: Traced, meta: object) -> None:
+    """`remote_parent` with a carrier it cannot read changes nothing: the call starts its own trace."""
+    with trio.fail_after(10), remote_parent(meta):
+        async with open_engine(traced.registry, plugins=traced.plugins) as engine:
+            result = await engine.call("add", {"a": 1, "b": 2})
+    assert result.success
+    (span,) = traced.spans()
+    assert span.parent is None
+
+
+# --- without the extra -------------------------------------------------------------------------
+
+ABSENT = """\
+import sys, json, trio
+sys.modules["opentelemetry"] = None  # as if the [otel] extra were not installed: importing it fails
+import toolflow
+from toolflow._loop import Agent
+from toolflow.default_plugins._scripted import open_scripted
+from toolflow.default_plugins import otel
+
+async def main():
+    plugins = toolflow.load_plugins(entry_points=False)
+    registry = toolflow.load_registry([sys.argv[1]], plugins=plugins)
+    async with toolflow.open_engine(registry, plugins=plugins) as engine:
+        called = await engine.call("env", {"python": sys.executable})
+        agent = Agent(engine, open_scripted(sys.argv[2]), format="openai")
+        ran = await agent.run("go")
+    loaded = sorted(m for m, module in sys.modules.items() if m.startswith("opentelemetry") and module is not None)
+    print(json.dumps({
+        "called": called.success, "answer": ran.final_answer, "trace": toolflow.trace_context(),
+        "loaded": loaded, "hook": hasattr(otel, "toolflow_wrap_operation"),
+    }))
+
+if __name__ == "__main__":  # trio-parallel's workers import this file again
+    trio.run(main)
+"""
+
+
+def test_without_opentelemetry_nothing_of_it_is_imported(tmp_path: Path) -> None:
+    """With `opentelemetry` unimportable, calls and loops run, the plugin has no hook and no OpenTelemetry module loads."""
+    spec = tmp_path / "tools.yaml"
+    spec.write_text(
+        SPEC.split("  add:", maxsplit=1)[0] + "  env:" + SPEC.split("  env:")[1].split("  twice:", maxsplit=1)[0],
+        encoding="utf-8",
+    )
+    transcript = tmp_path / "session.yaml"
+    transcript.write_text(json.dumps({"turns": [{"text": "done"}]}), encoding="utf-8")
+    script = tmp_path / "absent.py"
+    script.write_text(ABSENT, encoding="utf-8")
+    result = subprocess.run(
+        [sys.executable, str(script), str(spec), str(transcript)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == {"called": True, "answer": "done", "trace": {}, "loaded": [], "hook": False}
