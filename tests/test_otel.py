@@ -311,6 +311,7 @@ async def test_untraced_calls_pass_no_trace_context(tmp_path: Path) -> None:
     with trio.fail_after(30), pytest.MonkeyPatch.context() as patch:
         patch.delenv("TRACEPARENT", raising=False)
         async with open_engine(registry, plugins=plugins) as engine:
+            assert engine._wrappers == ()  # the otel plugin said no when the engine opened: no tracing step
             result = await engine.call("env", {"python": sys.executable})
     assert json.loads(result.data["stdout"]) == {"TRACEPARENT": None, "TRACESTATE": None}
 

@@ -111,7 +111,7 @@ from toolflow._registry import Registry, UnknownToolError
 from toolflow._results import ToolResult
 from toolflow._retrying import may_retry_automatically
 from toolflow._store_access import Pending, StoreAccess
-from toolflow._telemetry import EXECUTE_TOOL, Operation, operation_scope, wraps_operations
+from toolflow._telemetry import EXECUTE_TOOL, Operation, active_wrappers, operation_scope
 
 __all__ = [
     "ONE_DANGEROUS_PER_TURN",
@@ -208,7 +208,7 @@ class Engine:
             cache_backend_factory(cache_backend, plugins)  # an unknown backend fails here, not at a call
         self._clock = clock
         self._hooks = Hooks(plugins)
-        self._traced = wraps_operations(plugins)  # toolflow_wrap_operation: each call in its scopes
+        self._wrappers = active_wrappers(plugins)  # toolflow_wrap_operation: each call in their scopes
         threads = trio.CapacityLimiter(max_concurrency if max_threads is None else max_threads)
         self._attempts = Attempts(self._hooks, threads=threads, slots=Slots(max_concurrency), counted=True)
         self._store = StoreAccess(
@@ -306,7 +306,7 @@ class Engine:
         "reason": "killed"}``; a :meth:`request_stop` while it waits for its first concurrency
         slot, the failure ``{"status": "aborted", "reason": "stopped"}`` (the tool did not run).
         """
-        if self._traced:
+        if self._wrappers:
             return await self._in_scope(name, arguments, call_id)
         admitted = self._admit(name)
         if isinstance(admitted, ToolResult):
@@ -322,7 +322,7 @@ class Engine:
         """
         details = {"step": step, "approval": self.needs_approval(name)}
         with operation_scope(
-            self.plugins, Operation(kind=EXECUTE_TOOL, name=name, call_id=call_id, details=details)
+            self._wrappers, Operation(kind=EXECUTE_TOOL, name=name, call_id=call_id, details=details)
         ) as op:
             admitted = self._admit(name, step=step)
             if isinstance(admitted, ToolResult):
@@ -630,7 +630,7 @@ class Engine:
         """Admit and run one call of a batch; ``None`` when a stop kept it from running."""
         if self._stop_requested:
             return None
-        admitted = self._admit(call.name) if not self._traced else None
+        admitted = self._admit(call.name) if not self._wrappers else None
         duration = None
         if isinstance(admitted, ToolResult):
             result = admitted
@@ -660,7 +660,7 @@ class Engine:
         *approved*: the pipeline's approval covered it. :data:`~toolflow._attempts.STOPPED` when
         a stop kept it from running.
         """
-        if self._traced:
+        if self._wrappers:
             return await self._in_scope(name, arguments, call_id, step=True, approved=approved)
         admitted = self._admit(name, step=True)
         if isinstance(admitted, ToolResult):

@@ -67,7 +67,7 @@ from toolflow._providers import (
 )
 from toolflow._results import DEFAULT_MAX_RESULT_CHARS, ToolResult
 from toolflow._retrying import Decision, next_delay
-from toolflow._telemetry import INVOKE_AGENT, MODEL_REQUEST, model_operation, operation_scope
+from toolflow._telemetry import INVOKE_AGENT, MODEL_REQUEST, active_wrappers, model_operation, operation_scope
 
 __all__ = ["Agent", "Approver", "LoopResult", "TurnRecord"]
 
@@ -306,6 +306,7 @@ class Agent:
         self.max_result_chars = max_result_chars
         self.provider_retry = provider_retry
         self.on_turn = on_turn
+        self._wrappers = active_wrappers(engine.plugins)  # toolflow_wrap_operation: runs and requests in their scopes
         self._messages: list[Mapping[str, Any]] = []
         self._stop = False
         self._killed = False
@@ -370,7 +371,7 @@ class Agent:
         valid history. The first :meth:`run` (or :meth:`reflect`) writes the system prompt, and
         raises :class:`~toolflow.UsageError` when the text format's template fails to render.
         """
-        with operation_scope(self.engine.plugins, model_operation(INVOKE_AGENT, self.provider.name, self.model)) as op:
+        with operation_scope(self._wrappers, model_operation(INVOKE_AGENT, self.provider.name, self.model)) as op:
             await self._start(prompt)
             state = _RunState()
             decision = None
@@ -575,7 +576,7 @@ class Agent:
             attempt += 1
             try:
                 request_op = model_operation(MODEL_REQUEST, self.provider.name, request.model, request.turn)
-                with operation_scope(self.engine.plugins, request_op) as op:
+                with operation_scope(self._wrappers, request_op) as op:
                     response = op.result = await self.provider.complete(request)
             except ProviderError as exc:
                 decision = Decision(retryable=exc.retryable, reason=str(exc), retry_after=exc.retry_after)

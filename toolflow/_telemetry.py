@@ -22,7 +22,7 @@ import functools
 import importlib.util
 import sys
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, cast
 
 import attrs
@@ -35,11 +35,12 @@ __all__ = [
     "MODEL_REQUEST",
     "Operation",
     "OperationHookWarning",
+    "Wrapper",
+    "active_wrappers",
     "model_operation",
     "operation_scope",
     "remote_parent",
     "trace_context",
-    "wraps_operations",
 ]
 
 EXECUTE_TOOL = "execute_tool"
@@ -93,30 +94,60 @@ def model_operation(kind: str, provider: str, model: str, turn: int | None = Non
     return Operation(kind=kind, name=model, details=details)
 
 
-def wraps_operations(plugins: Plugins | None) -> bool:
-    """Whether any plugin implements ``toolflow_wrap_operation`` (looked up once per engine or loop)."""
-    return plugins is not None and bool(getattr(plugins.manager.hook, HOOK).get_hookimpls())
+Wrapper = tuple[str, Callable[..., Any]]
+"""A plugin's name and its ``toolflow_wrap_operation`` function."""
+
+
+def active_wrappers(plugins: Plugins | None) -> tuple[Wrapper, ...]:
+    """The ``toolflow_wrap_operation`` implementations that will wrap operations, asked once (an engine's, a loop's).
+
+    Each is called with ``operation=None``; one that answers ``None`` is left out, so a tracer
+    that is not configured costs nothing per call. One that raises is reported with an
+    :class:`OperationHookWarning` and left out too.
+    """
+    if plugins is None:
+        return ()
+    active = []
+    for impl in getattr(plugins.manager.hook, HOOK).get_hookimpls():  # registration order
+        function = impl.function
+        if "operation" not in impl.argnames:
+            function = functools.partial(_without_operation, function)
+        try:
+            answer = function(operation=None)
+        except Exception as exc:  # noqa: BLE001 - a tracer must never fail an engine
+            _warn(impl.plugin_name, exc)
+            continue
+        if answer is not None:
+            active.append((impl.plugin_name, function))
+    return tuple(active)
+
+
+def _without_operation(function: Callable[[], Any], *, operation: Operation | None) -> Any:
+    return function()
 
 
 @contextlib.contextmanager
-def operation_scope(plugins: Plugins | None, operation: Operation) -> Iterator[Operation]:
-    """Enter the plugins' ``toolflow_wrap_operation`` context managers around *operation*, first registered outermost.
+def operation_scope(wrappers: tuple[Wrapper, ...], operation: Operation) -> Iterator[Operation]:
+    """Enter the context managers of *wrappers* (see :func:`active_wrappers`) around *operation*, first outermost.
 
-    A hook that raises, or returns something that is not a context manager, is reported with an
+    A wrapper that raises, or whose context manager raises on entry, is reported with an
     :class:`OperationHookWarning` naming its plugin and left out: tracing never fails a call.
-    Exceptions of the body pass through every wrapper unchanged.
+    Exceptions of the body pass through every context manager.
     """
     with contextlib.ExitStack() as stack:
-        if plugins is not None:
-            for impl in getattr(plugins.manager.hook, HOOK).get_hookimpls():
-                try:
-                    wrapper = impl.function(**{name: operation for name in impl.argnames if name == "operation"})
-                    if wrapper is not None:
-                        stack.enter_context(wrapper)
-                except Exception as exc:  # noqa: BLE001 - a tracer must never fail the operation
-                    message = f"{HOOK} of plugin {impl.plugin_name!r} raised {type(exc).__name__}: {exc}"
-                    warnings.warn(OperationHookWarning(message), stacklevel=3)
+        for plugin, function in wrappers:
+            try:
+                wrapper = function(operation=operation)
+                if wrapper is not None:
+                    stack.enter_context(wrapper)
+            except Exception as exc:  # noqa: BLE001 - a tracer must never fail the operation
+                _warn(plugin, exc)
         yield operation
+
+
+def _warn(plugin: str, exc: Exception) -> None:
+    message = f"{HOOK} of plugin {plugin!r} raised {type(exc).__name__}: {exc}"
+    warnings.warn(OperationHookWarning(message), stacklevel=4)
 
 
 def trace_context() -> dict[str, str]:

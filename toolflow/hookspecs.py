@@ -175,6 +175,10 @@ def toolflow_wrap_operation(operation: Any) -> Any:
     everything the engine does with it (gates, validation, caches, approval, every attempt, a
     pipeline's steps, which are operations of their own inside it); ``toolflow_wrap_call``
     wraps each attempt. A hook that raises is reported as a warning and left out.
+
+    When an engine or an agent loop is made, the hook is called once with ``operation=None``: an
+    implementation that returns ``None`` then is not called for its operations (the ``otel``
+    plugin does so while OpenTelemetry has no tracer provider), so an idle tracer costs nothing.
     """
 
 

@@ -47,10 +47,14 @@ class Spans:
         meter = metrics.get_meter(SCOPE, __version__, meter_provider=meter_provider)
         self._histogram = create_gen_ai_client_operation_duration(meter)
 
-    def scope(self, operation: Operation) -> _Scope | None:
-        """The scope of *operation*; ``None`` while no tracer provider is configured (spans would go nowhere)."""
-        if self._tracer_provider is None and isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
-            return None
+    def configured(self) -> bool:
+        """Whether spans go somewhere: a provider was given, or OpenTelemetry's global one was set."""
+        return self._tracer_provider is not None or not isinstance(
+            trace.get_tracer_provider(), trace.ProxyTracerProvider
+        )
+
+    def scope(self, operation: Operation) -> _Scope:
+        """The scope of *operation*."""
         return _Scope(self._tracer, self._histogram, operation)
 
 

@@ -56,20 +56,22 @@ class Telemetry:
         self._spans: Spans | None = None
 
     @hookspecs.hookimpl
-    def toolflow_wrap_operation(self, operation: Operation) -> Any:
-        """A span around *operation*, or ``None`` while no tracer provider is configured."""
+    def toolflow_wrap_operation(self, operation: Operation | None) -> Any:
+        """A span around *operation*; asked with ``None`` when an engine opens: ``None`` while no provider is set."""
         spans = self._spans
         if spans is None:
             from toolflow.default_plugins._otel_spans import Spans  # noqa: PLC0415 - imports OpenTelemetry
 
             spans = self._spans = Spans(*self._providers)
+        if operation is None:
+            return True if spans.configured() else None
         return spans.scope(operation)
 
 
 if enabled():
 
     @hookspecs.hookimpl
-    def toolflow_wrap_operation(operation: Operation) -> Any:
+    def toolflow_wrap_operation(operation: Operation | None) -> Any:
         """The span of *operation*, in OpenTelemetry's global providers (see :class:`Telemetry`)."""
         return _GLOBAL.toolflow_wrap_operation(operation)
 
