@@ -23,6 +23,7 @@ import importlib.util
 import sys
 import warnings
 from collections.abc import Callable, Iterator, Mapping
+from types import TracebackType
 from typing import Any, cast
 
 import attrs
@@ -126,28 +127,53 @@ def _without_operation(function: Callable[[], Any], *, operation: Operation | No
     return function()
 
 
-@contextlib.contextmanager
-def operation_scope(wrappers: tuple[Wrapper, ...], operation: Operation) -> Iterator[Operation]:
-    """Enter the context managers of *wrappers* (see :func:`active_wrappers`) around *operation*, first outermost.
+def operation_scope(
+    wrappers: tuple[Wrapper, ...], operation: Operation
+) -> contextlib.AbstractContextManager[Operation]:
+    """The context managers of *wrappers* (see :func:`active_wrappers`) around *operation*, first outermost.
 
-    A wrapper that raises, or whose context manager raises on entry, is reported with an
+    A wrapper that raises, or whose context manager raises on entry or exit, is reported with an
     :class:`OperationHookWarning` naming its plugin and left out: tracing never fails a call.
-    Exceptions of the body pass through every context manager.
+    Exceptions of the body pass through every context manager, which cannot swallow them.
     """
-    with contextlib.ExitStack() as stack:
-        for plugin, function in wrappers:
+    return _Scopes(wrappers, operation)
+
+
+class _Scopes:
+    """What :func:`operation_scope` returns: a plain class, since a traced call enters one per call."""
+
+    __slots__ = ("_entered", "_operation", "_wrappers")
+
+    def __init__(self, wrappers: tuple[Wrapper, ...], operation: Operation) -> None:
+        self._wrappers = wrappers
+        self._operation = operation
+        self._entered: list[tuple[str, contextlib.AbstractContextManager[Any]]] = []
+
+    def __enter__(self) -> Operation:
+        operation, entered = self._operation, self._entered
+        for plugin, function in self._wrappers:
             try:
                 wrapper = function(operation=operation)
                 if wrapper is not None:
-                    stack.enter_context(wrapper)
+                    wrapper.__enter__()
+                    entered.append((plugin, wrapper))
             except Exception as exc:  # noqa: BLE001 - a tracer must never fail the operation
                 _warn(plugin, exc)
-        yield operation
+        return operation
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        for plugin, wrapper in reversed(self._entered):
+            try:
+                wrapper.__exit__(exc_type, exc, traceback)
+            except Exception as error:  # noqa: BLE001 - nor end it with an error of its own
+                _warn(plugin, error)
 
 
 def _warn(plugin: str, exc: Exception) -> None:
     message = f"{HOOK} of plugin {plugin!r} raised {type(exc).__name__}: {exc}"
-    warnings.warn(OperationHookWarning(message), stacklevel=4)
+    warnings.warn(OperationHookWarning(message), stacklevel=3)
 
 
 def trace_context() -> dict[str, str]:

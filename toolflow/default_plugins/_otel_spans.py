@@ -117,37 +117,40 @@ def _start(operation: Operation) -> tuple[str, SpanKind, dict[str, Any]]:
 
 
 def _finish(span: Span, operation: Operation, exc: BaseException | None) -> str | None:
-    """Describe how *operation* ended on *span*; its ``error.type`` (``None`` for a success)."""
+    """Describe how *operation* ended on *span* (one ``set_attributes``); its ``error.type`` (``None``: a success)."""
     result = operation.result
+    attributes: dict[str, Any] = {}
     error: str | None
     if exc is not None or result is None:
         status = getattr(exc, "status", None)  # a ProviderError's HTTP status, when there was one
         error = str(status) if isinstance(status, int) else type(exc).__qualname__ if exc is not None else "_OTHER"
     elif isinstance(result, ToolResult):
-        error = _tool_outcome(span, result)
+        error = _tool_outcome(attributes, result)
     elif operation.kind == MODEL_REQUEST:
         error = None
-        _model_outcome(span, result)
+        _model_outcome(attributes, result)
     else:
-        error = _loop_outcome(span, result)
+        error = _loop_outcome(attributes, result)
     if error is not None:
-        span.set_attribute(ERROR_TYPE, error)
+        attributes[ERROR_TYPE] = error
         span.set_status(Status(StatusCode.ERROR, error))
+    if attributes:
+        span.set_attributes(attributes)
     return error
 
 
-def _tool_outcome(span: Span, result: ToolResult) -> str | None:
+def _tool_outcome(attributes: dict[str, Any], result: ToolResult) -> str | None:
     extra = result.extra
     attempts = extra.get("attempts")
     if isinstance(attempts, int):
-        span.set_attribute("toolflow.tool.attempts", attempts)
+        attributes["toolflow.tool.attempts"] = attempts
     if extra.get("cached"):
-        span.set_attribute("toolflow.cache.hit", True)  # noqa: FBT003 - OpenTelemetry's signature
+        attributes["toolflow.cache.hit"] = True
     if result.steps:
-        span.set_attribute("toolflow.pipeline.steps", len(result.steps))
+        attributes["toolflow.pipeline.steps"] = len(result.steps)
     status = extra.get("status")
     if status == "denied":
-        span.set_attribute("toolflow.approval.granted", False)  # noqa: FBT003 - OpenTelemetry's signature
+        attributes["toolflow.approval.granted"] = False
     if result.success:
         return None
     if isinstance(status, str):
@@ -158,22 +161,22 @@ def _tool_outcome(span: Span, result: ToolResult) -> str | None:
     return "tool_error"
 
 
-def _model_outcome(span: Span, response: Any) -> None:
+def _model_outcome(attributes: dict[str, Any], response: Any) -> None:
     usage = getattr(response, "usage", None)
     if usage is not None:
-        span.set_attribute(gen_ai.GEN_AI_USAGE_INPUT_TOKENS, usage.prompt_tokens)
-        span.set_attribute(gen_ai.GEN_AI_USAGE_OUTPUT_TOKENS, usage.completion_tokens)
+        attributes[gen_ai.GEN_AI_USAGE_INPUT_TOKENS] = usage.prompt_tokens
+        attributes[gen_ai.GEN_AI_USAGE_OUTPUT_TOKENS] = usage.completion_tokens
     finish_reason = getattr(response, "finish_reason", None)
     if finish_reason:
-        span.set_attribute(gen_ai.GEN_AI_RESPONSE_FINISH_REASONS, (finish_reason,))
+        attributes[gen_ai.GEN_AI_RESPONSE_FINISH_REASONS] = (finish_reason,)
 
 
-def _loop_outcome(span: Span, result: Any) -> str | None:
+def _loop_outcome(attributes: dict[str, Any], result: Any) -> str | None:
     usage = result.usage
-    span.set_attribute(gen_ai.GEN_AI_USAGE_INPUT_TOKENS, usage.prompt_tokens)
-    span.set_attribute(gen_ai.GEN_AI_USAGE_OUTPUT_TOKENS, usage.completion_tokens)
-    span.set_attribute("toolflow.loop.reason", result.reason)
-    span.set_attribute("toolflow.loop.turns", len(result.turns))
+    attributes[gen_ai.GEN_AI_USAGE_INPUT_TOKENS] = usage.prompt_tokens
+    attributes[gen_ai.GEN_AI_USAGE_OUTPUT_TOKENS] = usage.completion_tokens
+    attributes["toolflow.loop.reason"] = result.reason
+    attributes["toolflow.loop.turns"] = len(result.turns)
     return "provider_error" if result.reason == "provider_error" else None
 
 
