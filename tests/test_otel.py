@@ -218,6 +218,26 @@ async def test_failures_set_error_type_and_error_status_without_the_message(
     assert ("slow", "timeout") in failed
 
 
+async def test_approvals_are_attributes_of_the_call(traced: Traced) -> None:
+    """A call whose category needs approval says so; a refused one is `denied` with `approval.granted` false."""
+    policy = toolflow.Policy.from_mapping({"categories": {"safe_chain": {"approval": True}}})
+    answers = iter([True, False])
+    with trio.fail_after(10):
+        async with open_engine(
+            traced.registry, plugins=traced.plugins, policy=policy, approve=lambda call, category: next(answers)
+        ) as engine:
+            granted = await engine.call("in_thread", {})
+            refused = await engine.call("in_thread", {})
+    assert granted.success
+    assert not refused.success
+    first, second = (attributes(span) for span in traced.spans())
+    assert first["toolflow.approval.required"] is True
+    assert "toolflow.approval.granted" not in first
+    assert "error.type" not in first
+    assert second["toolflow.approval.granted"] is False
+    assert second["error.type"] == "denied"
+
+
 async def test_pipeline_steps_are_child_spans_of_the_pipeline(traced: Traced) -> None:
     """`execute_tool twice` is the parent of its two steps' `execute_tool add` spans, in one trace."""
     with trio.fail_after(10):

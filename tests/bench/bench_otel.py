@@ -32,50 +32,22 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
 import trio
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import bench_executor
+
 import toolflow
-
-SPEC = """\
-toolflow: 1
-tools:
-  add:
-    description: Add two integers.
-    parameters:
-      type: object
-      properties:
-        a: {type: integer, description: The first}
-        b: {type: integer, description: The second}
-      required: [a, b]
-    timeout: 5s
-    implementation: bench.add
-"""
-
-
-async def add(a: int, b: int) -> int:
-    """The trivial tool."""
-    return a + b
-
-
-class Bench:
-    """The plugin binding ``bench.add``."""
-
-    @toolflow.hookimpl
-    def toolflow_register_implementations(self, register: Callable[[str, Any], None]) -> None:
-        """Bind the tool."""
-        register("bench.add", add)
 
 
 def _registry(folder: Path, *extra: tuple[object, str]) -> tuple[toolflow.Registry, toolflow.Plugins]:
-    spec = folder / "bench.yaml"
-    spec.write_text(SPEC, encoding="utf-8")
-    plugins = toolflow.load_plugins(entry_points=False)
-    plugins.register(Bench(), "bench")
+    """``bench_executor``'s registry of the ``add`` tool, with the *extra* plugins registered."""
+    registry, plugins = bench_executor._registry(folder)
     for plugin, name in extra:
         plugins.register(plugin, name)
-    return toolflow.load_registry([spec], plugins=plugins), plugins
+    return registry, plugins
 
 
 async def _calls(engine: toolflow.Engine, calls: int) -> float:
@@ -104,7 +76,6 @@ def traced(rounds: int, calls: int) -> None:
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     meters = MeterProvider(metric_readers=[InMemoryMetricReader()])
     tracer = provider.get_tracer("bench")
-    env = {"TOOLFLOW_DISABLE_PLUGINS": "toolflow.default_plugins.otel"}
 
     async def bare(calls: int) -> float:
         start = time.perf_counter()
@@ -115,7 +86,6 @@ def traced(rounds: int, calls: int) -> None:
 
     async def main() -> dict[str, list[float]]:
         with tempfile.TemporaryDirectory() as tmp:
-            os.environ.update(env)
             registry, plugins = _registry(Path(tmp))
             traced_registry, traced_plugins = _registry(Path(tmp), (Telemetry(provider, meters), "otel-bench"))
             spans_registry, spans_plugins = _registry(Path(tmp), (Telemetry(provider), "otel-bench"))
@@ -170,8 +140,9 @@ def w1_child(rounds: int, calls: int) -> None:
                 times.append(await _calls(engine, calls))
         return statistics.median(times)
 
+    median = trio.run(main)
     loaded = sorted(m for m, module in sys.modules.items() if m.startswith("opentelemetry") and module is not None)
-    print(json.dumps({"median": trio.run(main), "toolflow": toolflow.__file__, "otel_loaded": bool(loaded)}))
+    print(json.dumps({"median": median, "toolflow": toolflow.__file__, "otel_loaded": bool(loaded)}))
 
 
 def w1(base: str, repeats: int, rounds: int, calls: int) -> None:
