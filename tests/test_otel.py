@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import os
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Mapping
@@ -416,6 +417,39 @@ async def test_a_malformed_traceparent_is_ignored(traced: Traced, meta: object) 
     assert result.success
     (span,) = traced.spans()
     assert span.parent is None
+
+
+# --- configured by OTEL_* ---------------------------------------------------------------------
+
+
+def test_opentelemetry_instrument_configures_the_sdk_from_the_environment(tmp_path: Path) -> None:
+    """`opentelemetry-instrument toolflow call` with OTEL_TRACES_EXPORTER=console prints the call's span."""
+    spec = tmp_path / "specs" / "tools.yaml"
+    spec.parent.mkdir()
+    spec.write_text(
+        "toolflow: 1\ntools:\n  hello:\n    description: Say hello.\n    template: hello\n", encoding="utf-8"
+    )
+    environment = {
+        **os.environ,
+        "OTEL_SERVICE_NAME": "toolflow-test",
+        "OTEL_TRACES_EXPORTER": "console",
+        "OTEL_METRICS_EXPORTER": "none",
+        "OTEL_LOGS_EXPORTER": "none",
+    }
+    command = [str(Path(sys.executable).parent / "opentelemetry-instrument"), sys.executable, "-m", "toolflow"]
+    result = subprocess.run(
+        [*command, "call", "hello", "{}", "--specs", str(spec.parent)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=environment,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    assert '"name": "execute_tool hello"' in result.stdout
+    assert '"gen_ai.tool.name": "hello"' in result.stdout
+    assert '"service.name": "toolflow-test"' in result.stdout
 
 
 # --- without the extra -------------------------------------------------------------------------
