@@ -3,14 +3,15 @@
 A default plugin with one hook, ``toolflow_wrap_operation``, which it implements only when
 OpenTelemetry's API is installed (looked up without importing it) and ``OTEL_SDK_DISABLED`` is
 not ``true``: without the extra the engine sees no hook, takes no tracing path and imports
-nothing of OpenTelemetry. OpenTelemetry itself is imported at the first operation.
+nothing of OpenTelemetry. OpenTelemetry's API is imported when the first engine opens.
 
 Spans follow the GenAI semantic conventions (``opentelemetry-semantic-conventions``' constants):
 ``execute_tool {tool}`` for every tool call, ``invoke_agent`` for a loop's run and
 ``chat {model}`` for each model request; the histogram ``gen_ai.client.operation.duration``
 measures tool calls and model requests. The providers are OpenTelemetry's global ones, which the
 SDK configures from the ``OTEL_*`` variables (``opentelemetry-instrument``) or the application
-sets; while no tracer provider is set, nothing is recorded and each operation costs one check.
+sets. An engine (or agent) made while no tracer provider is set asks the hook once and then
+never again: it records nothing and its calls take the untraced path.
 Neither arguments nor results nor error messages are recorded (see docs/telemetry.md).
 """
 
@@ -44,8 +45,8 @@ class Telemetry:
     """The plugin object behind the hook: a span (and a duration) for each operation.
 
     Args:
-        tracer_provider: Where spans go (default: OpenTelemetry's global provider, looked up at
-            each operation, so that one set later counts).
+        tracer_provider: Where spans go (default: OpenTelemetry's global provider; an engine
+            opened while none is set is not traced).
         meter_provider: Where the duration histogram goes (default: the global one).
     """
 
