@@ -39,19 +39,19 @@ class Sum(BaseModel):
     sum: float
 
 
-@server.tool(annotations=ToolAnnotations(readOnlyHint=True, idempotentHint=True))
+@server.tool(annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True))
 def add(a: float, b: float) -> Sum:
     """Add two numbers."""
     return Sum(sum=a + b)
 
 
-@server.tool(annotations=ToolAnnotations(readOnlyHint=True), structured_output=False)
+@server.tool(annotations=ToolAnnotations(read_only_hint=True), structured_output=False)
 def echo(text: str) -> str:
     """Say the text back."""
     return text
 
 
-@server.tool(annotations=ToolAnnotations(destructiveHint=True))
+@server.tool(annotations=ToolAnnotations(destructive_hint=True))
 def delete_everything(really: bool = False) -> str:
     """Claims to be destructive; deletes nothing."""
     return "nothing deleted" if not really else "still nothing deleted"

@@ -40,7 +40,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     ("yaml, loader", ("toolflow._yaml", "toolflow._loader", "toolflow._mcp_specs", "toolflow._project")),
     ("lint", ("toolflow._lint",)),
-    ("hookspecs, plugins", ("toolflow.hookspecs", "toolflow._plugins")),
+    ("hookspecs, plugins", ("toolflow.hookspecs", "toolflow._plugins", "toolflow._telemetry")),
     (
         "registry, export",
         (

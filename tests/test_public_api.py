@@ -48,6 +48,7 @@ EXPECTED = [
     "ModelProvider",
     "ModelRequest",
     "ModelResponse",
+    "Operation",
     "ParameterError",
     "ParameterRule",
     "Pipeline",
@@ -109,6 +110,7 @@ EXPECTED = [
     "run_in_template_worker",
     "template_environment",
     "template_variables",
+    "trace_context",
     "unguarded_template_reads",
     "validate_specs",
 ]

@@ -68,6 +68,7 @@ if TYPE_CHECKING:
     from toolflow._rendering import render_template, run_in_template_worker
     from toolflow._results import StepRecord, ToolResult
     from toolflow._retrying import retry_after_seconds
+    from toolflow._telemetry import Operation, trace_context
     from toolflow._template_guards import unguarded_template_reads
     from toolflow._templates import (
         DEFAULT_TEMPLATE_BUDGET,
@@ -124,6 +125,7 @@ _EXPORTS = {
     "ParameterError": "toolflow._validation",
     "ParameterRule": "toolflow._model",
     "Pipeline": "toolflow._model",
+    "Operation": "toolflow._telemetry",
     "PipelineStep": "toolflow._model",
     "PluginError": "toolflow._plugins",
     "PluginInfo": "toolflow._plugins",
@@ -183,6 +185,7 @@ _EXPORTS = {
     "run_in_template_worker": "toolflow._rendering",
     "template_environment": "toolflow._templates",
     "template_variables": "toolflow._templates",
+    "trace_context": "toolflow._telemetry",
     "unguarded_template_reads": "toolflow._template_guards",
     "validate_specs": "toolflow._loader",
 }
@@ -225,6 +228,7 @@ __all__ = [
     "ModelProvider",
     "ModelRequest",
     "ModelResponse",
+    "Operation",
     "ParameterError",
     "ParameterRule",
     "Pipeline",
@@ -286,6 +290,7 @@ __all__ = [
     "run_in_template_worker",
     "template_environment",
     "template_variables",
+    "trace_context",
     "unguarded_template_reads",
     "validate_specs",
 ]

@@ -29,6 +29,7 @@ __all__ = ["CONNECT_TIMEOUT", "list_servers", "server_listings"]
 CONNECT_TIMEOUT = 30.0
 """Seconds each server has to start (or answer) and list its tools."""
 
+
 def server_listings(
     paths: Iterable[str | os.PathLike[str]], plugins: Plugins | None, *, connect_timeout: float = CONNECT_TIMEOUT
 ) -> dict[str, ServerListing]:

@@ -22,6 +22,7 @@ class is missing, drawn under another base, or given another module or exit code
     ├── PluginLoadWarning             a plugin could not be loaded; toolflow goes on without it  _plugins
     ├── CacheWarning                  a cache store is unusable; the call ran without it         _cache
     ├── CallHookWarning               a plugin's call hook raised; the call went on              _attempts
+    ├── OperationHookWarning          a plugin's operation hook raised; it went on untraced      _telemetry
     ├── ApprovalWarning               an approver raised; the call was refused                   _approval
     └── ToolSourceWarning             an MCP server is down, or a remote tool was left out       _mcp_specs
 

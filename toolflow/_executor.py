@@ -111,6 +111,7 @@ from toolflow._registry import Registry, UnknownToolError
 from toolflow._results import ToolResult
 from toolflow._retrying import may_retry_automatically
 from toolflow._store_access import Pending, StoreAccess
+from toolflow._telemetry import EXECUTE_TOOL, Operation, active_wrappers, operation_scope
 
 __all__ = [
     "ONE_DANGEROUS_PER_TURN",
@@ -207,6 +208,7 @@ class Engine:
             cache_backend_factory(cache_backend, plugins)  # an unknown backend fails here, not at a call
         self._clock = clock
         self._hooks = Hooks(plugins)
+        self._wrappers = active_wrappers(plugins)  # toolflow_wrap_operation: each call in their scopes
         threads = trio.CapacityLimiter(max_concurrency if max_threads is None else max_threads)
         self._attempts = Attempts(self._hooks, threads=threads, slots=Slots(max_concurrency), counted=True)
         self._store = StoreAccess(
@@ -304,10 +306,30 @@ class Engine:
         "reason": "killed"}``; a :meth:`request_stop` while it waits for its first concurrency
         slot, the failure ``{"status": "aborted", "reason": "stopped"}`` (the tool did not run).
         """
+        if self._wrappers:
+            return await self._in_scope(name, arguments, call_id)
         admitted = self._admit(name)
         if isinstance(admitted, ToolResult):
             return admitted
         return await self._run(admitted, arguments, call_id)
+
+    async def _in_scope(
+        self, name: str, arguments: object, call_id: str, *, step: bool = False, approved: bool = False
+    ) -> ToolResult:
+        """A call (:meth:`call`, a batch's, a pipeline's step) inside the plugins' ``toolflow_wrap_operation`` scopes.
+
+        The same steps as an untraced call; the scope sees the call from its admission to its result.
+        """
+        details = {"step": step, "approval": self.needs_approval(name)}
+        with operation_scope(
+            self._wrappers, Operation(kind=EXECUTE_TOOL, name=name, call_id=call_id, details=details)
+        ) as op:
+            admitted = self._admit(name, step=step)
+            if isinstance(admitted, ToolResult):
+                op.result = admitted
+            else:
+                op.result = await self._run(admitted, arguments, call_id, approved=approved)
+        return cast("ToolResult", op.result)
 
     def _admit(self, name: str, *, step: bool = False) -> Plan | ToolResult:
         """The plan of tool *name* when it may run now, else the model-visible refusal (steps 1-2).
@@ -608,10 +630,14 @@ class Engine:
         """Admit and run one call of a batch; ``None`` when a stop kept it from running."""
         if self._stop_requested:
             return None
-        admitted = self._admit(call.name)
+        admitted = self._admit(call.name) if not self._wrappers else None
         duration = None
         if isinstance(admitted, ToolResult):
             result = admitted
+        elif admitted is None:
+            started = trio.current_time()
+            result = await self._in_scope(call.name, call.arguments, call.id)
+            duration = trio.current_time() - started
         else:
             started = trio.current_time()
             result = await self._run(admitted, call.arguments, call.id)
@@ -634,6 +660,8 @@ class Engine:
         *approved*: the pipeline's approval covered it. :data:`~toolflow._attempts.STOPPED` when
         a stop kept it from running.
         """
+        if self._wrappers:
+            return await self._in_scope(name, arguments, call_id, step=True, approved=approved)
         admitted = self._admit(name, step=True)
         if isinstance(admitted, ToolResult):
             return admitted

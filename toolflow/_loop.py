@@ -67,6 +67,7 @@ from toolflow._providers import (
 )
 from toolflow._results import DEFAULT_MAX_RESULT_CHARS, ToolResult
 from toolflow._retrying import Decision, next_delay
+from toolflow._telemetry import INVOKE_AGENT, MODEL_REQUEST, active_wrappers, model_operation, operation_scope
 
 __all__ = ["Agent", "Approver", "LoopResult", "TurnRecord"]
 
@@ -305,6 +306,7 @@ class Agent:
         self.max_result_chars = max_result_chars
         self.provider_retry = provider_retry
         self.on_turn = on_turn
+        self._wrappers = active_wrappers(engine.plugins)  # toolflow_wrap_operation: runs and requests in their scopes
         self._messages: list[Mapping[str, Any]] = []
         self._stop = False
         self._killed = False
@@ -369,21 +371,23 @@ class Agent:
         valid history. The first :meth:`run` (or :meth:`reflect`) writes the system prompt, and
         raises :class:`~toolflow.UsageError` when the text format's template fails to render.
         """
-        await self._start(prompt)
-        state = _RunState()
-        decision = None
-        while decision is None:
-            decision = await self._turn(state)
-        return LoopResult(
-            final_answer=state.final_answer,
-            reason=decision.reason,
-            decision=decision,
-            turns=tuple(state.turns),
-            messages=tuple(self._messages),
-            system=self.system,
-            format=self.format.name,
-            usage=state.usage,
-        )
+        with operation_scope(self._wrappers, model_operation(INVOKE_AGENT, self.provider.name, self.model)) as op:
+            await self._start(prompt)
+            state = _RunState()
+            decision = None
+            while decision is None:
+                decision = await self._turn(state)
+            op.result = LoopResult(
+                final_answer=state.final_answer,
+                reason=decision.reason,
+                decision=decision,
+                turns=tuple(state.turns),
+                messages=tuple(self._messages),
+                system=self.system,
+                format=self.format.name,
+                usage=state.usage,
+            )
+        return op.result  # type: ignore[no-any-return]
 
     async def _turn(self, state: _RunState) -> LoopDecision | None:
         """One turn of :meth:`run`: ask the model, run its calls, decide; ``None``: the model gets another turn.
@@ -571,7 +575,9 @@ class Agent:
         while True:
             attempt += 1
             try:
-                response = await self.provider.complete(request)
+                request_op = model_operation(MODEL_REQUEST, self.provider.name, request.model, request.turn)
+                with operation_scope(self._wrappers, request_op) as op:
+                    response = op.result = await self.provider.complete(request)
             except ProviderError as exc:
                 decision = Decision(retryable=exc.retryable, reason=str(exc), retry_after=exc.retry_after)
                 delay = next_delay(self.provider_retry, attempt, decision)

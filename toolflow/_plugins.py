@@ -66,6 +66,7 @@ DEFAULT_PLUGINS = (
     "toolflow.default_plugins.scripted",
     "toolflow.default_plugins.openai",
     "toolflow.default_plugins.anthropic",
+    "toolflow.default_plugins.otel",
 )
 
 IMPLEMENTATIONS = "toolflow_register_implementations"

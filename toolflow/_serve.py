@@ -92,6 +92,7 @@ from toolflow._results import DEFAULT_MAX_RESULT_CHARS, ToolResult, _to_json, tr
 from toolflow._serve_http import HTTPSettings, Listener, listen, principal_of, serve_http
 from toolflow._serve_stdio import serve_stdio
 from toolflow._shutdown import DEFAULT_GRACE, Interrupts, open_signal_watch
+from toolflow._telemetry import remote_parent
 
 __all__ = [
     "TRANSPORTS",
@@ -343,7 +344,7 @@ class ToolService:
         arguments = params.arguments if params.arguments is not None else {}
         call_id = f"mcp_{ctx.request_id}"
         client = _ClientApproval(ctx, params)
-        with asking_approval(client):
+        with asking_approval(client), remote_parent(_meta(ctx)):  # the client's span, if it sent one
             if _progress_token(ctx) is None:
                 result = await engine.call(name, arguments, call_id=call_id)
             else:
@@ -421,8 +422,12 @@ def _connection(ctx: ServerRequestContext[Any, Any]) -> Connection | None:
     return connection if isinstance(connection, Connection) else None
 
 
+def _meta(ctx: ServerRequestContext[Any, Any]) -> object:
+    return ctx.params.get("_meta") if ctx.params else None
+
+
 def _progress_token(ctx: ServerRequestContext[Any, Any]) -> object:
-    meta = ctx.params.get("_meta") if ctx.params else None
+    meta = _meta(ctx)
     return meta.get("progressToken") if isinstance(meta, Mapping) else None
 
 

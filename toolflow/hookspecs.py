@@ -37,6 +37,7 @@ __all__ = [
     "toolflow_register_tool_packs",
     "toolflow_retryable",
     "toolflow_wrap_call",
+    "toolflow_wrap_operation",
 ]
 
 PROJECT = "toolflow"
@@ -157,6 +158,27 @@ def toolflow_wrap_call(call: Any) -> Any:
     Return an async context manager that the engine enters around the call's
     execution, or ``None`` to leave the call alone. Wrappers nest in plugin
     registration order.
+    """
+
+
+@hookspec
+def toolflow_wrap_operation(operation: Any) -> Any:
+    """Wrap a whole operation in a context manager (tracing): a tool call, an agent loop's run, a model request.
+
+    Return a plain (not async) context manager that toolflow enters when the operation starts
+    and leaves when it ends, in the task that runs it, or ``None`` to leave it alone. Wrappers
+    nest in plugin registration order. ``operation`` is a :class:`toolflow.Operation`: its
+    ``kind`` (``execute_tool``, ``invoke_agent``, ``chat``), ``name``, ``call_id`` and
+    ``details`` say what starts; its ``result`` (a ``ToolResult``, ``LoopResult`` or
+    ``ModelResponse``) is set before the context is left, unless an exception ends the
+    operation, which the context manager's ``__exit__`` then sees. A tool call's scope covers
+    everything the engine does with it (gates, validation, caches, approval, every attempt, a
+    pipeline's steps, which are operations of their own inside it); ``toolflow_wrap_call``
+    wraps each attempt. A hook that raises is reported as a warning and left out.
+
+    When an engine or an agent loop is made, the hook is called once with ``operation=None``: an
+    implementation that returns ``None`` then is not called for its operations (the ``otel``
+    plugin does so while OpenTelemetry has no tracer provider), so an idle tracer costs nothing.
     """
 
 

@@ -46,6 +46,7 @@ import attrs
 from toolflow import hookspecs
 from toolflow._model import ToolSpec
 from toolflow._plugins import ImplementationKind
+from toolflow._telemetry import trace_context
 from toolflow.default_plugins.template import json_output
 
 if TYPE_CHECKING:
@@ -146,6 +147,9 @@ def build(spec: ToolSpec) -> Callable[..., Coroutine[Any, Any, object]]:
             where = "argv" if exc.line is None else f"argv[{exc.line}]"
             return {"success": False, "error": f"command {where}: {exc}"}
         env = {**os.environ, **extra_env} if extra_env else None
+        traced = trace_context()  # the span of this call, when one is being traced
+        if traced:
+            env = {**(os.environ if env is None else env), **{key.upper(): value for key, value in traced.items()}}
         return await run_argv(argv, cwd=cwd, env=env, max_output=max_output, output=output, success_codes=success_codes)
 
     run.__name__ = run.__qualname__ = f"command:{spec.name}"

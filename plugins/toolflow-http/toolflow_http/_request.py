@@ -61,7 +61,7 @@ import jinja2.nodes
 import trio
 from markupsafe import Markup
 
-from toolflow import TemplateError, ToolSpec, parse_duration, run_in_template_worker
+from toolflow import TemplateError, ToolSpec, parse_duration, run_in_template_worker, trace_context
 from toolflow import template_environment as environment
 from toolflow_http import __version__
 from toolflow_http._network import AddressNotAllowedError, AddressRules, CheckedTransport
@@ -386,9 +386,10 @@ class HttpRequest:
                     transport=CheckedTransport(self.addresses, ssl_context=_ssl_context()),
                     trust_env=False,
                 ) as client:
-                    request = client.build_request(
-                        parts.method, parts.url, headers=parts.headers, content=parts.content
-                    )
+                    # The call's trace context, when it is traced; a header the spec sets wins.
+                    traced = {key.encode("ascii"): value.encode("ascii") for key, value in trace_context().items()}
+                    headers = {**traced, **parts.headers} if traced else parts.headers
+                    request = client.build_request(parts.method, parts.url, headers=headers, content=parts.content)
                     response = await self._send_following_redirects(client, request)
                     try:
                         body, too_big = await _read(response, self.max_bytes)
