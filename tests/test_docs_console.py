@@ -58,7 +58,6 @@ NOT_YET = {
     "docs/graph.md": "specs/orders.yaml is not shown whole",
     "docs/linting.md": "its specs/room.yaml differs from example to example and is not shown whole",
     "docs/plugin-hooks.md": "needs the page's weather plugin installed",
-    "docs/registry.md": "its toolset 'chat' is not in a spec file the page shows",
 }
 _SKIP_PAGE = re.compile(r"^<!-- console: skip-page \(.+\) -->$", re.MULTILINE)
 _FILE = re.compile(r"^<!-- file: (\S+)(?: \((append|edit)\))? -->$")
