@@ -95,7 +95,7 @@ def _check_args(ctx: LintContext, tool: ToolSpec) -> Iterator[Diagnostic]:
         if outcome.valid:
             continue
         first = outcome.errors[0]
-        path = [] if first.parameter == ARGUMENTS else _path_named(first.parameter, example.args)
+        path = [] if first.parameter == ARGUMENTS else path_named(first.parameter, example.args)
         unknown = bool(path) and (first.constraint or "").startswith(_UNKNOWN_KEY)
         message = f"examples[{i}] args are rejected: {first.describe()}{_more(outcome.errors)}"
         yield _at(tool, example, "args", path, message, key=unknown or not path)
@@ -113,16 +113,16 @@ def _check_results(ctx: LintContext, tool: ToolSpec) -> Iterator[Diagnostic]:
         # The verdict is the runtime's: the example's result is the data of a successful call.
         if validator.normalize(ToolResult(success=True, data=example.result)).success:
             continue
-        problems = _result_problems(validator.compiled, example.result)
+        problems = result_problems(validator.compiled, example.result)
         if not problems:
             continue
         first = problems[0]
-        path = _path_named(first.parameter.removeprefix("data"), example.result, dotted=True)
+        path = path_named(first.parameter.removeprefix("data"), example.result, dotted=True)
         message = f"examples[{i}] result does not match 'output_schema': {first.describe()}{_more(problems)}"
         yield _at(tool, example, "result", path, message, key=not path)
 
 
-def _result_problems(compiled: CompiledSchema, data: object) -> list[ParameterError]:
+def result_problems(compiled: CompiledSchema, data: object) -> list[ParameterError]:
     """The problems of *data*, as ``ResultValidator.normalize`` words them."""
     explainer = ErrorExplainer(root="data", noun="property", under_root=True)
     problems: list[ParameterError] = []
@@ -139,7 +139,7 @@ def _more(errors: Sequence[ParameterError]) -> str:
     return f"; and {len(errors) - 1} more" if len(errors) > 1 else ""
 
 
-def _path_named(label: str, instance: object, *, dotted: bool = False) -> list[str | int]:
+def path_named(label: str, instance: object, *, dotted: bool = False) -> list[str | int]:
     """The path into *instance* that a validator's label names (``address.city``, ``tags[0]``).
 
     Only as much of the path as exists in *instance* is returned: a missing parameter, one filled
