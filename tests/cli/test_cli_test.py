@@ -303,6 +303,18 @@ def test_a_session_file_named_by_session_and_specs_of_its_own(project: ToolflowP
         ("turns: [{bad: 1}]\nprompt: hi\nexpect: {reason: terminal}\n", "unknown keys ['bad']; expected text", 3),
         ("turns: [{text: hi}]\nexpect: {reason: final_answer}\n", "the session has no 'prompt'", 2),
         ("- a list\n", "a test file is a mapping", 1),
+        ("sessions: []\n", "'sessions' must be a list of sessions", 1),
+        ("turns: [{text: hi}]\nsessions: [{name: a}]\n", "unknown keys ['turns'] beside 'sessions'", 2),
+        ("sessions:\n  - {prompt: hi, turns: [{text: hi}], expect: {reason: final_answer}}\n", "needs a 'name'", 2),
+        (
+            (
+                "sessions:\n  - {name: a, prompt: hi, turns: [{text: hi}], expect: {reason: final_answer}}\n"
+                "  - {name: a, prompt: hi, turns: [{text: hi}], expect: {reason: final_answer}}\n"
+            ),
+            "two sessions are named 'a'",
+            3,
+        ),
+        ("sessions:\n  - name: a\n    prompt: hi\n    expect: {reason: final_answer}\n", "give the session either", 4),
     ],
 )
 def test_a_malformed_test_file_fails_with_its_problem(
@@ -361,34 +373,6 @@ def test_the_file_keys_beside_sessions_are_each_sessions_defaults(project: Toolf
     result = _test(project, "tests/approvals.toolflow.yaml")
     assert result.exit_code == 0, result
     assert "2 tests: 2 passed" in result.stdout
-
-
-@pytest.mark.parametrize(
-    ("text", "message", "line"),
-    [
-        ("sessions: []\n", "'sessions' must be a list of sessions", 1),
-        ("turns: [{text: hi}]\nsessions: [{name: a}]\n", "unknown keys ['turns'] beside 'sessions'", 2),
-        ("sessions:\n  - {prompt: hi, turns: [{text: hi}], expect: {reason: final_answer}}\n", "needs a 'name'", 2),
-        (
-            (
-                "sessions:\n  - {name: a, prompt: hi, turns: [{text: hi}], expect: {reason: final_answer}}\n"
-                "  - {name: a, prompt: hi, turns: [{text: hi}], expect: {reason: final_answer}}\n"
-            ),
-            "two sessions are named 'a'",
-            3,
-        ),
-        ("sessions:\n  - name: a\n    prompt: hi\n    expect: {reason: final_answer}\n", "give the session either", 4),
-    ],
-)
-def test_a_malformed_sessions_list_fails_with_its_problem(
-    project: ToolflowProject, text: str, message: str, line: int
-) -> None:
-    """A malformed `sessions` list, or entry, fails with what is wrong, where it is."""
-    project.write("tests/bad.toolflow.yaml", text)
-    result = _test(project, "tests/bad.toolflow.yaml")
-    assert result.exit_code == 1, result
-    assert f"tests/bad.toolflow.yaml:{line}:" in result.stdout
-    assert message in result.stdout
 
 
 def test_approve_in_a_test_file_answers_the_policy(project: ToolflowProject) -> None:

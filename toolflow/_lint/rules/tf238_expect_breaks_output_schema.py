@@ -47,34 +47,15 @@ from collections.abc import Iterator
 
 from toolflow._diagnostics import Diagnostic, Severity
 from toolflow._lint._rule import LintContext, Rule
-from toolflow._lint._schema_facts import has_remote_ref
-from toolflow._lint.rules.tf210_invalid_example import path_named, result_problems
-from toolflow._results import ToolResult
+from toolflow._lint.rules.tf210_invalid_example import output_mismatches
 from toolflow._schemas import json_pointer
 
 
 def check(ctx: LintContext) -> Iterator[Diagnostic]:
     for tool in ctx.tools:
-        if tool.output_schema is None or not tool.examples or has_remote_ref(tool, "output_schema"):
-            continue
-        validator = ctx.validator(tool, "output_schema")
-        if validator is None or validator.compiled is None:
-            continue
-        for i, example in enumerate(tool.examples):
-            if not example.has_expect or example.expect_error is not None:
-                continue  # expect with expect_error is the contradiction `toolflow test` reports
-            # The verdict is the runtime's: `expect` is the data of a successful call.
-            if validator.normalize(ToolResult(success=True, data=example.expect)).success:
-                continue
-            problems = result_problems(validator.compiled, example.expect)
-            if not problems:
-                continue
-            first = problems[0]
-            path = path_named(first.parameter.removeprefix("data"), example.expect, dotted=True)
-            more = f"; and {len(problems) - 1} more" if len(problems) > 1 else ""
+        for i, example, path, problem in output_mismatches(ctx, tool, "expect"):
             message = (
-                f"examples[{i}] expects data that does not match 'output_schema', so the test can never pass: "
-                f"{first.describe()}{more}"
+                f"examples[{i}] expects data that does not match 'output_schema', so the test can never pass: {problem}"
             )
             yield RULE.diag(tool, f"{example.pointer}/expect{json_pointer(path)}", message, key=not path)
 
