@@ -49,6 +49,34 @@ def ensure_venv(*requirements: str | Path) -> None:
     sh(BIN / "python", "-m", "pip", "install", "--quiet", *requirements)
 
 
+def system_packages(*packages: str) -> str:
+    """Install the Debian *packages* whose command (of the package's name) is not on PATH.
+
+    Returns "" when they are all there afterwards, else the plain reason why some are missing
+    (no apt-get, not root, apt-get failed), which is also printed; the tests that need them then
+    skip with it. CI runs as root with apt-get, so there they run for real.
+    """
+    missing = [name for name in packages if shutil.which(name) is None]
+    if not missing:
+        return ""
+    if shutil.which("apt-get") is None:
+        why = "apt-get is not available"
+    elif not hasattr(os, "geteuid") or os.geteuid() != 0:
+        why = "installing them needs root"
+    else:
+        print("+ apt-get install", *missing, flush=True)
+        apt = ["apt-get", "-qq", "-o", "Dpkg::Use-Pty=0"]
+        code = subprocess.call([*apt, "update"]) or subprocess.call(
+            [*apt, "install", "-y", "--no-install-recommends", *missing],
+            env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
+        )
+        why = f"apt-get exited with status {code}" if code else ""
+    reason = f"{', '.join(missing)} not installed: {why}" if why else ""
+    if reason:
+        print(f"tasks.py: {reason}; the tests that need them will skip", file=sys.stderr, flush=True)
+    return reason
+
+
 def run() -> None:
     """The main job: lint the shipped specs, show their tools and plugins, call a few tools, run an agent loop."""
     ensure_venv("-e", ".[mcp]", *(arg for p in PLUGINS for arg in ("-e", p)))
@@ -72,6 +100,8 @@ def test() -> None:
     each function's complexity (radon, at most 15) and each module's length (at most 750 lines).
     """
     ensure_venv("-e", ".[test]", *(arg for p in PLUGINS for arg in ("-e", p)))
+    # The completion tests run the scripts in real shells; they skip, saying why, where these are missing.
+    os.environ["TOOLFLOW_TEST_MISSING_PACKAGES"] = system_packages("zsh", "fish")
     sh(BIN / "ruff", "check", ".")
     sh(BIN / "ruff", "format", "--check", ".")
     sh(BIN / "mypy")

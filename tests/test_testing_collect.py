@@ -6,6 +6,8 @@ a project of its own, with only the built-in plugins, as a team would run ``pyte
 
 from __future__ import annotations
 
+import textwrap
+
 import pytest
 
 pytest_plugins = ["pytester"]
@@ -67,6 +69,20 @@ def test_collects_a_test_file_and_each_tested_example(project: pytest.Pytester) 
             "3 tests collected*",
         ]
     )
+
+
+def test_a_test_file_with_sessions_is_an_item_per_session(project: pytest.Pytester) -> None:
+    """Each entry of `sessions:` is an item named FILE[NAME], and runs as `toolflow test` runs it."""
+    entries = "\n".join("  - name: " + name + "\n" + textwrap.indent(SESSION, "    ") for name in ("first", "second"))
+    (project.path / "tests" / "greet.toolflow.yaml").write_text(f"sessions:\n{entries}", encoding="utf-8")
+    result = project.runpytest_subprocess("-v", "tests", timeout=120)
+    result.stdout.fnmatch_lines(
+        [
+            "tests/greet.toolflow.yaml::greet.toolflow.yaml[[]first[]] PASSED*",
+            "*greet.toolflow.yaml[[]second[]] PASSED*",
+        ]
+    )
+    result.assert_outcomes(passed=2)
 
 
 def test_the_items_pass(project: pytest.Pytester) -> None:

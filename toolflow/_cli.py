@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from toolflow._cli_support import (
     add_output_format,
+    current_spellings,
     deprecated_spellings,
     open_tools,
     project_cache_settings,
@@ -50,6 +51,9 @@ class _Parser(argparse.ArgumentParser):
 
         command = self.prog.removeprefix("toolflow").strip()
         raise UsageError(f"{command}: {message}" if command else message)
+
+    def _get_option_tuples(self, option_string: str) -> Any:  # argparse's hook for abbreviations
+        return current_spellings(super()._get_option_tuples(option_string))
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 __all__ = [
     "add_output_format",
     "approver",
+    "current_spellings",
     "deprecated_spellings",
     "open_tools",
     "project_cache_settings",
@@ -93,6 +94,16 @@ def add_output_format(
         parser.add_argument(
             old, action=_OldSpelling, choices=choices, default=argparse.SUPPRESS, help="deprecated: use --output-format"
         )
+
+
+def current_spellings(matches: list[_T]) -> list[_T]:
+    """The options an abbreviation matches (argparse's tuples, the action first), less the deprecated spellings.
+
+    ``run --out`` matches ``--output-format`` and its old spelling ``--output``, which mean the same:
+    it is ``--output-format``, not an ambiguous option. An old spelling still matches on its own.
+    """
+    current = [match for match in matches if not isinstance(match[0], _OldSpelling)]  # type: ignore[index]
+    return current or matches
 
 
 def deprecated_spellings(args: argparse.Namespace) -> list[str]:

@@ -8,12 +8,13 @@ project's plugins and specs:
 * a **test file** (``*.toolflow.yaml``): a scripted model session (the transcript format of
   ``toolflow run --model scripted:FILE``, inline or named by ``session``) and the loop's
   expected outcome (``expect``: ``reason``, ``tools``, ``answer_contains``, ``turns``), run
-  through :class:`~toolflow.Agent`.
+  through :class:`~toolflow.Agent`; or a ``sessions`` list of such sessions, each with a
+  ``name``, a test each.
 
 Each test gets an engine of its own, so caches and ``depends_on`` history start empty; the
 persistent cache is a file in a temporary directory, never the project's. The pytest plugin
 (:mod:`toolflow.testing`) runs the same cases through :func:`collect_examples`,
-:func:`session_case` and :func:`run_cases`. The records of cases and outcomes, and the
+:func:`session_cases` and :func:`run_cases`. The records of cases and outcomes, and the
 reports, are in :mod:`toolflow._cli_test_report`.
 """
 
@@ -57,9 +58,12 @@ __all__ = [
     "run_cases",
     "same",
     "session_case",
+    "session_cases",
 ]
 
 TEST_KEYS = frozenset({"description", "specs", "format", "approve", "session", "system", "prompt", "turns", "expect"})
+SESSIONS_FILE_KEYS = frozenset({"description", "specs", "format", "approve", "sessions"})
+"""The keys of a test file that lists its sessions; each entry has ``name`` and the keys of a one-session file."""
 EXPECT_KEYS = frozenset({"reason", "tools", "answer_contains", "turns"})
 _TRANSCRIPT_KEYS = ("system", "prompt", "turns")
 
@@ -183,37 +187,92 @@ def find_test_files(paths: Iterable[str]) -> list[str]:
     return found
 
 
-def _expect_position(text: str) -> tuple[int, int]:
-    """The 1-based line and column of the top-level ``expect`` key of a test file (1, 1 without one)."""
+def _position(text: str, *keys: str | int) -> tuple[int, int]:
+    """The 1-based line and column of the key (or list item) at *keys* in a test file's YAML (1, 1 if none)."""
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError:
         return 1, 1
-    if isinstance(node, yaml.MappingNode):
-        for key, _ in node.value:
-            if isinstance(key, yaml.ScalarNode) and key.value == "expect":
-                return key.start_mark.line + 1, key.start_mark.column + 1
-    return 1, 1
+    mark = None
+    for key in keys:
+        if isinstance(key, int) and isinstance(node, yaml.SequenceNode) and key < len(node.value):
+            node = node.value[key]
+            mark = node.start_mark
+            continue
+        found = isinstance(node, yaml.MappingNode) and next(
+            ((k, v) for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == key), None
+        )
+        if not found:
+            break
+        mark, node = found[0].start_mark, found[1]
+    return (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
 
 
-def session_case(path: str) -> Case:
-    """The case of the test file *path*; one that cannot be read or is malformed carries its ``problem``."""
+def session_cases(path: str) -> list[Case]:
+    """The cases of the test file *path*: its one session, or one per entry of its ``sessions`` list.
+
+    A file that cannot be read or is malformed is one case carrying its ``problem``; so is a
+    ``sessions`` entry that is malformed (the others run).
+    """
     try:
         text = Path(path).read_text(encoding="utf-8")
         document = yaml.safe_load(text)
     except (OSError, UnicodeDecodeError) as exc:
-        return Case(kind="session", name=path, file=path, problem=f"cannot read the test file: {exc}")
+        return [Case(kind="session", name=path, file=path, problem=f"cannot read the test file: {exc}")]
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line, column = (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
         problem = f"invalid YAML: {getattr(exc, 'problem', None) or exc}"
-        return Case(kind="session", name=path, file=path, line=line, column=column, problem=problem)
-    line, column = _expect_position(text)
-    case = Case(kind="session", name=path, file=path, line=line, column=column)
+        return [Case(kind="session", name=path, file=path, line=line, column=column, problem=problem)]
+    if isinstance(document, Mapping) and "sessions" in document:
+        return _listed_sessions(path, text, document)
+    line, column = _position(text, "expect")
+    return [_checked(Case(kind="session", name=path, file=path, line=line, column=column), document)]
+
+
+def session_case(path: str) -> Case:
+    """The case of a test file that holds one session (the first of a ``sessions`` list)."""
+    return session_cases(path)[0]
+
+
+def _checked(case: Case, document: object) -> Case:
     trouble = _document_problem(document)
     if trouble is not None:
         return attrs.evolve(case, problem=trouble)
+    assert isinstance(document, Mapping)  # _document_problem said so
     return attrs.evolve(case, document=document)
+
+
+def _listed_sessions(path: str, text: str, document: Mapping[str, Any]) -> list[Case]:
+    """A case per entry of ``sessions``; the file's ``specs``, ``format`` and ``approve`` are each entry's defaults."""
+    line, column = _position(text, "sessions")
+    whole = Case(kind="session", name=path, file=path, line=line, column=column)
+    unknown = sorted(set(document) - SESSIONS_FILE_KEYS)
+    entries = document["sessions"]
+    if unknown:
+        return [
+            attrs.evolve(
+                whole,
+                problem=f"unknown keys {unknown} beside 'sessions'; expected {', '.join(sorted(SESSIONS_FILE_KEYS))}",
+            )
+        ]
+    if not (isinstance(entries, list) and entries and all(isinstance(e, Mapping) for e in entries)):
+        return [attrs.evolve(whole, problem="'sessions' must be a list of sessions, each a mapping with a 'name'")]
+    names = [entry.get("name") for entry in entries]
+    shared = {key: document[key] for key in ("specs", "format", "approve") if key in document}
+    cases = []
+    for index, entry in enumerate(entries):
+        name = entry.get("name")
+        line, column = _position(text, "sessions", index, "expect")
+        case = Case(kind="session", name=f"{path} sessions[{name}]", file=path, line=line, column=column)
+        if not isinstance(name, str) or not name:
+            cases.append(attrs.evolve(case, name=f"{path} sessions[{index}]", problem="each session needs a 'name'"))
+        elif names.count(name) > 1:
+            cases.append(attrs.evolve(case, problem=f"two sessions are named {name!r}"))
+        else:
+            own = {key: value for key, value in entry.items() if key != "name"}
+            cases.append(_checked(case, {**shared, **own}))
+    return cases
 
 
 def _document_problem(document: object) -> str | None:
@@ -445,7 +504,7 @@ def command(args: argparse.Namespace, plugins: Plugins, stdout: TextIO, stderr: 
     if specs is not None and not specs.ok:
         raise SpecError(specs.diagnostics)  # as `toolflow call` does: `toolflow lint` says more
     cases = collect_examples(specs) if specs is not None else []
-    cases.extend(session_case(path) for path in test_files)
+    cases.extend(case for path in test_files for case in session_cases(path))
     if not cases:
         print(
             "toolflow: warning: no tests found (examples with expect, expect_contains or expect_error, "

@@ -10,6 +10,10 @@ fails the rendering. A read is guarded, and so safe, when it is:
   (the ``else`` of ``is not defined``), ``tone is defined and tone != 'x'``,
   ``tone is not defined or ...``, ``tone if tone is defined else 'plain'``.
 
+A guard also proves what the tool's parameter rules tie to it: with ``when: target, require:
+[message]``, ``target is defined`` proves ``message`` defined too (the caller passes these as
+*implied*).
+
 A name the template assigns anywhere (``set``, a ``for`` target, a macro's argument) is never
 reported: which binding a read sees is the code generator's business, and a false report
 would be worse than a missed one.
@@ -17,8 +21,9 @@ would be worse than a missed one.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Mapping
 
+import attrs
 import jinja2.nodes
 
 from toolflow._templates import TemplateProblem, parse_template
@@ -37,11 +42,23 @@ _Facts = tuple[frozenset[str], frozenset[str]]
 _NOTHING: _Facts = (frozenset(), frozenset())
 
 
-def unguarded_template_reads(source: str, names: Collection[str]) -> list[tuple[str, int]]:
+@attrs.frozen
+class _Scope:
+    """What a walk looks for: the *wanted* names, and the names each name's presence implies."""
+
+    wanted: frozenset[str]
+    implied: Mapping[str, frozenset[str]]
+
+
+def unguarded_template_reads(
+    source: str, names: Collection[str], implied: Mapping[str, Collection[str]] | None = None
+) -> list[tuple[str, int]]:
     """``(name, template line)`` of the first unguarded read of each of *names* in *source*, by line.
 
     The reads that fail when the variable is not there (see the module docstring for the
-    guards). Nothing for a template that does not parse (lint reports its syntax).
+    guards). *implied* maps a name to the names that are defined whenever it is (a parameter
+    rule's ``when`` and ``require``). Nothing for a template that does not parse (lint reports
+    its syntax).
     """
     tree = parse_template(source)
     if isinstance(tree, TemplateProblem):
@@ -51,78 +68,79 @@ def unguarded_template_reads(source: str, names: Collection[str]) -> list[tuple[
     if not wanted:
         return []
     found: dict[str, int] = {}
-    for name, line in _reads(tree, frozenset(), wanted):
+    scope = _Scope(wanted, {name: frozenset(more) for name, more in (implied or {}).items()})
+    for name, line in _reads(tree, frozenset(), scope):
         found.setdefault(name, line)
     return sorted(found.items(), key=lambda item: (item[1], item[0]))
 
 
-def _reads(node: jinja2.nodes.Node, guarded: frozenset[str], wanted: frozenset[str]) -> Iterator[tuple[str, int]]:
+def _reads(node: jinja2.nodes.Node, guarded: frozenset[str], scope: _Scope) -> Iterator[tuple[str, int]]:
     """The unguarded reads of *wanted* names under *node*, with *guarded* known to be defined."""
     if isinstance(node, jinja2.nodes.Name):
-        if node.ctx == "load" and node.name in wanted and node.name not in guarded:
+        if node.ctx == "load" and node.name in scope.wanted and node.name not in guarded:
             yield node.name, node.lineno
     elif isinstance(node, jinja2.nodes.Test) and node.name in _DEFINED_TESTS | _TYPE_TESTS and _is_name(node.node):
-        yield from _each(node.args, guarded, wanted)
+        yield from _each(node.args, guarded, scope)
     elif isinstance(node, jinja2.nodes.Filter) and node.name in _DEFAULT_FILTERS and _is_name(node.node):
-        yield from _each([*node.args, *(k.value for k in node.kwargs)], guarded, wanted)
+        yield from _each([*node.args, *(k.value for k in node.kwargs)], guarded, scope)
     elif isinstance(node, jinja2.nodes.If):
-        yield from _if(node, guarded, wanted)
+        yield from _if(node, guarded, scope)
     elif isinstance(node, jinja2.nodes.And | jinja2.nodes.Or | jinja2.nodes.CondExpr):
-        yield from _conditional(node, guarded, wanted)
+        yield from _conditional(node, guarded, scope)
     else:
-        yield from _each(node.iter_child_nodes(), guarded, wanted)
+        yield from _each(node.iter_child_nodes(), guarded, scope)
 
 
 def _conditional(
-    node: jinja2.nodes.And | jinja2.nodes.Or | jinja2.nodes.CondExpr, guarded: frozenset[str], wanted: frozenset[str]
+    node: jinja2.nodes.And | jinja2.nodes.Or | jinja2.nodes.CondExpr, guarded: frozenset[str], scope: _Scope
 ) -> Iterator[tuple[str, int]]:
     """``a and b``, ``a or b``, ``x if a else y``: what the condition proves holds where it is evaluated."""
     if isinstance(node, jinja2.nodes.CondExpr):
-        yield from _reads(node.test, guarded, wanted)
-        when_true, when_false = _facts(node.test)
-        yield from _reads(node.expr1, guarded | when_true, wanted)
+        yield from _reads(node.test, guarded, scope)
+        when_true, when_false = _facts(node.test, scope.implied)
+        yield from _reads(node.expr1, guarded | when_true, scope)
         if node.expr2 is not None:
-            yield from _reads(node.expr2, guarded | when_false, wanted)
+            yield from _reads(node.expr2, guarded | when_false, scope)
         return
-    yield from _reads(node.left, guarded, wanted)
-    when_true, when_false = _facts(node.left)
+    yield from _reads(node.left, guarded, scope)
+    when_true, when_false = _facts(node.left, scope.implied)
     proven = when_true if isinstance(node, jinja2.nodes.And) else when_false
-    yield from _reads(node.right, guarded | proven, wanted)
+    yield from _reads(node.right, guarded | proven, scope)
 
 
 def _is_name(node: jinja2.nodes.Node | None) -> bool:
     return isinstance(node, jinja2.nodes.Name)
 
 
-def _each(nodes: object, guarded: frozenset[str], wanted: frozenset[str]) -> Iterator[tuple[str, int]]:
+def _each(nodes: object, guarded: frozenset[str], scope: _Scope) -> Iterator[tuple[str, int]]:
     for child in nodes:  # type: ignore[attr-defined]
         if isinstance(child, jinja2.nodes.Node):
-            yield from _reads(child, guarded, wanted)
+            yield from _reads(child, guarded, scope)
 
 
-def _if(node: jinja2.nodes.If, guarded: frozenset[str], wanted: frozenset[str]) -> Iterator[tuple[str, int]]:
+def _if(node: jinja2.nodes.If, guarded: frozenset[str], scope: _Scope) -> Iterator[tuple[str, int]]:
     """An ``if`` with its ``elif``s and ``else``: each branch knows what the tests before it said."""
     so_far = guarded  # what every test before the current branch being false tells
     for branch in (node, *node.elif_):
-        yield from _reads(branch.test, so_far, wanted)
-        when_true, when_false = _facts(branch.test)
-        yield from _each(branch.body, so_far | when_true, wanted)
+        yield from _reads(branch.test, so_far, scope)
+        when_true, when_false = _facts(branch.test, scope.implied)
+        yield from _each(branch.body, so_far | when_true, scope)
         so_far |= when_false
-    yield from _each(node.else_, so_far, wanted)
+    yield from _each(node.else_, so_far, scope)
 
 
-def _facts(test: jinja2.nodes.Node) -> _Facts:
-    """The names *test* proves defined when it is true, and when it is false."""
+def _facts(test: jinja2.nodes.Node, implied: Mapping[str, frozenset[str]]) -> _Facts:
+    """The names *test* proves defined when it is true, and when it is false (with what they imply)."""
     if isinstance(test, jinja2.nodes.Test) and test.name in _DEFINED_TESTS and isinstance(test.node, jinja2.nodes.Name):
-        name = frozenset({test.node.name})
+        name = frozenset({test.node.name}) | implied.get(test.node.name, frozenset())
         return (name, frozenset()) if test.name == "defined" else (frozenset(), name)
     if isinstance(test, jinja2.nodes.Not):
-        when_true, when_false = _facts(test.node)
+        when_true, when_false = _facts(test.node, implied)
         return when_false, when_true
     if isinstance(test, jinja2.nodes.And):
-        (left_true, left_false), (right_true, right_false) = _facts(test.left), _facts(test.right)
+        (left_true, left_false), (right_true, right_false) = _facts(test.left, implied), _facts(test.right, implied)
         return left_true | right_true, left_false & right_false
     if isinstance(test, jinja2.nodes.Or):
-        (left_true, left_false), (right_true, right_false) = _facts(test.left), _facts(test.right)
+        (left_true, left_false), (right_true, right_false) = _facts(test.left, implied), _facts(test.right, implied)
         return left_true & right_true, left_false | right_false
     return _NOTHING

@@ -18,7 +18,7 @@ from typing import Any
 import attrs
 import pytest
 
-from toolflow._cli_test import Case, collect_examples, run_cases, session_case
+from toolflow._cli_test import Case, collect_examples, run_cases, session_cases
 from toolflow._errors import ToolflowError
 from toolflow._loader import SPEC_SUFFIXES, TEST_SUFFIXES, load_specs
 from toolflow._model import LoadResult
@@ -68,11 +68,14 @@ def collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector 
 
 
 class ToolflowTestFile(pytest.File):
-    """A ``*.toolflow.yaml`` test file: one item, its scripted session."""
+    """A ``*.toolflow.yaml`` test file: an item per scripted session (one, or each of ``sessions``)."""
 
     def collect(self) -> Iterator[pytest.Item]:
-        """The file's one item."""
-        yield ToolflowItem.from_parent(self, name=self.path.name, case=session_case(os.fspath(self.path)))
+        """The file's items: named after the file, or ``FILE[NAME]`` for each of its ``sessions``."""
+        path = os.fspath(self.path)
+        for case in session_cases(path):
+            name = self.path.name + case.name.removeprefix(path).replace(" sessions[", "[")
+            yield ToolflowItem.from_parent(self, name=name, case=case)
 
 
 class ToolflowSpecFile(pytest.File):

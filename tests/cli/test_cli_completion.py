@@ -1,13 +1,16 @@
 """`toolflow completion bash|zsh|fish`: the scripts parse, and complete in the real shells.
 
-bash is always here; zsh and fish are tested when installed (`apt-get install zsh fish`), and
-otherwise only their scripts' structure is checked.
+bash is always here; `python3 tasks.py test` (and so CI) installs zsh and fish from Debian's
+packages where they are missing. Where it cannot (not root, no apt-get), it says why, and the
+zsh and fish tests skip with that reason; their scripts' structure is checked all the same.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import io
+import os
 import re
 import shutil
 import subprocess
@@ -20,6 +23,9 @@ from toolflow._cli import _parser, run
 
 TIMEOUT = 60
 """Seconds a shell may take to load a script and complete (a guard: it takes well under one)."""
+
+MISSING = os.environ.get("TOOLFLOW_TEST_MISSING_PACKAGES") or "not installed (python3 tasks.py test installs it)"
+"""Why zsh or fish is missing, as `tasks.py test` found it."""
 
 LINT_FORMATS = ["full", "github", "gitlab", "json", "junit", "sarif", "text"]
 
@@ -163,7 +169,7 @@ def test_zsh_script_structure() -> None:
     assert "'--output-format=[report format]:output-format:(text full json github sarif junit gitlab)'" in text
 
 
-@pytest.mark.skipif(shutil.which("zsh") is None, reason="zsh is not installed")
+@pytest.mark.skipif(shutil.which("zsh") is None, reason=f"zsh: {MISSING}")
 def test_zsh_parses_and_completes(workdir: Path) -> None:
     """`zsh -n` reads the script, and a real interactive zsh completes subcommands, choices and paths with it."""
     (workdir / "_toolflow").write_text(script("zsh"), encoding="utf-8")
@@ -192,7 +198,7 @@ def test_fish_script_structure() -> None:
     assert "complete -c toolflow -n '__toolflow_using lint' -F\n" in text
 
 
-@pytest.mark.skipif(shutil.which("fish") is None, reason="fish is not installed")
+@pytest.mark.skipif(shutil.which("fish") is None, reason=f"fish: {MISSING}")
 def test_fish_parses_and_completes(workdir: Path) -> None:
     """`fish -n` reads the script, and fish's own `complete -C` completes with it."""
     (workdir / "toolflow.fish").write_text(script("fish"), encoding="utf-8")
@@ -203,3 +209,22 @@ def test_fish_parses_and_completes(workdir: Path) -> None:
     assert fish_complete(workdir, "toolflow completion ") == ["bash", "fish", "zsh"]
     assert fish_complete(workdir, "toolflow lint sp") == ["specs/"]
     assert fish_complete(workdir, "toolflow rule sp") == []
+
+
+# -- the shells in CI ---------------------------------------------------------------------------------------------
+
+
+def test_tasks_says_why_it_cannot_install_a_missing_package(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With no apt-get on PATH, `tasks.system_packages` installs nothing and returns and prints the reason."""
+    spec = importlib.util.spec_from_file_location("tasks", Path(__file__).resolve().parents[2] / "tasks.py")
+    assert spec is not None
+    assert spec.loader is not None
+    tasks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tasks)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    reason = tasks.system_packages("toolflow-test-absent-shell")
+    assert reason == "toolflow-test-absent-shell not installed: apt-get is not available"
+    assert reason in capsys.readouterr().err
+    assert tasks.system_packages() == ""

@@ -140,3 +140,18 @@ def test_help_marks_the_old_spellings_deprecated() -> None:
     assert code == 0
     assert "--output-format {text,json}" in out
     assert "deprecated: use --output-format json" in out
+
+
+@pytest.mark.parametrize("abbreviation", ["--out", "--outp", "--output-f"])
+def test_an_abbreviation_of_output_format_is_not_ambiguous(abbreviation: str) -> None:
+    """`run --out json` is `--output-format json`: the old spelling `--output` it also matches means the same."""
+    code, out, err = toolflow("run", "--model", "scripted:session.yaml", abbreviation, "json")
+    assert (code, err) == (0, "")
+    assert json.loads(out)["reason"] == "terminal"
+
+
+def test_an_abbreviation_still_fails_between_different_options() -> None:
+    """Only the deprecated spellings step aside: `--s` matches `--specs`, `--system` and `--shutdown-grace`."""
+    code, out, err = toolflow("run", "--model", "scripted:session.yaml", "--s", "x")
+    assert (code, out) == (2, "")
+    assert "ambiguous option: --s could match" in err

@@ -303,6 +303,18 @@ def test_a_session_file_named_by_session_and_specs_of_its_own(project: ToolflowP
         ("turns: [{bad: 1}]\nprompt: hi\nexpect: {reason: terminal}\n", "unknown keys ['bad']; expected text", 3),
         ("turns: [{text: hi}]\nexpect: {reason: final_answer}\n", "the session has no 'prompt'", 2),
         ("- a list\n", "a test file is a mapping", 1),
+        ("sessions: []\n", "'sessions' must be a list of sessions", 1),
+        ("turns: [{text: hi}]\nsessions: [{name: a}]\n", "unknown keys ['turns'] beside 'sessions'", 2),
+        ("sessions:\n  - {prompt: hi, turns: [{text: hi}], expect: {reason: final_answer}}\n", "needs a 'name'", 2),
+        (
+            (
+                "sessions:\n  - {name: a, prompt: hi, turns: [{text: hi}], expect: {reason: final_answer}}\n"
+                "  - {name: a, prompt: hi, turns: [{text: hi}], expect: {reason: final_answer}}\n"
+            ),
+            "two sessions are named 'a'",
+            3,
+        ),
+        ("sessions:\n  - name: a\n    prompt: hi\n    expect: {reason: final_answer}\n", "give the session either", 4),
     ],
 )
 def test_a_malformed_test_file_fails_with_its_problem(
@@ -314,6 +326,53 @@ def test_a_malformed_test_file_fails_with_its_problem(
     assert result.exit_code == 1, result
     assert f"tests/bad.toolflow.yaml:{line}:" in result.stdout
     assert message in result.stdout
+
+
+SESSIONS = """\
+description: Greetings, two ways.
+approve: no
+sessions:
+  - name: greets
+    prompt: Say hello to Ada.
+    turns:
+      - tool_calls: [{name: greet, arguments: {name: Ada}}]
+    expect: {reason: terminal, tools: [greet]}
+  - name: answers without tools
+    prompt: Say nothing.
+    turns:
+      - text: Nothing to do.
+    expect: {reason: final_answer, answer_contains: Goodbye}
+"""
+
+
+def test_a_test_file_may_hold_several_named_sessions(project: ToolflowProject) -> None:
+    """`sessions:` is a list of sessions, each with a name, a test each, pointed at by its own expect."""
+    project.write("tests/two.toolflow.yaml", SESSIONS)
+    result = _test(project, "tests/two.toolflow.yaml")
+    assert result.exit_code == 1, result
+    lines = result.stdout.splitlines()
+    assert "PASS tests/two.toolflow.yaml sessions[greets] (tests/two.toolflow.yaml:8:5)" in lines
+    assert "FAIL tests/two.toolflow.yaml sessions[answers without tools] (tests/two.toolflow.yaml:13:5)" in lines
+    failure = (
+        "tests/two.toolflow.yaml:13:5: tests/two.toolflow.yaml sessions[answers without tools]: expected the answer"
+    )
+    assert any(line.startswith(failure) for line in lines)
+    assert "2 tests: 1 passed, 1 failed" in result.stdout
+
+
+def test_the_file_keys_beside_sessions_are_each_sessions_defaults(project: ToolflowProject) -> None:
+    """`approve`, `specs` and `format` beside `sessions` hold for each session, unless it says otherwise."""
+    project.write_spec("policy.yaml", "toolflow: 1\npolicy:\n  categories:\n    terminal: {approval: true}\n")
+    calls = "turns:\n      - tool_calls: [{name: greet, arguments: {name: Ada}}]\n      - text: done\n"
+    project.write(
+        "tests/approvals.toolflow.yaml",
+        "approve: no\nsessions:\n"
+        f"  - name: refused\n    prompt: Hi\n    {calls}    expect: {{reason: final_answer}}\n"
+        f"  - name: approved\n    approve: yes\n    prompt: Hi\n    {calls}    expect: {{reason: terminal}}\n",
+    )
+    result = _test(project, "tests/approvals.toolflow.yaml")
+    assert result.exit_code == 0, result
+    assert "2 tests: 2 passed" in result.stdout
 
 
 def test_approve_in_a_test_file_answers_the_policy(project: ToolflowProject) -> None:

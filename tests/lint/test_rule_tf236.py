@@ -7,12 +7,14 @@ the parameter, and one it reports fails with ``'tone' is undefined``.
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
 
+from toolflow import load_registry, open_engine
 from toolflow._lint._config import LintConfig
 from toolflow._lint._engine import lint_paths
 from toolflow._rendering import render_template
@@ -141,3 +143,55 @@ def test_the_message_names_both_fixes(tmp_path: Path) -> None:
         "or as 'tone | default(...)'"
     )
     assert _lint(tmp_path, _greet("{{ name }} {{ tone }}")) == [message]
+
+
+# --- parameter rules ---------------------------------------------------------------------------
+
+RULED = [  # (template, the parameters TF236 reports) with `when: mood, require: [tone]`
+    ("{% if mood is defined %}{{ mood }} {{ tone }}{% endif %}", []),
+    ("{{ tone if mood is defined else 'plain' }}", []),
+    ("{% if mood is not defined %}plain{% else %}{{ tone }}{% endif %}", []),
+    ("{% if tone is defined %}{{ mood }}{% endif %}", ["mood"]),  # the rule does not run backwards
+    ("{% if mood == 'x' %}{{ tone }}{% endif %}", ["mood", "tone"]),
+    ("{{ tone }}", ["tone"]),
+]
+
+
+@pytest.mark.parametrize(("template", "reported"), RULED)
+def test_a_guard_covers_what_a_rule_requires_with_it(tmp_path: Path, template: str, reported: list[str]) -> None:
+    """With `when: mood, require: [tone]`, a guard that proves `mood` defined proves `tone` defined too."""
+    tool = _greet("{{ name }}" + template)
+    tool["parameters"]["properties"]["mood"] = {"type": "string", "description": "The mood"}
+    tool["parameter_rules"] = [{"when": "mood", "require": ["tone"]}]
+    messages = _lint(tmp_path, tool)
+    assert [m.split("'")[1] for m in messages] == reported, messages
+
+
+def test_rule_implications_chain(tmp_path: Path) -> None:
+    """`when: a require [b]` and `when: b require [tone]`: a guard on `a` covers `tone`."""
+    tool = _greet("{{ name }}{% if a is defined %}{{ a }}{{ b }}{{ tone }}{% endif %}")
+    for name in ("a", "b"):
+        tool["parameters"]["properties"][name] = {"type": "string", "description": name}
+    tool["parameter_rules"] = [{"when": "a", "require": ["b"]}, {"when": "b", "require": ["tone"]}]
+    assert _lint(tmp_path, tool) == []
+
+
+async def test_a_rule_guarded_read_renders_for_every_call_the_rule_lets_through() -> None:
+    """The guard holds at run time: a call with `mood` but no `tone` is rejected before the template renders."""
+    template = "{% if mood is defined %}{{ mood }} {{ tone }}{% endif %}"
+    assert unguarded_template_reads(template, {"tone"}, {"mood": {"tone"}}) == []
+    tool = _greet("{{ name }}" + template)
+    tool["parameters"]["properties"]["mood"] = {"type": "string", "description": "The mood"}
+    tool["parameter_rules"] = [{"when": "mood", "require": ["tone"]}]
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "tools.yaml"
+        path.write_text(json.dumps({"toolflow": 1, "tools": {"greet": tool}}))
+        registry = load_registry([str(path)])
+        with trio.fail_after(60):
+            async with open_engine(registry) as engine:
+                refused = await engine.call("greet", {"name": "Ada", "mood": "calm"})
+                alone = await engine.call("greet", {"name": "Ada"})
+    assert not refused.success
+    assert "tone" in (refused.error or "")
+    assert "undefined" not in (refused.error or "")
+    assert alone.success

@@ -12,6 +12,7 @@ or at specs that were renamed to another suffix, stays green while checking no t
 ```console
 $ toolflow lint config/
 config/:1:1: TF008 no spec files (*.yaml, *.yml) in directory 'config/'
+Found 0 errors and 1 warning in 0 files.
 ```
 with `config/` holding only `tools.json`, or nothing.
 

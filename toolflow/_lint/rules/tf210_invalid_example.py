@@ -60,6 +60,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping, Sequence
+from typing import Literal
 
 from toolflow._checking import ARGUMENTS, CompiledSchema, ErrorExplainer, ParameterError, show
 from toolflow._diagnostics import Diagnostic, Severity
@@ -102,24 +103,37 @@ def _check_args(ctx: LintContext, tool: ToolSpec) -> Iterator[Diagnostic]:
 
 
 def _check_results(ctx: LintContext, tool: ToolSpec) -> Iterator[Diagnostic]:
+    for i, example, path, problem in output_mismatches(ctx, tool, "result"):
+        message = f"examples[{i}] result does not match 'output_schema': {problem}"
+        yield _at(tool, example, "result", path, message, key=not path)
+
+
+def output_mismatches(
+    ctx: LintContext, tool: ToolSpec, part: Literal["result", "expect"]
+) -> Iterator[tuple[int, Example, list[str | int], str]]:
+    """The examples whose *part* breaks the tool's ``output_schema`` (TF210's ``result``, TF238's ``expect``).
+
+    Yields the example's index, the example, the path to the offending value in *part*, and the
+    first problem (with how many more). An ``expect`` beside ``expect_error`` is left out.
+    """
     if tool.output_schema is None or has_remote_ref(tool, "output_schema"):
         return
     validator = ctx.validator(tool, "output_schema")
     if validator is None or validator.compiled is None:
         return
     for i, example in enumerate(tool.examples):
-        if not example.has_result:
+        if part == "result" and not example.has_result:
             continue
-        # The verdict is the runtime's: the example's result is the data of a successful call.
-        if validator.normalize(ToolResult(success=True, data=example.result)).success:
+        if part == "expect" and (not example.has_expect or example.expect_error is not None):
             continue
-        problems = _result_problems(validator.compiled, example.result)
-        if not problems:
+        data = example.result if part == "result" else example.expect
+        # The verdict is the runtime's: the value is the data of a successful call.
+        if validator.normalize(ToolResult(success=True, data=data)).success:
             continue
-        first = problems[0]
-        path = _path_named(first.parameter.removeprefix("data"), example.result, dotted=True)
-        message = f"examples[{i}] result does not match 'output_schema': {first.describe()}{_more(problems)}"
-        yield _at(tool, example, "result", path, message, key=not path)
+        problems = _result_problems(validator.compiled, data)
+        if problems:
+            path = _path_named(problems[0].parameter.removeprefix("data"), data, dotted=True)
+            yield i, example, path, f"{problems[0].describe()}{_more(problems)}"
 
 
 def _result_problems(compiled: CompiledSchema, data: object) -> list[ParameterError]:

@@ -8,7 +8,16 @@ in a `template:` source, a `command:` argv item, or a pipeline's `with:`,
 - `{% if tone is defined %}...{{ tone }}...{% endif %}` (and the `else` of
   `is not defined`);
 - `tone | default('plain')`;
-- `tone is defined and tone != 'plain'`, `tone if tone is defined else 'plain'`.
+- `tone is defined and tone != 'plain'`, `tone if tone is defined else 'plain'`;
+- under a guard of a parameter that a `parameter_rules` entry ties it to:
+  with `when: target` and `require: [message]`, `{% if target is defined %}`
+  guards `message` too.
+
+Rules of the other forms prove nothing here: with `when: {mode: advanced}`,
+`{% if mode == 'advanced' %}` does not guard what it requires, nor does
+`exactly_one` guard one name in the `else` of the other. Test the name
+itself (`{% if expression is defined %}`), or silence the line with
+`# toolflow: ignore[TF236]`.
 
 ## Why is this bad?
 Templates render with strict undefined variables. The tool lints and works
@@ -61,10 +70,11 @@ def check(ctx: LintContext) -> Iterator[Diagnostic]:
             optional = _optional_without_default(tool)
             if not optional:
                 continue
+            implied = _implied(tool)
             if any(impl.kind in ("template", "command") for impl in tool.implementations):
-                yield from _templates(tool, optional)
+                yield from _templates(tool, optional, implied)
             if tool.pipeline is not None:
-                yield from _pipeline(spec_file.text, tool, optional)
+                yield from _pipeline(spec_file.text, tool, optional, implied)
 
 
 def _optional_without_default(tool: ToolSpec) -> frozenset[str]:
@@ -83,7 +93,23 @@ def _optional_without_default(tool: ToolSpec) -> frozenset[str]:
     )
 
 
-def _templates(tool: ToolSpec, optional: frozenset[str]) -> Iterator[Diagnostic]:
+def _implied(tool: ToolSpec) -> dict[str, set[str]]:
+    """For each parameter, the parameters that `when: NAME` rules require whenever it is given (transitively)."""
+    implied: dict[str, set[str]] = {}
+    for rule in tool.parameter_rules:
+        if rule.kind == "requires" and rule.when is not None and rule.when_values is None:
+            implied.setdefault(rule.when, set()).update(rule.params)
+    changed = True
+    while changed:  # a few names at most: repeat until nothing is added
+        changed = False
+        for required in implied.values():
+            more = set().union(*(implied.get(name, set()) for name in required)) - required
+            changed |= bool(more)
+            required.update(more)
+    return implied
+
+
+def _templates(tool: ToolSpec, optional: frozenset[str], implied: dict[str, set[str]]) -> Iterator[Diagnostic]:
     # Imported here: Jinja2 is loaded only when some tool has a template.
     from toolflow._lint._template_facts import file_position, template_facts  # noqa: PLC0415
     from toolflow._template_guards import unguarded_template_reads  # noqa: PLC0415
@@ -93,7 +119,7 @@ def _templates(tool: ToolSpec, optional: frozenset[str]) -> Iterator[Diagnostic]
         if not candidates:
             continue
         what = "template" if facts.label == "template" else f"command {facts.label}"
-        for name, line in unguarded_template_reads(facts.source, candidates):
+        for name, line in unguarded_template_reads(facts.source, candidates, implied):
             diagnostic = RULE.diag(tool, facts.pointer, _message(what, name))
             position = file_position(tool, facts.pointer, line)
             if position is not None:
@@ -101,7 +127,9 @@ def _templates(tool: ToolSpec, optional: frozenset[str]) -> Iterator[Diagnostic]
             yield diagnostic
 
 
-def _pipeline(text: str, tool: ToolSpec, optional: frozenset[str]) -> Iterator[Diagnostic]:
+def _pipeline(
+    text: str, tool: ToolSpec, optional: frozenset[str], implied: dict[str, set[str]]
+) -> Iterator[Diagnostic]:
     from toolflow._lint._pipeline_facts import moved, name_span, pipeline_strings  # noqa: PLC0415
     from toolflow._template_guards import unguarded_template_reads  # noqa: PLC0415
 
@@ -110,7 +138,7 @@ def _pipeline(text: str, tool: ToolSpec, optional: frozenset[str]) -> Iterator[D
         if not candidates:
             continue
         where = "the result" if string.step is None else f"the '{string.key}' of step {string.step!r}"
-        for name, _ in unguarded_template_reads(string.source, candidates):
+        for name, _ in unguarded_template_reads(string.source, candidates, implied):
             diagnostic = RULE.diag(tool, string.pointer, _message(where, name))
             yield moved(diagnostic, name_span(text, tool, string, name))
 
