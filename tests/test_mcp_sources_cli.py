@@ -166,3 +166,27 @@ async def test_serve_is_a_gateway_in_front_of_the_server(project: Path) -> None:
     assert added.structured_content == {"sum": 2.0}
     # One connection behind the gateway: the server counts both calls.
     assert [counted.content[0].text, again.content[0].text] == ["1", "2"]  # type: ignore[union-attr]
+
+
+def test_toolflow_test_runs_sessions_that_call_remote_tools(project: Path) -> None:
+    """toolflow test opens the specs' servers once for the run; a session calling remote tools passes."""
+    (project / "tests").mkdir()
+    (project / "tests" / "remote.toolflow.yaml").write_text(
+        """\
+description: The model adds remotely, then answers with the remote terminal tool.
+prompt: Add two and three.
+turns:
+  - tool_calls:
+      - {name: r_add, arguments: {a: 2, b: 3}}
+  - tool_calls:
+      - {name: r_echo, arguments: {text: "It is five."}}
+expect:
+  reason: terminal
+  tools: [r_add, r_echo]
+  answer_contains: five
+""",
+        encoding="utf-8",
+    )
+    code, out, err = cli("test", "specs", "tests/remote.toolflow.yaml")
+    assert code == 0, out + err
+    assert "1 passed" in out

@@ -21,6 +21,7 @@ reports, are in :mod:`toolflow._cli_test_report`.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import json
 import os
@@ -40,6 +41,7 @@ from toolflow._errors import SpecError, ToolflowError, UsageError
 from toolflow._executor import open_engine
 from toolflow._loader import SPEC_SUFFIXES, TEST_SUFFIXES, load_specs
 from toolflow._loop import Agent, LoopResult
+from toolflow._mcp_sources import open_registry
 from toolflow._model import Example, LoadResult
 from toolflow._plugins import Plugins
 from toolflow._policy import Policy
@@ -315,18 +317,21 @@ def _expect_problem(expect: object) -> str | None:
 
 @attrs.define
 class _Runner:
-    """Runs cases: loads each set of specs once, opens an engine per case."""
+    """Runs cases: opens each set of specs' registry once (their MCP servers connected), an engine per case."""
 
     plugins: Plugins
     approve: str | None
     directory: str
+    stack: contextlib.AsyncExitStack
+    """Holds the registries open (and the connections of their MCP servers) until the run ends."""
     _registries: dict[tuple[str, ...], tuple[Registry, Policy]] = attrs.field(factory=dict, init=False)
 
-    def registry(self, paths: Sequence[str], specs: LoadResult | None = None) -> tuple[Registry, Policy]:
+    async def registry(self, paths: Sequence[str], specs: LoadResult | None = None) -> tuple[Registry, Policy]:
         key = tuple(paths)
         if key not in self._registries:
             specs = specs if specs is not None else load_specs(paths, kinds=self.plugins.kind_schemas())
-            self._registries[key] = (Registry.build(specs, self.plugins), Policy.from_specs(specs))
+            registry = await self.stack.enter_async_context(open_registry(specs, plugins=self.plugins))
+            self._registries[key] = (registry, Policy.from_specs(specs))
         return self._registries[key]
 
     def _cache_path(self) -> str:
@@ -335,7 +340,7 @@ class _Runner:
 
     async def example(self, case: Case, paths: Sequence[str]) -> Outcome:
         assert case.tool is not None and case.example is not None  # noqa: PT018 - examples carry both
-        registry, policy = self.registry(paths)
+        registry, policy = await self.registry(paths)
         approve = _approver(self.approve)
         started = time.perf_counter()
         async with open_engine(
@@ -352,7 +357,7 @@ class _Runner:
         document = case.document
         base = os.path.dirname(case.file)
         paths = [os.path.join(base, p) for p in document["specs"]] if "specs" in document else list(project_specs)
-        registry, policy = self.registry(paths)
+        registry, policy = await self.registry(paths)
         if "session" in document:
             provider = open_scripted(os.path.join(base, str(document["session"])))
         else:
@@ -447,9 +452,14 @@ def run_cases(
 
     outcomes: list[Outcome] = []
 
-    async def main(runner: _Runner) -> None:
-        if any(case.kind == "example" for case in cases):
-            runner.registry(example_specs, specs)  # specs that do not build stop the run, once
+    async def main(directory: str) -> None:
+        async with contextlib.AsyncExitStack() as stack:
+            runner = _Runner(plugins=plugins, approve=approve, directory=directory, stack=stack)
+            if any(case.kind == "example" for case in cases):
+                await runner.registry(example_specs, specs)  # specs that do not build stop the run, once
+            await run_all(runner)
+
+    async def run_all(runner: _Runner) -> None:
         for case in cases:
             try:
                 if case.kind == "example":
@@ -464,8 +474,7 @@ def run_cases(
             await trio.lowlevel.checkpoint()
 
     with tempfile.TemporaryDirectory(prefix="toolflow-test-") as directory:
-        runner = _Runner(plugins=plugins, approve=approve, directory=directory)
-        run_trio(lambda: main(runner), stderr or io.StringIO())
+        run_trio(lambda: main(directory), stderr or io.StringIO())
     return outcomes
 
 
