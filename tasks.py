@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Set up and run toolflow's two jobs with nothing but Python 3.11.
 
-    python3 tasks.py run    # install toolflow and its plugins, lint specs/, call tools (a pipeline too), run a loop
+    python3 tasks.py run    # install toolflow and its plugins, lint specs/, call tools (a pipeline, MCP), run a loop
     python3 tasks.py test   # install toolflow with its test tools, run ruff, mypy and every test (the wheels too)
     python3 tasks.py docs   # regenerate the generated parts of docs/
 
@@ -89,6 +89,9 @@ def run() -> None:
     sh(BIN / "toolflow", "call", "survey_room", "{}", "--trace")  # a pipeline: its steps traced
     sh(BIN / "toolflow", "graph", "specs/")  # the tools, the pipeline's steps and depends_on, as Mermaid
     sh(BIN / "toolflow", "call", "list_directory", '{"path": "specs"}')
+    # The tools of an MCP server (examples/remote/lore_server.py), imported by examples/remote/remote.yaml
+    sh(BIN / "toolflow", "list", "examples/remote/")
+    sh(BIN / "toolflow", "call", "--specs", "examples/remote/", "lore_lookup", '{"term": "Brannoc"}')
     sh(BIN / "toolflow", "run", "--specs", "specs/", "--model", "scripted:examples/assistant-session.yaml")
     sh(BIN / "toolflow", "test")  # the specs' examples with expect*, and tests/specs/*.toolflow.yaml
 

@@ -313,7 +313,7 @@ def test_complete_spec_examples_lint_as_documented(tmp_path: Path, text: str, ex
     spec.write_text(text, encoding="utf-8")
     report = lint_paths([spec], LintConfig())
     assert sorted(d.code for d in report.diagnostics) == expected, [d.render() for d in report.diagnostics]
-    assert report.tool_count or "tools: {}" in text or "\npolicy:" in text or expected
+    assert report.tool_count or "tools: {}" in text or "\npolicy:" in text or "\nmcp_servers:" in text or expected
 
 
 def test_yaml_fragments_in_docs_parse() -> None:

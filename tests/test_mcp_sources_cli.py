@@ -75,6 +75,8 @@ def test_list_shows_the_remote_tools(project: Path) -> None:
     rows = {row["name"]: row for row in json.loads(out)["tools"]}
     assert set(rows) == {"greet", "r_add", "r_echo", "r_fail", "r_counter"}
     assert (rows["r_add"]["category"], rows["r_counter"]["category"]) == ("safe_chain", "dangerous")
+    assert rows["r_add"]["implementation"] == "mcp:remote"
+    assert rows["r_add"]["location"] == "specs/remote.yaml:3:3"  # the server's entry
 
 
 def test_schema_exports_the_remote_tools(project: Path) -> None:
@@ -190,3 +192,19 @@ expect:
     code, out, err = cli("test", "specs", "tests/remote.toolflow.yaml")
     assert code == 0, out + err
     assert "1 passed" in out
+
+
+def test_the_shipped_remote_example_lints_lists_and_calls(monkeypatch: pytest.MonkeyPatch) -> None:
+    """examples/remote/ (the main job's MCP example): clean lint, its server's tools listed, a lookup answered."""
+    root = Path(__file__).resolve().parent.parent
+    monkeypatch.chdir(root)
+    monkeypatch.setenv("PYTHON", sys.executable)
+    monkeypatch.setenv("TOOLFLOW_DISABLE_PLUGINS", "assistant,http")
+    assert cli("lint", "examples/remote/")[0] == 0
+    code, out, err = cli("list", "examples/remote/", "--output-format", "json")
+    assert code == 0, err
+    categories = {row["name"]: row["category"] for row in json.loads(out)["tools"]}
+    assert categories == {"lore_lookup": "safe_chain", "lore_roll": "safe_chain", "lore_forget": "dangerous"}
+    code, out, err = cli("call", "--specs", "examples/remote/", "--no-cache", "lore_lookup", '{"term": "Brannoc"}')
+    assert code == 0, err
+    assert "smithy by the north gate" in json.loads(out)["data"]

@@ -210,7 +210,7 @@ def remote_tools(specs: LoadResult, stderr: TextIO) -> list[ToolSpec]:
         return []
     from toolflow._mcp_sources import remote_specs  # noqa: PLC0415
 
-    return run_trio(lambda: remote_specs(specs.mcp_servers), stderr)
+    return run_trio(lambda: remote_specs(specs), stderr)
 
 
 def run_trio(main: Callable[[], Awaitable[_T]], stderr: TextIO) -> _T:

@@ -19,7 +19,7 @@ def tool_row(tool: ToolSpec) -> dict[str, Any]:
     return {
         "name": tool.name,
         "category": tool.category,
-        "implementation": tool.implementation.kind if tool.implementation else None,
+        "implementation": _implemented_by(tool),
         "timeout": tool.timeout,
         "retry_attempts": tool.retry.attempts,
         "cache": tool.cache.scope.value if tool.cache else None,
@@ -28,6 +28,17 @@ def tool_row(tool: ToolSpec) -> dict[str, Any]:
         "expose": tool.expose,
         "location": f"{tool.file}:{span.line}:{span.column}" if span else tool.file,
     }
+
+
+def _implemented_by(tool: ToolSpec) -> str | None:
+    """The kind of *tool*'s implementation; for a remote tool, ``mcp:SERVER``."""
+    from toolflow._model import McpToolRef  # noqa: PLC0415
+
+    implementation = tool.implementation
+    if implementation is None:
+        return None
+    config = implementation.config
+    return f"mcp:{config.server}" if isinstance(config, McpToolRef) else implementation.kind
 
 
 def write_table(rows: Sequence[Sequence[object]], stdout: TextIO, widths: Sequence[int] = ()) -> None:

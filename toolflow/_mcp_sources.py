@@ -37,6 +37,7 @@ import attrs
 import trio
 
 from toolflow._context import current_progress_sink
+from toolflow._diagnostics import Locator
 from toolflow._errors import ToolflowError, expect
 from toolflow._loader import load_specs
 from toolflow._mcp_specs import MCP_KIND, ToolSourceError, ToolSourceWarning, remote_tool_spec
@@ -291,10 +292,10 @@ class _RemoteCall:
         return await self.connection.call(self.tool, arguments)
 
 
-def _usable(server: McpServer, tool: RemoteTool) -> ToolSpec | None:
+def _usable(server: McpServer, tool: RemoteTool, locator: Locator | None) -> ToolSpec | None:
     """The spec of *tool*, or ``None`` (with a warning) when toolflow cannot use what the server listed."""
     try:
-        spec = remote_tool_spec(server, tool)
+        spec = remote_tool_spec(server, tool, locator=locator)
     except (ValueError, TypeError) as exc:
         problem = str(exc)
     else:
@@ -343,7 +344,9 @@ async def open_registry(
     if not servers or not specs.ok:
         yield Registry.build(specs, plugins)
         return
-    async with _open_connections(servers, connect_timeout=connect_timeout, errlog=errlog) as (connections, remote):
+    locators = {spec_file.path: spec_file.locator for spec_file in specs.files}
+    opened = _open_connections(servers, connect_timeout=connect_timeout, errlog=errlog, locators=locators)
+    async with opened as (connections, remote):
         kind = ImplementationKind(name=MCP_KIND, schema={}, build=_binder(connections), plugin="mcp_servers")
         joined = attrs.evolve(specs, files=(*specs.files, SpecFile(path="<mcp_servers>", tools=tuple(remote))))
         registry = Registry.build(joined, plugins, kinds={MCP_KIND: kind})
@@ -355,23 +358,29 @@ async def open_registry(
 
 
 async def remote_specs(
-    servers: Iterable[McpServer], *, connect_timeout: float = 60.0, errlog: TextIO | int | None = None
+    specs: LoadResult, *, connect_timeout: float = 60.0, errlog: TextIO | int | None = None
 ) -> list[ToolSpec]:
-    """The specs of the tools that *servers* list (each connected, listed and closed again).
+    """The specs of the tools that the MCP servers of *specs* list (each connected, listed and closed again).
 
-    For what reads the remote tools without calling them (``toolflow list``, ``lint --connect``).
+    For what reads the remote tools without calling them (``toolflow list``).
 
     Raises:
         ToolSourceError: A server could not be started, reached or listed within *connect_timeout*.
         ToolflowError: The ``mcp`` SDK is not installed.
     """
-    async with _open_connections(tuple(servers), connect_timeout=connect_timeout, errlog=errlog) as (_, remote):
+    locators = {spec_file.path: spec_file.locator for spec_file in specs.files}
+    opened = _open_connections(specs.mcp_servers, connect_timeout=connect_timeout, errlog=errlog, locators=locators)
+    async with opened as (_, remote):
         return remote
 
 
 @contextlib.asynccontextmanager
 async def _open_connections(
-    servers: tuple[McpServer, ...], *, connect_timeout: float, errlog: TextIO | int | None
+    servers: tuple[McpServer, ...],
+    *,
+    connect_timeout: float,
+    errlog: TextIO | int | None,
+    locators: Mapping[str, Locator | None],
 ) -> AsyncIterator[tuple[Mapping[str, _Connection], list[ToolSpec]]]:
     """Connect to every server and list its tools; the connections stay up until the block ends."""
     _require_mcp()
@@ -386,7 +395,8 @@ async def _open_connections(
                 except trio.TooSlowError:
                     msg = f"{_where(connection.server)} did not list its tools within {connect_timeout:g}s"
                     raise ToolSourceError(msg, server=connection.server) from None
-                remote.extend(spec for tool in listing if (spec := _usable(connection.server, tool)) is not None)
+                locator = locators.get(connection.server.file)
+                remote.extend(s for tool in listing if (s := _usable(connection.server, tool, locator)) is not None)
             try:
                 yield connections, remote
             finally:

@@ -12,7 +12,7 @@ from typing import Any
 import attrs
 
 from toolflow import _yaml
-from toolflow._diagnostics import Diagnostic
+from toolflow._diagnostics import Diagnostic, Locator
 from toolflow._errors import ToolflowError
 from toolflow._loader import _Builder  # the one way from a tool's keys to a ToolSpec
 from toolflow._model import Category, Implementation, McpServer, McpToolRef, RemoteTool, ToolSpec
@@ -45,12 +45,13 @@ def _trusted(tool: RemoteTool) -> dict[str, Any]:
     }
 
 
-def remote_tool_spec(server: McpServer, tool: RemoteTool) -> ToolSpec:
+def remote_tool_spec(server: McpServer, tool: RemoteTool, *, locator: Locator | None = None) -> ToolSpec:
     """The spec of *server*'s tool *tool*, named ``server.prefix + tool.name``.
 
     The body is the server's description, title and schemas; then the category and idempotence
     (``dangerous``, not idempotent, unless the entry trusts the annotations); then the entry's
     ``overrides`` for the tool. The entry's ``defaults`` apply as a file's ``defaults:`` do.
+    *locator* (the server's file's) places the tool at its server's entry in listings and messages.
 
     Raises:
         ValueError: A value the model refuses (a key of the overrides that the loader would have
@@ -91,4 +92,5 @@ def remote_tool_spec(server: McpServer, tool: RemoteTool) -> ToolSpec:
             ),
         ),
         pointer=server.pointer,
+        locator=locator,
     )
