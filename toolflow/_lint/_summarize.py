@@ -52,9 +52,12 @@ def _server(spec_file: SpecFile, server: McpServer) -> ServerSummary:
         )
     overrides = []
     depends_on = []
+    categories = []
     for remote, keys in server.overrides.items():
         pointer = f"{server.pointer}/overrides{json_pointer([remote])}"
         overrides.append(Named(name=remote, place=place(pointer, key=True)))
+        if isinstance(keys.get("category"), str):
+            categories.append((server.local_name(remote), keys["category"]))
         for index, item in enumerate(keys.get("depends_on", ())):
             tool, scope = (item, "loop") if isinstance(item, str) else (item["tool"], item.get("scope", "loop"))
             where = place(f"{pointer}/depends_on/{index}")
@@ -66,6 +69,8 @@ def _server(spec_file: SpecFile, server: McpServer) -> ServerSummary:
         tools=listed,
         overrides=tuple(overrides),
         depends_on=tuple(depends_on),
+        trusted=server.trust_annotations,
+        categories=tuple(categories),
     )
 
 

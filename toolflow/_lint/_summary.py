@@ -278,6 +278,8 @@ class ServerSummary:
             its entry; ``None``: it imports every tool the server lists, which lint cannot know.
         overrides: The server's names its ``overrides`` are given for, each at its key.
         depends_on: ``(registry name, dependency)`` for each ``depends_on`` entry of its overrides.
+        trusted: Whether the entry trusts the server's annotations (``trust_annotations: true``).
+        categories: ``(registry name, category)`` for each ``category`` its overrides set.
     """
 
     name: str
@@ -286,6 +288,19 @@ class ServerSummary:
     tools: tuple[Named, ...] | None
     overrides: tuple[Named, ...] = ()
     depends_on: tuple[tuple[str, DependencySummary], ...] = ()
+    trusted: bool = False
+    categories: tuple[tuple[str, str], ...] = ()
+
+    def category_of(self, name: str) -> str | None:
+        """The category of its tool *name* (a registry name) as far as lint knows it without connecting.
+
+        An override's category; else ``dangerous`` when the annotations are not trusted; else
+        ``None`` (the server's annotations decide, which only ``lint --connect`` sees).
+        """
+        overridden = dict(self.categories).get(name)
+        if overridden is not None:
+            return overridden
+        return None if self.trusted else "dangerous"
 
 
 @attrs.frozen(kw_only=True)

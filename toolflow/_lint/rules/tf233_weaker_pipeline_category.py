@@ -10,6 +10,10 @@ over the defaults):
 - `per_turn`: if a step's category has a `per_turn` limit (`dangerous` has 1),
   the pipeline's must have one no higher.
 
+A step that calls a tool of an MCP server (listed under its `tools:`) counts with
+the category lint can know without connecting: its override's, else `dangerous`
+unless the entry trusts the server's annotations (then it is not checked).
+
 Categories have no order, so no category is "stronger" than another: each
 property is checked on its own. `ends_loop` is the pipeline's own and is not
 checked. The engine's one-`dangerous`-call-per-tick gate outside an agent loop
@@ -111,7 +115,12 @@ def check(summary: ProjectSummary) -> Iterator[Diagnostic]:
     if not pipelines:
         return
     categories = _categories(summary)
-    known = {name: tools[0] for name, tools in summary.tools_by_name.items() if len(tools) == 1}
+    known: dict[str, ToolSummary | str] = {}
+    for name, found in summary.remote_by_name.items():
+        category = found[0][0].category_of(name) if len(found) == 1 else None
+        if category is not None:
+            known[name] = category
+    known.update({name: tools[0] for name, tools in summary.tools_by_name.items() if len(tools) == 1})
     memo: dict[str, _Needs] = {}
     for tool in pipelines:
         needs = _needs_of_steps(tool, known, categories, memo, 0)
@@ -149,7 +158,7 @@ def _categories(summary: ProjectSummary) -> dict[str, _Category]:
 
 def _needs_of_steps(
     tool: ToolSummary,
-    known: dict[str, ToolSummary],
+    known: dict[str, ToolSummary | str],
     categories: dict[str, _Category],
     memo: dict[str, _Needs],
     depth: int,
@@ -165,10 +174,11 @@ def _needs_of_steps(
         called = known.get(step.tool)
         if called is None:
             continue
-        asker = _Asker(path=(step.name,), tool=step.tool, category=called.category)
-        own = categories.get(called.category, _Category())
+        category = called if isinstance(called, str) else called.category  # a remote tool's, as lint knows it
+        asker = _Asker(path=(step.name,), tool=step.tool, category=category)
+        own = categories.get(category, _Category())
         inner = _Needs()
-        if called.pipeline is not None and depth < _DEEPEST:
+        if not isinstance(called, str) and called.pipeline is not None and depth < _DEEPEST:
             inner = _needs_of_steps(called, known, categories, memo, depth + 1)
         if approval is None:
             approval = asker if own.approval else inner.approval.within(step.name) if inner.approval else None
