@@ -500,3 +500,16 @@ def test_without_opentelemetry_nothing_of_it_is_imported(tmp_path: Path) -> None
     )
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout) == {"called": True, "answer": "done", "trace": {}, "loaded": [], "hook": False}
+
+
+def test_the_api_alone_without_the_conventions_is_not_the_extra(tmp_path: Path) -> None:
+    """The `mcp` SDK's dependencies install OpenTelemetry's API without the semantic conventions: no hook then."""
+    from toolflow.default_plugins.otel import installed
+
+    api_only, extra = tmp_path / "api" / "opentelemetry", tmp_path / "extra" / "opentelemetry"
+    (api_only / "trace").mkdir(parents=True)
+    (extra / "trace").mkdir(parents=True)
+    (extra / "semconv").mkdir()
+    assert not installed([str(api_only)])
+    assert installed([str(extra)])
+    assert installed([str(api_only), str(tmp_path / "extra" / "opentelemetry")])  # portions of one namespace

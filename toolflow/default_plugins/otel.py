@@ -1,8 +1,8 @@
 """OpenTelemetry traces and metrics of tool calls, agent loops and model requests (the ``[otel]`` extra).
 
 A default plugin with one hook, ``toolflow_wrap_operation``, which it implements only when
-OpenTelemetry's API is installed (looked up without importing it) and ``OTEL_SDK_DISABLED`` is
-not ``true``: without the extra the engine sees no hook, takes no tracing path and imports
+OpenTelemetry's API and semantic conventions are installed (looked up without importing them) and
+``OTEL_SDK_DISABLED`` is not ``true``: without the extra the engine sees no hook, takes no tracing path and imports
 nothing of OpenTelemetry. OpenTelemetry's API is imported when the first engine opens.
 
 Spans follow the GenAI semantic conventions (``opentelemetry-semantic-conventions``' constants):
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from toolflow import hookspecs
@@ -30,15 +31,29 @@ if TYPE_CHECKING:
     from toolflow._telemetry import Operation
     from toolflow.default_plugins._otel_spans import Spans
 
-__all__ = ["Telemetry", "enabled"]
+__all__ = ["Telemetry", "enabled", "installed"]
 
 
 def enabled(environ: Any = None) -> bool:
-    """Whether the plugin traces: OpenTelemetry's API is installed and ``OTEL_SDK_DISABLED`` is not ``true``."""
+    """Whether the plugin traces: the extra is installed and ``OTEL_SDK_DISABLED`` is not ``true``."""
     env = os.environ if environ is None else environ
     if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
         return False
-    return importlib.util.find_spec("opentelemetry") is not None
+    spec = importlib.util.find_spec("opentelemetry")
+    return spec is not None and installed(spec.submodule_search_locations or ())
+
+
+def installed(locations: Iterable[str]) -> bool:
+    """Whether the ``opentelemetry`` namespace package at *locations* has what the spans need.
+
+    The API (``opentelemetry.trace``) and the semantic conventions (``opentelemetry.semconv``): the
+    API alone is installed by other packages too (the ``mcp`` SDK's dependencies bring it), without
+    the extra's conventions. Looked up on disk: nothing is imported.
+    """
+    found = {
+        name for location in locations for name in ("trace", "semconv") if os.path.isdir(os.path.join(location, name))
+    }
+    return found == {"trace", "semconv"}
 
 
 class Telemetry:
