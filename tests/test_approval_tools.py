@@ -13,6 +13,8 @@ import pytest
 import trio
 
 import toolflow
+from toolflow._mcp_specs import remote_tool_spec
+from toolflow._model import RemoteTool
 
 SPEC = """\
 toolflow: 1
@@ -206,3 +208,17 @@ async def test_runs_alone_and_needs_approval(registry: Any) -> None:
     async with toolflow.open_engine(reg, policy=policy) as engine:
         assert [engine.needs_approval(n) for n in ("refund", "wipe", "erase", "look")] == [False, True, True, False]
         assert [engine.runs_alone(n) for n in ("refund", "wipe", "look")] == [True, True, False]
+
+
+def test_an_mcp_servers_overrides_may_add_approval(tmp_path: Path) -> None:
+    """`overrides:` of an mcp_servers entry takes `approval:` (the schema and the remote tool's spec)."""
+    (tmp_path / "remote.yaml").write_text(
+        "toolflow: 1\nmcp_servers:\n  shop:\n    command: [srv]\n"
+        "    overrides:\n      refund: {category: safe_chain, approval: '{{ amount > 100 }}'}\n",
+        encoding="utf-8",
+    )
+    specs = toolflow.load_specs([tmp_path / "remote.yaml"])
+    assert specs.ok, [d.render() for d in specs.diagnostics]
+    [server] = specs.files[0].mcp_servers
+    spec = remote_tool_spec(server, RemoteTool(name="refund"))
+    assert (spec.category, spec.approval) == ("safe_chain", "{{ amount > 100 }}")
