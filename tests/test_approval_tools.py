@@ -222,3 +222,20 @@ def test_an_mcp_servers_overrides_may_add_approval(tmp_path: Path) -> None:
     [server] = specs.files[0].mcp_servers
     spec = remote_tool_spec(server, RemoteTool(name="refund"))
     assert (spec.category, spec.approval) == ("safe_chain", "{{ amount > 100 }}")
+
+
+async def test_invoke_honours_the_tools_own_approval(registry: Any) -> None:
+    """toolflow.invoke asks the request's asker about a call its condition covers; below it runs; nobody: refused."""
+    reg, _ = registry
+    asked = Asked(False)
+    with trio.fail_after(60):
+        below = await toolflow.invoke(reg.get("refund"), {"order_id": "A", "amount": 50})
+        with toolflow.asking_approval(asked):
+            refused = await toolflow.invoke(reg.get("refund"), {"order_id": "B", "amount": 500})
+        nobody = await toolflow.invoke(reg.get("wipe"), {})
+    assert (below.success, below.data) == (True, "refunded 50 on A")
+    assert refused.extra == {"status": "denied"}
+    assert nobody.extra == {"status": "denied", "reason": "no_approver"}
+    assert asked.asked == [
+        ("refund", {"order_id": "B", "amount": 500}, "refund needs approval when {{ amount > 100 }}")
+    ]
