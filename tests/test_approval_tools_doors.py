@@ -7,7 +7,6 @@ engine-level cases (reasons, pipelines, conditions that fail) are in ``tests/tes
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import os
 import subprocess
@@ -19,11 +18,12 @@ from typing import Any
 import pytest
 import trio
 import yaml
+from _cli_project import make_project
+from _cli_project import toolflow as toolflow_in_process
 from mcp import Client, types
 from mcp.client.context import ClientRequestContext
 
 import toolflow
-from toolflow._cli import run
 from toolflow._serve import ToolService, build_server
 
 SPEC = """\
@@ -49,12 +49,7 @@ tools:
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A project with the spec above in specs/; the working directory."""
-    (tmp_path / "pyproject.toml").write_text('[project]\nname = "demo"\n', encoding="utf-8")
-    (tmp_path / "specs").mkdir()
-    (tmp_path / "specs" / "tools.yaml").write_text(SPEC, encoding="utf-8")
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("TOOLFLOW_LOAD_PLUGINS", "none")
-    return tmp_path
+    return make_project(tmp_path, monkeypatch, SPEC)
 
 
 # --- toolflow call ------------------------------------------------------------------------------
@@ -115,10 +110,9 @@ def test_the_ask_prompt_says_why(project: Path) -> None:
 
 def _run(project: Path, turns: list[Any], *args: str) -> dict[str, Any]:
     (project / "session.yaml").write_text(yaml.safe_dump({"prompt": "go", "turns": turns}), encoding="utf-8")
-    out, err = io.StringIO(), io.StringIO()
-    code = run(["run", "--model", "scripted:session.yaml", "--output-format", "json", *args], stdout=out, stderr=err)
-    assert code == 0, err.getvalue()
-    document: dict[str, Any] = json.loads(out.getvalue())
+    code, out, err = toolflow_in_process("run", "--model", "scripted:session.yaml", "--output-format", "json", *args)
+    assert code == 0, err
+    document: dict[str, Any] = json.loads(out)
     return document
 
 
