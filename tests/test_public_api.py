@@ -15,6 +15,7 @@ EXPECTED = [
     "TEMPLATE_GLOBALS",
     "Abort",
     "Agent",
+    "ApprovalReason",
     "ApprovalWarning",
     "Approver",
     "ArgumentValidator",

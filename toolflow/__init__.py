@@ -11,7 +11,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from toolflow._approval import ApprovalWarning, Approver, asking_approval
+    from toolflow._approval import ApprovalReason, ApprovalWarning, Approver, asking_approval
     from toolflow._cache import CacheBackend, CacheWarning
     from toolflow._calls import MalformedCall, ToolCall, parse_tool_call, parse_tool_calls
     from toolflow._context import CallContext
@@ -89,6 +89,7 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "Abort": "toolflow._executor",
     "Agent": "toolflow._loop",
+    "ApprovalReason": "toolflow._approval",
     "ApprovalWarning": "toolflow._approval",
     "Approver": "toolflow._approval",
     "ArgumentValidator": "toolflow._validation",
@@ -195,6 +196,7 @@ __all__ = [
     "TEMPLATE_GLOBALS",
     "Abort",
     "Agent",
+    "ApprovalReason",
     "ApprovalWarning",
     "Approver",
     "ArgumentValidator",

@@ -13,6 +13,14 @@ then fail for another reason. Who decides, first answer wins:
    MCP client that made the request, when it declared the elicitation capability;
 4. nobody: the call is refused (``{"status": "denied", "reason": "no_approver"}``).
 
+A tool may add approval of its own (issue 20): ``approval: true`` in its spec has every call
+approved, and a template over the arguments (``approval: "{{ amount > 100 }}"``) the calls for
+which it is true, evaluated per call with the validated arguments in a template worker, like a
+pipeline's ``when:``. A condition that fails refuses the call (``"reason": "approval_condition"``);
+it never runs unasked. A tool cannot take away its category's approval: when the category needs
+it, the tool's own key is not even read. The approvers are asked exactly as for a category; the
+*category* they get is an :class:`ApprovalReason`, the category's name that also says why.
+
 Each approver answers ``True`` (run it), ``False`` (do not) or ``None`` (no opinion: ask the
 next). An approver that raises is a warning naming it, and the call is refused: approval
 fails closed.
@@ -22,27 +30,35 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import inspect
 import warnings
-from collections.abc import Awaitable, Callable, Iterator
-from typing import TypeAlias
+from collections.abc import Awaitable, Callable, Collection, Iterator, Mapping
+from typing import Any, Self, TypeAlias
 
 import trio
 
 from toolflow._attempts import KILLED, STOPPED, Attempts, first_verdict
 from toolflow._calls import ToolCall
+from toolflow._model import ToolSpec
 from toolflow._plugins import Plugins
+from toolflow._rendering import run_in_template_worker
 from toolflow._results import ToolResult
+from toolflow._template_values import CompiledValue, compile_value, evaluate, is_constant, is_true
+from toolflow._templates import TemplateError
 
 __all__ = [
+    "ApprovalReason",
     "ApprovalWarning",
     "Approvals",
     "Approver",
     "answer_of",
     "asking_approval",
+    "condition_failed",
     "current_asker",
     "denied",
     "no_approver",
+    "why",
 ]
 
 Approver: TypeAlias = Callable[[ToolCall, str], "bool | Awaitable[bool | None] | None"]
@@ -54,6 +70,78 @@ Approver: TypeAlias = Callable[[ToolCall, str], "bool | Awaitable[bool | None] |
 
 class ApprovalWarning(UserWarning):
     """An approver raised; the call it was asked about was refused."""
+
+
+class ApprovalReason(str):
+    """The *category* an approver is asked with: the tool's category name, which also says why it asks.
+
+    It is the category's name (a ``str``, as approvers always got), with:
+
+    - :attr:`by_tool`: ``False`` when the policy's category needs approval, ``True`` when the
+      tool's own ``approval:`` asks for it;
+    - :attr:`condition`: the tool's ``approval:`` template when that decided (else ``None``);
+    - :attr:`text`: the reason in words, as ``toolflow run --approve ask`` and ``toolflow serve``'s
+      elicitation show it.
+    """
+
+    __slots__ = ("by_tool", "condition", "text")
+
+    by_tool: bool
+    condition: str | None
+    text: str
+
+    def __new__(cls, category: str, tool: str, *, by_tool: bool = False, condition: str | None = None) -> Self:
+        reason = super().__new__(cls, category)
+        reason.by_tool = by_tool
+        reason.condition = condition
+        if not by_tool:
+            reason.text = f"{category} calls need approval"
+        elif condition is None:
+            reason.text = f"{tool} needs approval (approval: true)"
+        else:
+            reason.text = f"{tool} needs approval when {condition}"
+        return reason
+
+
+def why(category: str) -> str:
+    """Why a call needs approval, in words, from the *category* an approver is given."""
+    return category.text if isinstance(category, ApprovalReason) else f"{category} calls need approval"
+
+
+@functools.lru_cache(maxsize=256)
+def _compiled(condition: str) -> CompiledValue | str:
+    """*condition* compiled once per process, or why it does not compile."""
+    compiled = compile_value(condition)
+    return compiled[1].message if isinstance(compiled, tuple) else compiled
+
+
+def condition_failed(spec: ToolSpec, problem: str) -> ToolResult:
+    """The result of a call whose approval condition could not be decided: refused, never run unasked."""
+    return ToolResult.failure(
+        f"Error: {spec.name!r} needs approval when {spec.approval}, and that could not be decided ({problem}), "
+        "so it did not run",
+        extra={"status": "denied", "reason": "approval_condition"},
+    )
+
+
+async def _condition_holds(spec: ToolSpec, arguments: Mapping[str, Any]) -> bool | ToolResult:
+    """Whether the tool's ``approval:`` template is true for *arguments*, under the tool's timeout."""
+    compiled = _compiled(str(spec.approval))
+    if isinstance(compiled, str):
+        return condition_failed(spec, compiled)
+    if is_constant(compiled):
+        return is_true(evaluate(compiled, {}))
+    value: Any = None
+    with trio.move_on_after(spec.timeout) as scope:
+        try:
+            value = await run_in_template_worker(evaluate, compiled, dict(arguments))
+        except TemplateError as exc:
+            return condition_failed(spec, str(exc))
+        except Exception as exc:  # noqa: BLE001 - arguments that cannot reach the worker refuse the call
+            return condition_failed(spec, f"{type(exc).__name__}: {exc}")
+    if scope.cancelled_caught:
+        return condition_failed(spec, f"it took longer than the tool's timeout of {spec.timeout:g}s")
+    return is_true(value)
 
 
 _asker: contextvars.ContextVar[Approver | None] = contextvars.ContextVar("toolflow_approval_asker", default=None)
@@ -102,20 +190,60 @@ def denied(name: str) -> ToolResult:
 
 def no_approver(name: str, category: str) -> ToolResult:
     """The result of a call that needs approval when nobody could give it."""
+    by_tool = isinstance(category, ApprovalReason) and category.by_tool
     return ToolResult.failure(
-        f"Error: {name!r} needs approval before it runs ({category} calls do), and nobody could approve it "
+        f"Error: {name!r} needs approval before it runs ({why(category) if by_tool else f'{category} calls do'}), "
+        "and nobody could approve it "
         "here, so it did not run; ask the user to run it, or to approve it where they can",
         extra={"status": "denied", "reason": "no_approver"},
     )
 
 
 class Approvals:
-    """An engine's questions about calls whose category needs approval: one at a time, in the order above."""
+    """An engine's questions about calls that need approval: one at a time, in the order above."""
 
     def __init__(self, plugins: Plugins | None, attempts: Attempts) -> None:
         self._plugins = plugins
         self._attempts = attempts
         self._lock = trio.Lock()  # one question at a time, on any terminal or client
+
+    @staticmethod
+    def may_ask(spec: ToolSpec, approving: Collection[str]) -> bool:
+        """Whether a call of *spec* may need approval: its category is one of *approving*, or it has its own."""
+        return spec.category in approving or bool(spec.approval)
+
+    async def check(
+        self, call: ToolCall, spec: ToolSpec, by_category: bool, approve: Approver | None
+    ) -> ToolResult | bool:
+        """Whether *call* of *spec* needs approval now, and if so :meth:`ask`.
+
+        ``True``: approved; ``False``: nobody was asked (the tool's condition is false); else the
+        result of the call that was not approved (:data:`~toolflow._attempts.STOPPED`,
+        :data:`~toolflow._attempts.KILLED` included). *by_category*: the policy's category needs
+        approval, whatever the tool says; else the tool's own ``approval:`` decides, and a
+        condition that cannot be decided refuses the call.
+        """
+        if by_category or spec.approval is True:
+            reason = ApprovalReason(spec.category, spec.name, by_tool=not by_category)
+        elif isinstance(spec.approval, str):
+            holds = await self._condition(spec, call.arguments)
+            if isinstance(holds, ToolResult):
+                return holds
+            if not holds:
+                return False
+            reason = ApprovalReason(spec.category, spec.name, by_tool=True, condition=spec.approval)
+        else:
+            return False
+        refusal = await self.ask(call, reason, approve)
+        return True if refusal is None else refusal
+
+    async def _condition(self, spec: ToolSpec, arguments: Mapping[str, Any]) -> bool | ToolResult:
+        """:func:`_condition_holds`, ended at once by a stop (:data:`STOPPED`) or a kill (:data:`KILLED`)."""
+        kills = self._attempts.kills
+        holds: bool | ToolResult = STOPPED
+        with self._attempts.guarded(trio.CancelScope(), stoppable=True):
+            holds = await _condition_holds(spec, arguments)
+        return KILLED if self._attempts.kills != kills else holds
 
     async def ask(self, call: ToolCall, category: str, approve: Approver | None) -> ToolResult | None:
         """``None`` when *call* may run; else the result of the call that was not approved.

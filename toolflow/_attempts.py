@@ -534,12 +534,14 @@ async def call_once(
     plugins: Plugins | None,
     call_id: str,
     body: Callable[[Mapping[str, Any]], Awaitable[ToolResult]] | None = None,
+    approval: Callable[[Mapping[str, Any]], Awaitable[ToolResult | None]] | None = None,
 ) -> ToolResult:
     """One call of *tool* without an engine (``toolflow.invoke``): validated, one attempt under the tool's timeout.
 
     No gates, caches, retries or concurrency limits, no ``attempts`` key in the result; the call
     hooks of *plugins* take part as in an engine. *body*, given the validated arguments, runs the
-    call instead of an attempt of the implementation (a pipeline's steps).
+    call instead of an attempt of the implementation (a pipeline's steps). *approval*, given the
+    validated arguments, answers ``None`` (run it) or the result of a call that was not approved.
     """
     plan = Plan(tool)
     hooks = Hooks(plugins)
@@ -552,6 +554,9 @@ async def call_once(
         function = plan.resolve() if body is None else None
     except PluginError as exc:
         return after_call(hooks, plan, finished(plan, ToolResult.failure(str(exc)), warnings), call_id, cleaned)
+    refusal = None if approval is None else await approval(cleaned)
+    if refusal is not None:
+        return after_call(hooks, plan, finished(plan, refusal, warnings), call_id, cleaned)
     call = record(call_id, plan.name, cleaned) if hooks.records else None
     if hooks.before:
         hooks.observe("toolflow_before_call", call=call)

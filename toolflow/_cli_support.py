@@ -245,9 +245,14 @@ def approver(mode: str | None, out: TextIO) -> Any:
     if mode == "ask" or (mode is None and sys.stdin.isatty()):
         import trio  # noqa: PLC0415
 
+        from toolflow._approval import ApprovalReason  # noqa: PLC0415 - imports trio, which lint never loads
+
         async def ask(call: ToolCall, category: str) -> bool:
             arguments = json.dumps(dict(call.arguments), ensure_ascii=False)
             steps = f" (approving its steps {', '.join(call.approves)} too)" if call.approves else ""
+            # A tool's own approval says why: its category alone would not.
+            if isinstance(category, ApprovalReason) and category.by_tool:
+                steps += f" ({category.text})"
             out.write(f"approve {category} call {call.name} {arguments}{steps}? [y/N] ")
             out.flush()
             try:

@@ -242,9 +242,9 @@ class Engine:
         self._approving = frozenset(name for name, behaviour in policy.categories.items() if behaviour.approval)
 
     def needs_approval(self, name: str) -> bool:
-        """Whether calls of tool *name* are approved before they run (False for an unknown tool)."""
+        """Whether every call of tool *name* is approved before it runs (False for an unknown tool)."""
         plan = self._known(name)
-        return plan is not None and plan.category in self._approving
+        return plan is not None and (plan.category in self._approving or plan.spec.approval is True)
 
     _needs_approval = needs_approval
 
@@ -408,13 +408,11 @@ class Engine:
         if isinstance(prepared, ToolResult):
             return prepared
         cleaned, warnings = prepared.cleaned, prepared.warnings
-        if plan.category in self._approving and not approved:
-            refusal = await self._approval(plan, cleaned, call_id)
-            if refusal is KILLED or refusal is STOPPED:
-                return refusal  # the call never started: no hook saw it begin
-            if refusal is not None:
-                return self._finish(plan, refusal, call_id, cleaned, None, warnings)
-            approved = True
+        if not approved and self._approvals.may_ask(plan.spec, self._approving):
+            outcome = await self._approval(plan, cleaned, call_id, warnings)
+            if isinstance(outcome, ToolResult):
+                return outcome  # refused; or stopped or killed before it started: no hook saw it begin
+            approved = outcome
         call = record(call_id, plan.name, cleaned) if self._hooks.records else None
         if self._hooks.before:
             self._hooks.observe("toolflow_before_call", call=call)
@@ -498,19 +496,20 @@ class Engine:
             return self._finish(plan, result, call_id, cleaned, None, warnings)
         return _Prepared(function, cleaned, warnings, cache, key)
 
-    async def _approval(self, plan: Plan, arguments: Mapping[str, Any], call_id: str) -> ToolResult | None:
-        """``None`` when the call may run; else the result of the call that was not approved.
-
-        See :class:`toolflow._approval.Approvals`: :attr:`approve` first. A pipeline's call
-        lists the steps the answer covers (:attr:`~toolflow.ToolCall.approves`).
-        """
+    async def _approval(
+        self, plan: Plan, arguments: Mapping[str, Any], call_id: str, warnings: tuple[str, ...]
+    ) -> ToolResult | bool:
+        """True: approved; False: nobody asked (a false condition); else the call's final result (see Approvals)."""
         if self._stop_requested:
             return STOPPED
         call = record(call_id, plan.name, arguments)
         if plan.pipeline is not None:
             covered = covered_steps(plan.pipeline, self._pipeline_of, self._needs_approval)
             call = attrs.evolve(call, approves=tuple(f"{step} ({tool})" for step, tool in covered))
-        return await self._approvals.ask(call, plan.category, self.approve)
+        answer = await self._approvals.check(call, plan.spec, plan.category in self._approving, self.approve)
+        if answer is KILLED or answer is STOPPED or isinstance(answer, bool):
+            return answer
+        return self._finish(plan, answer, call_id, arguments, None, warnings)
 
     async def _look_up(self, plan: Plan, persistent: Pending, call_id: str) -> _Prepared | ToolResult:
         """Step 4 for the persistent scope: the look-up off the event loop; on a miss, the rest of :meth:`_prepare`.
@@ -614,7 +613,7 @@ class Engine:
     def runs_alone(self, name: str) -> bool:
         """Whether calls of tool *name* run one by one in a batch: ``dangerous``, or in need of approval."""
         plan = self._known(name)
-        return plan is not None and (plan.dangerous or plan.category in self._approving)
+        return plan is not None and (plan.dangerous or plan.category in self._approving or bool(plan.spec.approval))
 
     def concurrency(self, name: str) -> int | None:
         """The tool's own ``concurrency`` limit (``None``: none, or an unknown tool)."""

@@ -9,10 +9,14 @@ other tools: they run through a temporary engine over the registry the caller pa
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, cast
 
-from toolflow._attempts import CallHookWarning, call_once
+import trio
+
+from toolflow._approval import Approvals
+from toolflow._attempts import Attempts, CallHookWarning, Hooks, call_once, record
 from toolflow._executor import open_engine
 from toolflow._pipeline_plan import CompiledPipeline
 from toolflow._pipelines import run_pipeline
@@ -45,8 +49,10 @@ async def invoke(
 
     These are the steps :meth:`toolflow.Engine.call` runs, minus what belongs to an
     engine: the spec's ``retry``, ``cache`` and ``concurrency`` are not applied,
-    ``depends_on``, allowlists and approval are not checked, and the result has no
-    ``attempts`` key. Use :func:`~toolflow._executor.open_engine` for all of those.
+    ``depends_on``, allowlists and the policy's approval are not checked, and the result has no
+    ``attempts`` key. Use :func:`~toolflow._executor.open_engine` for all of those. The tool's
+    own ``approval:`` (its spec's) is: the plugins' ``toolflow_approve_call``, then the request's
+    asker (:func:`~toolflow.asking_approval`) decide, else the call is refused, as in an engine.
 
     With *plugins*, their call hooks take part: ``toolflow_before_call`` sees
     the validated call, ``toolflow_wrap_call`` context managers are entered
@@ -60,13 +66,33 @@ async def invoke(
     temporary engine over *registry* (its gates, caches, retries and limits apply to the steps,
     for the length of this call); without *registry*, the result is a failure saying so.
     """
+    approval = None if not tool.spec.approval else functools.partial(_approved, tool, plugins, call_id)
     if tool.pipeline is None:
-        return await call_once(tool, arguments, plugins=plugins, call_id=call_id)
-    return await _pipeline_once(tool, arguments, plugins=plugins, call_id=call_id, registry=registry)
+        return await call_once(tool, arguments, plugins=plugins, call_id=call_id, approval=approval)
+    return await _pipeline_once(tool, arguments, plugins=plugins, call_id=call_id, registry=registry, approval=approval)
+
+
+async def _approved(
+    tool: RegisteredTool, plugins: Plugins | None, call_id: str, cleaned: Mapping[str, Any]
+) -> ToolResult | None:
+    """``None`` when the tool's own approval lets the call run; else the result of the call not approved."""
+    attempts = Attempts(
+        Hooks(plugins), threads=trio.to_thread.current_default_thread_limiter(), slots=None, counted=False
+    )
+    answer = await Approvals(plugins, attempts).check(
+        record(call_id, tool.name, cleaned), tool.spec, by_category=False, approve=None
+    )
+    return None if isinstance(answer, bool) else answer
 
 
 async def _pipeline_once(
-    tool: RegisteredTool, arguments: object, *, plugins: Plugins | None, call_id: str, registry: Registry | None
+    tool: RegisteredTool,
+    arguments: object,
+    *,
+    plugins: Plugins | None,
+    call_id: str,
+    registry: Registry | None,
+    approval: Callable[[Mapping[str, Any]], Awaitable[ToolResult | None]] | None,
 ) -> ToolResult:
     """One call of a pipeline tool, its steps through a temporary engine over *registry*."""
     pipeline = cast("CompiledPipeline", tool.pipeline)
@@ -78,4 +104,4 @@ async def _pipeline_once(
         async with open_engine(registry, plugins=plugins) as engine:
             return await run_pipeline(engine, tool.spec, pipeline, cleaned, call_id=call_id)
 
-    return await call_once(tool, arguments, plugins=plugins, call_id=call_id, body=steps)
+    return await call_once(tool, arguments, plugins=plugins, call_id=call_id, body=steps, approval=approval)

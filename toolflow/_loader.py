@@ -587,6 +587,7 @@ class _Builder:
                 if kind in body
             ),
             expose=bool(body.get("expose", True)),
+            approval=body.get("approval"),
             file=self.path,
             pointer=pointer,
             locator=self.locator,

@@ -279,6 +279,10 @@ class ToolSpec:
     implementations: tuple[Implementation, ...] = ()
     expose: bool = True
     """Whether models are offered the tool (``False``: it serves only as a pipeline step)."""
+    approval: bool | str | None = None
+    """The tool's own approval: ``True`` (every call), a template over the arguments (the calls for
+    which it is true), ``False`` or ``None`` (not written): none of its own. It only adds to its
+    category's (the policy's) approval: ``False`` never takes that away."""
     file: str = ""
     pointer: str = ""
     locator: Locator | None = attrs.field(default=None, eq=False, repr=False)

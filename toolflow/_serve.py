@@ -76,7 +76,7 @@ from mcp_types import RequestId
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolflow import __version__
-from toolflow._approval import ApprovalWarning, asking_approval
+from toolflow._approval import ApprovalReason, ApprovalWarning, asking_approval
 from toolflow._cache import CacheWarning
 from toolflow._calls import ToolCall
 from toolflow._context import reporting_progress
@@ -399,8 +399,9 @@ def _approval_message(call: ToolCall, category: str) -> str:
     steps = (
         f" Your answer covers its steps {truncate_text(', '.join(call.approves), 2000)} too." if call.approves else ""
     )
+    reason = f" ({category.text})" if isinstance(category, ApprovalReason) and category.by_tool else ""
     return (
-        f"Approve the {category} call {call.name}({truncate_text(arguments, 2000)})?{steps}"
+        f"Approve the {category} call {call.name}({truncate_text(arguments, 2000)})?{reason}{steps}"
         " It runs only if you say yes."
     )
 

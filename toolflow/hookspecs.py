@@ -137,7 +137,9 @@ def toolflow_approve_call(call: Any, category: str) -> bool | None:
     answers, the call is refused. A refused call is not run and the model gets a
     result saying so. Asked by the engine in every front end, after the caller's
     own approver and before the request's asker (``toolflow serve``'s client),
-    about calls that passed the gates, validation and the cache.
+    about calls that passed the gates, validation and the cache. A tool's own ``approval:``
+    asks the same way; *category* is then a :class:`toolflow.ApprovalReason` (the category's
+    name, saying why).
     """
 
 

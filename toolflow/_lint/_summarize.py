@@ -89,6 +89,9 @@ def _tool(tool: ToolSpec, text: str) -> ToolSummary:
         if tool.category in BUILTIN_CATEGORIES
         else Place.of(tool.file, tool.locator, f"{tool.pointer}/category"),
         pipeline=None if tool.pipeline is None else _pipeline(tool, text),
+        approval_off=None
+        if tool.approval is not False
+        else Place.of(tool.file, tool.locator, f"{tool.pointer}/approval"),
     )
 
 

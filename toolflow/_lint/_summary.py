@@ -210,6 +210,8 @@ class ToolSummary:
         category_place: Its ``category`` value, when the category is not built in (built-in ones
             are always known; locating each would cost every tool a look-up).
         pipeline: Its pipeline, when it is implemented by one.
+        approval_off: Its ``approval: false``, when it writes one (which cannot take away its
+            category's approval).
     """
 
     name: str
@@ -223,6 +225,7 @@ class ToolSummary:
     place: Place
     category_place: Place | None
     pipeline: PipelineSummary | None = None
+    approval_off: Place | None = None
 
     @property
     def file(self) -> str:
