@@ -37,6 +37,7 @@ __all__ = [
     "conforms",
     "gemini_content",
     "gemini_request",
+    "gemini_tool_definition",
     "keys_of",
     "openai_message",
     "openai_request",
@@ -153,13 +154,19 @@ def gemini_content(message: Mapping[str, Any]) -> None:
     _camel_case_keys(message)
 
 
+def gemini_tool_definition(tool: Mapping[str, Any]) -> None:
+    """*tool* is a Gemini ``Tool``; lax about ``type``, whose lowercase names the REST API and its examples use."""
+    genai.Tool.model_validate(tool)
+    _camel_case_keys(tool)
+
+
 def gemini_request(system: str, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]]) -> None:
     """A whole ``generateContent`` request body: the system prompt as ``systemInstruction``."""
     request: dict[str, Any] = {"contents": list(messages), "systemInstruction": {"parts": [{"text": system}]}}
     if tools:
         request["tools"] = list(tools)
         for tool in tools:
-            genai.Tool.model_validate(tool, strict=True)
+            gemini_tool_definition(tool)
     _camel_case_keys(request)
     for message in messages:
         gemini_content(message)
