@@ -1,8 +1,10 @@
-"""Checks that messages and requests match the official SDKs' published request shapes (``openai``, ``anthropic``).
+"""Checks that messages and requests match the official SDKs' published request shapes (``openai``, ``anthropic``, ``gemini``).
 
 Each value is validated by pydantic in strict mode against the SDK's own request type, with every
 lazily validated ``Iterable`` drained, and the keys of each TypedDict checked by hand (pydantic
-ignores unknown keys of a TypedDict).
+ignores unknown keys of a TypedDict). Gemini's shapes are checked with google-genai's pydantic
+models, which forbid unknown fields; since they accept snake_case names too, the keys are also
+checked to be the REST API's camelCase.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 import typing_extensions as te
 from anthropic.types import MessageParam, TextBlockParam, ToolResultBlockParam, ToolUseBlockParam
 from anthropic.types.message_create_params import MessageCreateParamsNonStreaming as AnthropicRequest
+from google.genai import types as genai
 from openai.types.chat import (
     ChatCompletionAssistantMessageParam,
     ChatCompletionMessageParam,
@@ -28,7 +31,17 @@ from openai.types.chat.chat_completion_message_function_tool_call_param import (
 from openai.types.chat.completion_create_params import CompletionCreateParamsNonStreaming as OpenAIRequest
 from pydantic import TypeAdapter
 
-__all__ = ["anthropic_message", "anthropic_request", "conforms", "keys_of", "openai_message", "openai_request"]
+__all__ = [
+    "anthropic_message",
+    "anthropic_request",
+    "conforms",
+    "gemini_content",
+    "gemini_request",
+    "gemini_tool_definition",
+    "keys_of",
+    "openai_message",
+    "openai_request",
+]
 
 
 @functools.cache
@@ -111,3 +124,49 @@ def anthropic_request(system: str, messages: Sequence[Mapping[str, Any]], tools:
     conforms(AnthropicRequest, request)
     for message in messages:
         anthropic_message(message)
+
+
+def _camel_case_keys(value: object) -> None:
+    """Every key the API defines in *value* is camelCase, as the REST API writes it.
+
+    ``args`` and ``response`` hold the caller's data, and the keys of ``properties`` are parameter names.
+    """
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            assert "_" not in key, f"{key!r} is not the REST API's camelCase"
+            if key in ("args", "response"):
+                continue
+            if key == "properties" and isinstance(item, Mapping):
+                for schema in item.values():
+                    _camel_case_keys(schema)
+            else:
+                _camel_case_keys(item)
+    elif isinstance(value, list):
+        for item in value:
+            _camel_case_keys(item)
+
+
+def gemini_content(message: Mapping[str, Any]) -> None:
+    """*message* is a Gemini ``Content``: role ``user`` or ``model``, parts of known fields only."""
+    genai.Content.model_validate(message, strict=True)
+    assert set(message) == {"role", "parts"}
+    assert message["role"] in {"user", "model"}
+    _camel_case_keys(message)
+
+
+def gemini_tool_definition(tool: Mapping[str, Any]) -> None:
+    """*tool* is a Gemini ``Tool``; lax about ``type``, whose lowercase names the REST API and its examples use."""
+    genai.Tool.model_validate(tool)
+    _camel_case_keys(tool)
+
+
+def gemini_request(system: str, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]]) -> None:
+    """A whole ``generateContent`` request body: the system prompt as ``systemInstruction``."""
+    request: dict[str, Any] = {"contents": list(messages), "systemInstruction": {"parts": [{"text": system}]}}
+    if tools:
+        request["tools"] = list(tools)
+        for tool in tools:
+            gemini_tool_definition(tool)
+    _camel_case_keys(request)
+    for message in messages:
+        gemini_content(message)

@@ -72,6 +72,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             "toolflow._providers",
             "toolflow._history_text",
+            "toolflow._history_gemini",
             "toolflow._history",
             "toolflow._loop_texts",
             "toolflow._loop",

@@ -172,7 +172,7 @@ def test_loading_functions_check_their_other_arguments(project: Path) -> None:
     )
     _raises(
         TypeError,
-        "history_format: name must be a string, one of openai, anthropic, fallback, text, got None",
+        "history_format: name must be a string, one of openai, anthropic, fallback, text, gemini, got None",
         lambda: history_format(None),  # type: ignore[arg-type]
     )
 

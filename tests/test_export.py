@@ -18,6 +18,7 @@ from toolflow._export import (
     EXPORT_FORMATS,
     anthropic_tool,
     export_tools,
+    gemini_tool,
     input_schema,
     mcp_annotations,
     mcp_tool,
@@ -183,11 +184,12 @@ def test_mcp_format(tools: dict[str, ToolSpec]) -> None:
 
 
 def test_export_tools_matches_the_per_format_functions(tools: dict[str, ToolSpec]) -> None:
-    """export_tools dispatches to openai_tool, anthropic_tool and mcp_tool."""
+    """export_tools dispatches to openai_tool, anthropic_tool, mcp_tool and gemini_tool."""
     functions: dict[str, Callable[[ToolSpec], dict[str, Any]]] = {
         "openai": openai_tool,
         "anthropic": anthropic_tool,
         "mcp": mcp_tool,
+        "gemini": gemini_tool,
     }
     assert set(functions) == set(EXPORT_FORMATS)
     for name, function in functions.items():
@@ -210,10 +212,12 @@ def test_exports_are_copies(tools: dict[str, ToolSpec]) -> None:
 
 def test_unknown_format_is_a_usage_error(tools: dict[str, ToolSpec]) -> None:
     """An unknown format raises UsageError with a suggestion."""
-    with pytest.raises(UsageError, match=r"unknown export format 'opneai': use one of openai, anthropic, mcp; did you"):
+    with pytest.raises(
+        UsageError, match=r"unknown export format 'opneai': use one of openai, anthropic, mcp, gemini; did you"
+    ):
         export_tools(tools.values(), "opneai")
     with pytest.raises(UsageError):
-        export_tools([tools["wait"]], "gemini")
+        export_tools([tools["wait"]], "vertex")
 
 
 # --- MCP annotations ----------------------------------------------------------------------------

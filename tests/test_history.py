@@ -1,7 +1,7 @@
 """History formats: every message matches the provider's published shapes, and each format reads back what it wrote.
 
-The shapes are checked with the official SDKs' own request types (``openai`` and ``anthropic``),
-by the helpers of ``tests/_sdk_shapes.py``.
+The shapes are checked with the official SDKs' own request types (``openai``, ``anthropic`` and
+google-genai's for ``gemini``), by the helpers of ``tests/_sdk_shapes.py``.
 """
 
 from __future__ import annotations
@@ -13,7 +13,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _sdk_shapes import anthropic_message, anthropic_request, conforms, keys_of, openai_message, openai_request
+from _sdk_shapes import (
+    anthropic_message,
+    anthropic_request,
+    conforms,
+    gemini_content,
+    keys_of,
+    openai_message,
+    openai_request,
+)
 from anthropic.types import ToolParam
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -26,6 +34,7 @@ from toolflow._executor import HistoryEntry
 from toolflow._history import (
     AnthropicFormat,
     FallbackFormat,
+    GeminiFormat,
     HistoryFormat,
     OpenAIFormat,
     TextFormat,
@@ -134,8 +143,14 @@ def round_trip(history: HistoryFormat, text: str, calls: Sequence[ToolCall]) -> 
 
 
 def test_get_format_returns_each_format() -> None:
-    """get_format knows the four formats of HISTORY_FORMATS, each of its own class and name."""
-    classes = {"openai": OpenAIFormat, "anthropic": AnthropicFormat, "fallback": FallbackFormat, "text": TextFormat}
+    """get_format knows the five formats of HISTORY_FORMATS, each of its own class and name."""
+    classes = {
+        "openai": OpenAIFormat,
+        "anthropic": AnthropicFormat,
+        "fallback": FallbackFormat,
+        "text": TextFormat,
+        "gemini": GeminiFormat,
+    }
     for name in HISTORY_FORMATS:
         history = get_format(name)
         assert isinstance(history, classes[name])
@@ -409,6 +424,9 @@ def result_texts(name: str, messages: list[dict[str, Any]]) -> list[str]:
         return [block["content"] for block in messages[0]["content"]]
     if name == "fallback":
         return [m["content"].split("\n", 1)[1] for m in messages]
+    if name == "gemini":  # the result's JSON object, or {"output": text} for a result cut short
+        responses = [part["functionResponse"]["response"] for part in messages[0]["parts"]]
+        return [r["output"] if set(r) == {"output"} else json.dumps(r) for r in responses]
     return re.findall(r"<tool_result name=\"[^\"]*\">(.*?)</tool_result>", messages[0]["content"])
 
 
@@ -433,8 +451,9 @@ def test_failures_reach_the_model_with_their_error(name: str) -> None:
 
 @pytest.mark.parametrize("name", HISTORY_FORMATS)
 def test_user_message_is_plain(name: str) -> None:
-    """A user message is {"role": "user", "content": text} in every format."""
-    assert fmt(name).user_message("Hi.") == {"role": "user", "content": "Hi."}
+    """A user message is {"role": "user", "content": text} in every format but gemini's parts."""
+    expected = {"role": "user", "parts": [{"text": "Hi."}]} if name == "gemini" else {"role": "user", "content": "Hi."}
+    assert fmt(name).user_message("Hi.") == expected
 
 
 @pytest.mark.parametrize("name", HISTORY_FORMATS)
@@ -443,7 +462,7 @@ def test_several_calls_round_trip_in_order(name: str) -> None:
     text, calls = round_trip(fmt(name), "Let me look.", CALLS)
     assert text == "Let me look."
     assert [(c.name, dict(c.arguments)) for c in calls] == [(c.name, dict(c.arguments)) for c in CALLS]
-    if name in {"openai", "anthropic"}:
+    if name in {"openai", "anthropic", "gemini"}:
         assert [c.id for c in calls] == [c.id for c in CALLS]
     else:
         assert [c.id for c in calls] == ["call_0", "call_1"]
@@ -468,6 +487,7 @@ MARKERS = {
     "anthropic": (),
     "fallback": ("{", "[", "```", "~~~"),
     "text": ("<tool_call", "</tool_call", "```", "~~~"),
+    "gemini": (),
 }
 """What a format's visible text may not contain: the marks its calls are found by."""
 
@@ -503,12 +523,15 @@ def test_assistant_messages_round_trip(name: str, data: st.DataObject) -> None:
         openai_message(message)
     elif name == "anthropic":
         anthropic_message(message)
+    elif name == "gemini":
+        gemini_content(message)
     read_text, parsed = round_trip(history, text, calls)
-    expected = {"openai": text, "anthropic": text if text.strip() else ""}.get(name, text.strip())
+    blank_dropped = text if text.strip() else ""
+    expected = {"openai": text, "anthropic": blank_dropped, "gemini": blank_dropped}.get(name, text.strip())
     assert read_text == expected
     assert [(c.name, dict(c.arguments)) for c in parsed] == [(c.name, dict(c.arguments)) for c in calls]
     assert all(not c.warnings for c in parsed)
-    if name in {"openai", "anthropic"}:
+    if name in {"openai", "anthropic", "gemini"}:
         assert [c.id for c in parsed] == [c.id for c in calls]
     if name == "fallback":
         assert [c.reasoning for c in parsed] == [c.reasoning for c in calls]
@@ -544,6 +567,11 @@ def test_every_result_is_answered_once_in_call_order(name: str, batch: list[Hist
         assert [b["tool_use_id"] for b in message["content"]] == [e.call_id for e in batch]
         assert [b.get("is_error", False) for b in message["content"]] == [not e.success for e in batch]
         anthropic_message(message)
+    elif name == "gemini":
+        (message,) = messages
+        responses = [part["functionResponse"] for part in message["parts"]]
+        assert [(r["id"], r["name"]) for r in responses] == [(e.call_id, e.tool_name) for e in batch]
+        gemini_content(message)
     elif name == "fallback":
         assert [m["content"].split("\n", 1)[0] for m in messages] == [f"[TOOL RESULT: {e.tool_name}]" for e in batch]
     else:

@@ -23,6 +23,22 @@ given as a mapping, as JSON text, or as an SDK object with ``model_dump()``:
     ``types/tool_use_block.py``)::
 
         {"type": "tool_use", "id": "toolu_01A09q90qw90lq917835lq9", "name": "say", "input": {"message": "hi"}}
+``gemini``
+    A Gemini API ``functionCall`` part, as in a candidate's ``content.parts``
+    (https://ai.google.dev/api/caching#Part; ``id`` is absent in older API
+    versions, and a call without one gets ``call_<n>`` as below)::
+
+        {"functionCall": {"id": "8f2b1a", "name": "say", "args": {"message": "hi"}}}
+
+    Also read as ``gemini``: the google-genai SDK's ``model_dump()`` of a part
+    (``function_call``), and a bare ``FunctionCall`` that carries an ``id`` key (the
+    SDK's ``response.function_calls``; without ``id`` it is read as ``text``, whose
+    fields it shares). A whole ``Content`` (``{"role": "model", "parts": [...]}``),
+    a ``GenerateContentResponse`` candidate (``{"content": {...}, "finishReason"}``)
+    or a whole response (``{"candidates": [...]}``, first candidate) stands for its
+    ``functionCall`` parts: :func:`parse_tool_calls` reads each of them (other
+    parts are not calls), :func:`parse_tool_call` the one (a content with none or
+    several is a malformed call).
 ``fallback``
     Seed 000's JSON in the message content, for models without native tool
     calling: ``{"tool": NAME, "parameters": {...}, "reasoning": "..."}``.
@@ -68,11 +84,13 @@ __all__ = [
     "MalformedCall",
     "ParsedCall",
     "ToolCall",
+    "gemini_call_parts",
     "parse_tool_call",
     "parse_tool_calls",
+    "with_call_id",
 ]
 
-CALL_FORMATS = ("openai", "fallback", "anthropic", "text", "direct")
+CALL_FORMATS = ("openai", "fallback", "anthropic", "text", "direct", "gemini")
 """``direct`` is a call made through the API or ``toolflow call``, not parsed from a model's output."""
 """The values of :attr:`ToolCall.format`; a :class:`MalformedCall` may also say ``"unknown"``."""
 
@@ -91,14 +109,15 @@ _EMPTY: Mapping[str, Any] = MappingProxyType({})
 # isinstance() tuples, built once (``X | Y`` in a call builds a union each time); dict before the slow ABC.
 _TEXT_TYPES = (str, bytes, bytearray)
 _MAPPING_TYPES = (dict, Mapping)
-_ONE_CALL_TYPES = (str, bytes, bytearray, Mapping)
 _SMALL_TYPES = (bool, float)
 _SEQUENCE_TYPES = (list, tuple)
+_GEMINI_CALL_KEYS = ("functionCall", "function_call")  # REST JSON, and the google-genai SDK's model_dump()
 _FALLBACK_KEYS = frozenset({"tool", "parameters", "reasoning"})
 _TEXT_KEYS = frozenset({"name", "args", "reasoning"})
 _EXPECTED = (
     'expected an OpenAI tool call {"id", "type": "function", "function": {"name", "arguments"}}, '
     'an Anthropic tool_use block {"type": "tool_use", "id", "name", "input"}, '
+    'a Gemini part {"functionCall": {"name", "args"}}, '
     '{"tool": NAME, "parameters": {...}} or {"name": NAME, "args": {...}}'
 )
 
@@ -225,9 +244,74 @@ def _items(raw_calls: Iterable[object] | None) -> Iterable[object]:
         return ()
     if isinstance(raw_calls, _SEQUENCE_TYPES):  # the usual, asked first: the ABCs below run Python code
         return raw_calls
-    if isinstance(raw_calls, _ONE_CALL_TYPES) or not isinstance(raw_calls, Iterable):
+    if isinstance(raw_calls, _TEXT_TYPES):
+        return (raw_calls,)
+    # A pydantic model is iterable (its fields): ask for model_dump() before Iterable.
+    if isinstance(raw_calls, _MAPPING_TYPES) or callable(getattr(raw_calls, "model_dump", None)):
+        return _container_items(raw_calls)
+    if not isinstance(raw_calls, Iterable):
         return (raw_calls,)
     return raw_calls
+
+
+def _container_items(raw: object) -> Iterable[object]:
+    """The ``functionCall`` parts of a Gemini content, candidate or response *raw*; else *raw* as one call."""
+    try:
+        value = raw if isinstance(raw, _MAPPING_TYPES) else raw.model_dump()  # type: ignore[attr-defined]
+        parts = gemini_call_parts(value) if isinstance(value, _MAPPING_TYPES) else None
+    except Exception:  # noqa: BLE001 - parsing the call itself reports what is wrong with it
+        parts = None
+    return (raw,) if parts is None else parts
+
+
+def gemini_call_parts(value: Mapping[Any, Any]) -> list[object] | None:
+    """The ``functionCall`` parts of a Gemini ``Content``, candidate or ``GenerateContentResponse``.
+
+    ``None`` when *value* is none of them (it has no ``parts`` list, at its place); a response
+    stands for its first candidate, the one a reply is made of.
+    """
+    candidates = value.get("candidates")
+    if isinstance(candidates, _SEQUENCE_TYPES):
+        value = candidates[0] if candidates and isinstance(candidates[0], _MAPPING_TYPES) else {}
+        if not value.get("content"):  # a candidate with no content (finishReason SAFETY, ...) calls nothing
+            return []
+    content = value.get("content")
+    if isinstance(content, _MAPPING_TYPES):
+        value = content
+    parts = value.get("parts")
+    if not isinstance(parts, _SEQUENCE_TYPES):
+        return None
+    return [part for part in parts if isinstance(part, _MAPPING_TYPES) and _gemini_call(part) is not None]
+
+
+def _gemini_call(part: Mapping[Any, Any]) -> object:
+    """The ``functionCall`` of a Gemini part, or ``None`` (a text part; the SDK's dump writes ``None`` for it)."""
+    for key in _GEMINI_CALL_KEYS:
+        call = part.get(key)
+        if call is not None:
+            return call
+    return None
+
+
+def with_call_id(raw: object, call_id: str) -> object:
+    """A copy of the raw call *raw* (a mapping or a pydantic model) carrying the id *call_id*.
+
+    The id goes where the call's format keeps it: inside a Gemini part's ``functionCall``, at
+    the top of any other call. The agent loop writes the ids :func:`parse_tool_calls` gave into
+    the assistant message it keeps, so that every result answers an id the message has.
+    """
+    if isinstance(raw, _MAPPING_TYPES):
+        value: Mapping[Any, Any] = raw
+    else:
+        dump = getattr(raw, "model_dump", None)
+        if not callable(dump):
+            return raw  # nothing to write an id into (a call the provider sent as bare text)
+        value = dump()
+    for key in _GEMINI_CALL_KEYS:
+        call = value.get(key)
+        if isinstance(call, _MAPPING_TYPES):
+            return {**value, key: {**call, "id": call_id}}
+    return {**value, "id": call_id}
 
 
 def _unique_ids(parsed: list[tuple[ParsedCall, bool]], provided: set[str], id_prefix: str) -> list[ParsedCall]:
@@ -334,10 +418,29 @@ def _shape(value: Mapping[Any, Any]) -> _Shape:
         return _defensive(value, "fallback", "tool", "parameters", _FALLBACK_KEYS)
     if "name" in value and "arguments" in value:  # a legacy function_call
         return _Shape("openai", value.get("id"), value["name"], value["arguments"])
+    if "name" in value and "args" in value and "id" in value:  # a bare Gemini FunctionCall
+        return _Shape("gemini", value.get("id"), value.get("name"), value.get("args"))
     if "name" in value:
         return _defensive(value, "text", "name", "args", _TEXT_KEYS)
-    error = f"Error: Unrecognised tool call - {_EXPECTED}; got {_kind(value, article=True)}"
-    return _Shape("unknown", problem=error)
+    return _gemini_shape(value)
+
+
+def _gemini_shape(value: Mapping[Any, Any]) -> _Shape:
+    """A Gemini ``functionCall`` part, or a content (candidate, response) holding exactly one."""
+    call = _gemini_call(value)
+    if call is None:
+        parts = gemini_call_parts(value)
+        if parts is None:
+            error = f"Error: Unrecognised tool call - {_EXPECTED}; got {_kind(value, article=True)}"
+            return _Shape("unknown", problem=error)
+        if len(parts) != 1:
+            problem = f"Error: Expected one functionCall part in the Gemini content, got {len(parts)}"
+            return _Shape("gemini", problem=problem)
+        call = _gemini_call(parts[0])  # type: ignore[arg-type] # gemini_call_parts gives mappings
+    if not isinstance(call, _MAPPING_TYPES):
+        problem = f"Error: 'functionCall' must be an object with 'name' and 'args', got {_kind(call)}"
+        return _Shape("gemini", problem=problem)
+    return _Shape("gemini", call.get("id"), call.get("name"), call.get("args"))
 
 
 def _openai_shape(value: Mapping[Any, Any], kind: object) -> _Shape:

@@ -35,11 +35,11 @@ if TYPE_CHECKING:
 __all__ = ["main", "run"]
 
 OUTPUT_FORMATS = ("text", "full", "json", "github", "sarif", "junit", "gitlab")
-SCHEMA_FORMATS = ("openai", "anthropic", "mcp")
+SCHEMA_FORMATS = ("openai", "anthropic", "mcp", "gemini")
 TEST_FORMATS = ("text", "json", "github", "junit")
 """``toolflow test``'s formats (``toolflow._cli_test_report``'s; lint's SARIF and GitLab report code, not tests)."""
 
-HISTORY_FORMATS = ("openai", "anthropic", "fallback", "text")
+HISTORY_FORMATS = ("openai", "anthropic", "fallback", "text", "gemini")
 """The history formats of ``toolflow run`` (``toolflow._providers.HISTORY_FORMATS``, without importing it)."""
 
 

@@ -12,10 +12,15 @@ Each exporter turns one :class:`~toolflow.ToolSpec` into a fresh JSON-ready
   false`` and lists every property in ``required``, and no keyword strict mode
   refuses is used (the facts of lint rule TF302); otherwise ``false``.
 - ``anthropic``: ``{"name", "description", "input_schema"}``.
+- ``gemini``: a Gemini ``FunctionDeclaration`` ``{"name", "description", "parameters"}``
+  (https://ai.google.dev/api/caching#FunctionDeclaration), ``parameters`` rewritten into the
+  OpenAPI 3.0 subset of Gemini's ``Schema`` by :func:`gemini_schema`; a tool without
+  parameters has no ``parameters`` (Gemini refuses an object with empty ``properties``).
 
 Parameter rules are enforced when a call runs; the exports tell the model them too, in the form
 each target takes: OpenAI and Anthropic refuse the rules' keywords at the top level of a
-schema (``allOf``, ``anyOf``, ``oneOf``, ``not``; strict mode refuses more), so their
+schema (``allOf``, ``anyOf``, ``oneOf``, ``not``; strict mode refuses more), and Gemini's schema
+has no ``allOf``, ``oneOf`` or ``not`` at all, so their
 ``description`` ends with a sentence (``Parameter rules: give exactly one of `name` or
 `dbref`.``); MCP's ``inputSchema`` holds them as JSON Schema under ``allOf``, the validator's own
 fragments. The text and fallback history formats describe tools with the sentence too.
@@ -71,6 +76,7 @@ from typing import Any, Literal, NamedTuple, get_args
 
 from toolflow._errors import UsageError
 from toolflow._lint._target_facts import (
+    GEMINI_KEYWORDS,
     OPENAI_STRICT_MAX_DEPTH,
     OPENAI_STRICT_MAX_ENUM_VALUES,
     OPENAI_STRICT_MAX_PROPERTIES,
@@ -88,6 +94,8 @@ __all__ = [
     "anthropic_tool",
     "description",
     "export_tools",
+    "gemini_schema",
+    "gemini_tool",
     "input_schema",
     "mcp_annotations",
     "mcp_tool",
@@ -95,7 +103,7 @@ __all__ = [
     "openai_tool",
 ]
 
-ExportFormat = Literal["openai", "anthropic", "mcp"]
+ExportFormat = Literal["openai", "anthropic", "mcp", "gemini"]
 EXPORT_FORMATS: tuple[ExportFormat, ...] = get_args(ExportFormat)
 """The formats :func:`export_tools` and ``toolflow schema --format`` accept."""
 
@@ -186,6 +194,106 @@ def anthropic_tool(spec: ToolSpec) -> dict[str, Any]:
     return {"name": spec.name, "description": described_with_rules(spec), "input_schema": input_schema(spec)}
 
 
+def gemini_tool(spec: ToolSpec) -> dict[str, Any]:
+    """The Gemini ``FunctionDeclaration`` of *spec*; parameter rules in the description."""
+    declaration: dict[str, Any] = {"name": spec.name, "description": described_with_rules(spec)}
+    parameters = gemini_schema(input_schema(spec))
+    if parameters.get("properties"):
+        declaration["parameters"] = parameters
+    return declaration
+
+
+def gemini_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """*schema* (JSON Schema) rewritten into the OpenAPI 3.0 subset that Gemini's ``Schema`` takes.
+
+    Local ``$ref`` (``#/$defs/...``, ``#/definitions/...``) are inlined (a reference cycle or
+    any other reference becomes ``{}``, any value); a list in ``type`` becomes one type with
+    ``nullable: true`` for ``"null"``, or ``anyOf`` of the types; ``oneOf`` becomes ``anyOf``;
+    ``const`` a one-value ``enum``; ``examples`` its first value as ``example``; an ``enum`` with
+    a value that is not a string is dropped (Gemini's enums are strings), and so is a string's
+    ``format`` other than ``date-time`` and ``enum`` (the API refuses ``email``, ``uri``, ...). Every other keyword
+    outside :data:`GEMINI_KEYWORDS` is dropped (``additionalProperties``, ``allOf``, ``not``,
+    ``exclusiveMinimum``, ``uniqueItems``, ...): the call is still validated against the
+    tool's own schema when it runs.
+    """
+    return _gemini_subschema(schema, schema, ())
+
+
+def _gemini_subschema(schema: object, root: Mapping[str, Any], refs: tuple[str, ...]) -> dict[str, Any]:
+    """One (sub)schema for Gemini; *refs* are the references being inlined above it (to stop a cycle)."""
+    if not isinstance(schema, Mapping):
+        return {}
+    ref = schema.get("$ref")
+    if isinstance(ref, str):
+        target = _local_definition(root, ref)
+        return {} if target is None or ref in refs else _gemini_subschema(target, root, (*refs, ref))
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key == "properties" and isinstance(value, Mapping):
+            out[key] = {name: _gemini_subschema(sub, root, refs) for name, sub in value.items()}
+        elif key == "items" and isinstance(value, Mapping):
+            out[key] = _gemini_subschema(value, root, refs)
+        elif key in ("anyOf", "oneOf") and isinstance(value, list):
+            out["anyOf"] = [_gemini_subschema(sub, root, refs) for sub in value]
+        else:
+            out.update(_gemini_keyword(key, value, schema))
+    return out
+
+
+def _gemini_keyword(key: str, value: object, schema: Mapping[str, Any]) -> Mapping[str, Any]:
+    """What the keyword *key* of *schema* (not a keyword holding subschemas) becomes for Gemini."""
+    rewrite = _GEMINI_REWRITES.get(key)
+    if rewrite is not None:
+        return rewrite(value, schema)
+    return {key: value} if key in GEMINI_KEYWORDS else {}
+
+
+def _strings_only(value: object) -> bool:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
+def _gemini_format(value: object, schema: Mapping[str, Any]) -> Mapping[str, Any]:
+    # "only 'enum' and 'date-time' are supported for STRING type" (the API's answer to 'email', 'uri', ...)
+    return {} if schema.get("type") == "string" and value not in ("enum", "date-time") else {"format": value}
+
+
+_GEMINI_REWRITES: Mapping[str, Callable[[Any, Mapping[str, Any]], Mapping[str, Any]]] = {
+    "type": lambda value, _: _gemini_types(value) if isinstance(value, list) else {"type": value},
+    "const": lambda value, _: {"enum": [value]} if isinstance(value, str) else {},
+    "examples": lambda value, schema: (
+        {"example": value[0]} if isinstance(value, list) and value and "example" not in schema else {}
+    ),
+    "enum": lambda value, _: {"enum": value} if _strings_only(value) else {},
+    "format": _gemini_format,
+    # Subschema keywords of an unexpected shape (a list in "items", tuple validation) are dropped.
+    "items": lambda _value, _schema: {},
+    "properties": lambda _value, _schema: {},
+    "anyOf": lambda _value, _schema: {},
+    "oneOf": lambda _value, _schema: {},
+}
+
+
+def _gemini_types(types: list[object]) -> dict[str, Any]:
+    """A JSON Schema list of types as Gemini writes it: one type (maybe ``nullable``), or ``anyOf``."""
+    named = [t for t in types if isinstance(t, str) and t != "null"]
+    out: dict[str, Any] = {"nullable": True} if "null" in types else {}
+    if len(named) == 1:
+        out["type"] = named[0]
+    elif named:
+        out["anyOf"] = [{"type": t} for t in named]
+    return out
+
+
+def _local_definition(root: Mapping[str, Any], ref: str) -> Mapping[str, Any] | None:
+    """What the local reference *ref* (``#/$defs/name`` or ``#/definitions/name``) points at, if anything."""
+    for prefix in ("#/$defs/", "#/definitions/"):
+        if ref.startswith(prefix):
+            definitions = root.get(prefix[2:-1])
+            target = definitions.get(ref[len(prefix) :]) if isinstance(definitions, Mapping) else None
+            return target if isinstance(target, Mapping) else None
+    return None
+
+
 def mcp_tool(spec: ToolSpec, tools: Mapping[str, ToolSpec] | None = None) -> dict[str, Any]:
     """The MCP ``Tool`` definition of *spec* (as listed by ``tools/list``); *tools* as for :func:`mcp_annotations`."""
     tool: dict[str, Any] = {"name": spec.name}
@@ -273,6 +381,7 @@ _EXPORTERS: Mapping[str, Callable[[ToolSpec], dict[str, Any]]] = {
     "openai": openai_tool,
     "anthropic": anthropic_tool,
     "mcp": mcp_tool,
+    "gemini": gemini_tool,
 }
 
 

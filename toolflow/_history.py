@@ -3,7 +3,7 @@ r"""History formats: how a conversation with tool calls is written for each kind
 The agent loop keeps its history as the messages of one format and asks a
 :class:`HistoryFormat` to write each piece: the tool definitions and system prompt of a
 request, the user's message, the results of a turn's calls; and to read the tool calls out of
-the model's answer. ``get_format(name)`` returns one of the four:
+the model's answer. ``get_format(name)`` returns one of the five:
 
 ``openai``
     Chat Completions native tool calling: the assistant message carries ``tool_calls``
@@ -18,6 +18,10 @@ the model's answer. ``get_format(name)`` returns one of the four:
     tools and asks for ``{"tool", "parameters", "reasoning"}`` JSON in the assistant's content
     (several calls: a JSON array); each result is a ``user`` message
     ``[TOOL RESULT: name]\n{json}``.
+``gemini``
+    Gemini API contents: the model's ``{"role": "model", "parts": [...]}`` holds ``text`` and
+    ``functionCall`` parts; the results are ``functionResponse`` parts, all of one turn in a single
+    ``user`` content (:mod:`toolflow._history_gemini`).
 ``text``
     Seed 004's text protocol: a ``## Tool-Use Protocol`` section, rendered from a Jinja2
     template (overridable), is added to the system prompt and lists each tool's schema; the model
@@ -53,6 +57,7 @@ import trio
 from toolflow._calls import ToolCall
 from toolflow._errors import UsageError, expect
 from toolflow._export import anthropic_tool, described_with_rules, input_schema, openai_tool
+from toolflow._history_gemini import GeminiFormat
 from toolflow._history_text import (
     DEFAULT_TEXT_PROTOCOL_TEMPLATE,
     TEXT_PROTOCOL_TIMEOUT,
@@ -78,6 +83,7 @@ __all__ = [
     "TEXT_PROTOCOL_VARIABLES",
     "AnthropicFormat",
     "FallbackFormat",
+    "GeminiFormat",
     "HistoryFormat",
     "OpenAIFormat",
     "ResultMessage",
@@ -103,7 +109,7 @@ class HistoryFormat(Protocol):
 
     @property
     def name(self) -> str:
-        """``openai``, ``anthropic``, ``fallback`` or ``text``."""
+        """``openai``, ``anthropic``, ``fallback``, ``text`` or ``gemini``."""
         ...
 
     def tool_definitions(self, tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
@@ -618,6 +624,7 @@ _SIMPLE_FORMATS: Mapping[str, Callable[[], HistoryFormat]] = {
     "openai": OpenAIFormat,
     "anthropic": AnthropicFormat,
     "fallback": FallbackFormat,
+    "gemini": GeminiFormat,
 }
 
 

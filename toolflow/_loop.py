@@ -45,6 +45,7 @@ import trio
 from toolflow._approval import Approver
 from toolflow._batch import entry as _entry
 from toolflow._calls import MalformedCall, ParsedCall, ToolCall, parse_tool_calls
+from toolflow._calls import with_call_id as _with_id
 from toolflow._errors import UsageError, expect, expect_count
 from toolflow._executor import Abort, Engine, HistoryEntry
 from toolflow._history import HistoryFormat, get_format
@@ -291,7 +292,7 @@ class Agent:
         self._end_on_success = frozenset(n for n, (_, b) in self._categories.items() if b.ends(success=True))
         self._end_on_failure = frozenset(n for n, (_, b) in self._categories.items() if b.ends(success=False))
         self._soft_warn_at = self.policy.soft_warn_at
-        self._writes_ids = self.format.name in ("openai", "anthropic")  # fallback and text have no call ids
+        self._writes_ids = self.format.name in ("openai", "anthropic", "gemini")  # fallback and text have no call ids
         self._base_system = masked(system if system is not None else self.policy.system_prompt)
         self._specs = [tool.spec for tool in self.tools]
         self._prompted = False
@@ -513,7 +514,7 @@ class Agent:
         }
         if not ids:
             return stored
-        for key in ("tool_calls", "content"):  # openai's calls, anthropic's tool_use blocks
+        for key in ("tool_calls", "content", "parts"):  # openai's calls, anthropic's and gemini's parts
             value = stored.get(key)
             if isinstance(value, Mapping) and id(value) in ids:  # one openai call, not in a list
                 stored[key] = [_with_id(value, ids[id(value)])]
@@ -733,13 +734,3 @@ class Agent:
         last = entries[-1]
         result = attrs.evolve(last.result, extra={**last.result.extra, **extra})
         return (*entries[:-1], attrs.evolve(last, result=result))
-
-
-def _with_id(raw: object, call_id: str) -> object:
-    """A copy of the raw call or block *raw* (a mapping or a pydantic model) with ``id`` *call_id*."""
-    if isinstance(raw, Mapping):
-        return {**raw, "id": call_id}
-    dump = getattr(raw, "model_dump", None)
-    if callable(dump):
-        return {**dump(), "id": call_id}
-    return raw  # neither: nothing to write an id into (a call the provider sent as bare text)

@@ -11,6 +11,10 @@ provider that speaks the format's API sends the messages as they are.
 - ``anthropic``: ``messages`` are Messages API messages with ``tool_use`` / ``tool_result``
   content blocks; ``tools`` are ``{"name", "description", "input_schema"}``; the response
   ``message`` is ``{"role": "assistant", "content": [blocks]}``.
+- ``gemini``: ``messages`` are Gemini API contents (``{"role": "user"|"model", "parts": [...]}``
+  with ``functionCall`` / ``functionResponse`` parts); ``tools`` is one Gemini ``Tool``
+  (``{"functionDeclarations": [...]}``); the response ``message`` is the candidate's content,
+  ``{"role": "model", "parts": [...]}``; the system prompt goes as ``systemInstruction``.
 - ``fallback`` and ``text``: plain ``{"role", "content"}`` messages and no ``tools`` (the tools
   are described in the system prompt); the response ``message`` is
   ``{"role": "assistant", "content": "..."}``.
@@ -49,7 +53,7 @@ __all__ = [
 
 PROVIDERS_HOOK = "toolflow_register_model_providers"
 
-HISTORY_FORMATS = ("openai", "anthropic", "fallback", "text")
+HISTORY_FORMATS = ("openai", "anthropic", "fallback", "text", "gemini")
 """The history formats a request can be written in."""
 
 

@@ -486,10 +486,10 @@ class Registry:
         return frozenset(self._tools)
 
     def schemas(self, format: str) -> list[dict[str, Any]]:  # noqa: A002 - the CLI option's name
-        """The tools as OpenAI, Anthropic or MCP tool definitions, in load order (see ``toolflow._export``).
+        """The tools as OpenAI, Anthropic, MCP or Gemini tool definitions, in load order (see ``toolflow._export``).
 
         Raises:
-            UsageError: *format* is not ``openai``, ``anthropic`` or ``mcp``.
+            UsageError: *format* is not ``openai``, ``anthropic``, ``mcp`` or ``gemini``.
         """
         return export_tools((tool.spec for tool in self), format)
 

@@ -115,7 +115,7 @@ def test_specs_default_to_the_project_setting(project: Path) -> None:
     assert out.splitlines()[-1] == "loop ended: terminal ('done' ended the loop) after 2 turns, 2 tool calls"
 
 
-@pytest.mark.parametrize("fmt", ["openai", "anthropic", "fallback", "text"])
+@pytest.mark.parametrize("fmt", ["openai", "anthropic", "fallback", "text", "gemini"])
 def test_json_output_has_the_history(project: Path, fmt: str) -> None:
     """`--output-format json` is one document: answer, reason, turns with calls and results, the whole history."""
     code, out, _ = toolflow(

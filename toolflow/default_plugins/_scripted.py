@@ -115,7 +115,7 @@ class ScriptedProvider:
     """
 
     name = "scripted"
-    formats: tuple[str, ...] = ("openai", "anthropic", "fallback", "text")
+    formats: tuple[str, ...] = ("openai", "anthropic", "fallback", "text", "gemini")
 
     def __init__(self, path: str, document: Mapping[str, Any], *, record_requests: bool = False) -> None:
         self.path = path
