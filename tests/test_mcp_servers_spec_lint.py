@@ -29,6 +29,7 @@ mcp_servers:
     tools: [read_file, list_directory]
     overrides:
       read_file: {{category: safe_chain, depends_on: [fs_list_directory]}}
+      list_directory: {{category: safe_chain}}  # else dangerous, and the survey pipeline would need TF233's fix
 """
 
 REFERENCES = """\
