@@ -73,7 +73,7 @@ from toolflow._json import encoder, loads
 from toolflow._model import ToolSpec
 from toolflow._providers import HISTORY_FORMATS
 from toolflow._rendering import render_template
-from toolflow._results import DEFAULT_MAX_RESULT_CHARS, ToolResult, truncate_text
+from toolflow._results import DEFAULT_MAX_RESULT_CHARS, ResultMessage, truncate_text
 from toolflow._schemas import did_you_mean
 from toolflow._templates import CompiledTemplate, TemplateError
 
@@ -91,17 +91,6 @@ __all__ = [
     "get_format",
     "history_format",
 ]
-
-
-class ResultMessage(Protocol):
-    """What a format needs of one call's result: :class:`toolflow.HistoryEntry` has these."""
-
-    @property
-    def call_id(self) -> str: ...
-    @property
-    def tool_name(self) -> str: ...
-    @property
-    def result(self) -> ToolResult: ...
 
 
 class HistoryFormat(Protocol):

@@ -23,7 +23,7 @@ id its result answers, written inside its ``functionCall``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 import attrs
 
@@ -31,22 +31,11 @@ from toolflow._calls import ToolCall, gemini_call_parts
 from toolflow._export import gemini_tool
 from toolflow._json import loads
 from toolflow._model import ToolSpec
-from toolflow._results import DEFAULT_MAX_RESULT_CHARS, ToolResult
+from toolflow._results import DEFAULT_MAX_RESULT_CHARS, ResultMessage
 
 __all__ = ["GeminiFormat"]
 
 _SEQUENCES = (list, tuple)
-
-
-class _ResultMessage(Protocol):
-    """What the format needs of one call's result (``toolflow._history.ResultMessage``, which imports this module)."""
-
-    @property
-    def call_id(self) -> str: ...
-    @property
-    def tool_name(self) -> str: ...
-    @property
-    def result(self) -> ToolResult: ...
 
 
 @attrs.frozen(kw_only=True)
@@ -96,7 +85,7 @@ class GeminiFormat:
         return "\n".join(texts), list(gemini_call_parts(message) or ())
 
     def result_messages(
-        self, results: Sequence[_ResultMessage], *, max_chars: int = DEFAULT_MAX_RESULT_CHARS
+        self, results: Sequence[ResultMessage], *, max_chars: int = DEFAULT_MAX_RESULT_CHARS
     ) -> list[dict[str, Any]]:
         """One ``user`` content of ``functionResponse`` parts, in call order (none for no results)."""
         if not results:

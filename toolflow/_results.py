@@ -14,7 +14,7 @@ import json
 import math
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Protocol
 
 import attrs
 
@@ -25,6 +25,7 @@ __all__ = [
     "DEFAULT_MAX_RESULT_CHARS",
     "RESERVED_RESULT_KEYS",
     "STEP_STATUSES",
+    "ResultMessage",
     "StepRecord",
     "ToolResult",
     "truncate_text",
@@ -133,6 +134,17 @@ STEP_STATUSES = ("succeeded", "failed", "skipped", "cancelled", "not_run")
 """What became of a pipeline's step: it ran and succeeded or failed, its ``when:`` was false, it
 was cancelled while it ran (a failed step's ``on_error: stop``, the pipeline's timeout, a kill),
 or it never started (a stop, or the pipeline ended first)."""
+
+
+class ResultMessage(Protocol):
+    """What a history format needs of one call's result: :class:`toolflow.HistoryEntry` has these."""
+
+    @property
+    def call_id(self) -> str: ...
+    @property
+    def tool_name(self) -> str: ...
+    @property
+    def result(self) -> ToolResult: ...
 
 
 @attrs.frozen(kw_only=True)
