@@ -147,7 +147,6 @@ class _Connection:
     _client: Client | None = None
     _lost: trio.Event = attrs.field(factory=trio.Event)
     _error: str = ""
-    outages: int = 0
 
     async def supervise(self, *, task_status: trio.TaskStatus[list[RemoteTool]] = trio.TASK_STATUS_IGNORED) -> None:
         """Connect, list the tools (reported through *task_status*), and keep the connection up.
@@ -172,7 +171,6 @@ class _Connection:
                 self._error = describe_error(exc)
             finally:
                 self._client = None
-            self.outages += 1
             warnings.warn(
                 f"{_where(self.server)} is down ({self._error or 'connection lost'}); restarting it in {delay:g}s",
                 ToolSourceWarning,
