@@ -26,7 +26,17 @@ PACKAGE = Path(__file__).resolve().parent.parent / "toolflow"
 
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("errors, diagnostics", ("toolflow._errors", "toolflow._diagnostics", "toolflow._json")),
-    ("model", ("toolflow._model", "toolflow._results", "toolflow._calls", "toolflow._policy", "toolflow._provenance")),
+    (
+        "model",
+        (
+            "toolflow._model",
+            "toolflow._results",
+            "toolflow._calls",
+            "toolflow._policy",
+            "toolflow._rules",
+            "toolflow._provenance",
+        ),
+    ),
     (
         "schemas, templates",
         (
@@ -75,6 +85,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "toolflow._history_gemini",
             "toolflow._history",
             "toolflow._loop_texts",
+            "toolflow._loop_records",
             "toolflow._loop",
         ),
     ),

@@ -77,6 +77,7 @@ EXPECTED = [
     "ToolCall",
     "ToolDependency",
     "ToolResult",
+    "ToolRule",
     "ToolSourceError",
     "ToolSourceWarning",
     "ToolSpec",

@@ -68,6 +68,7 @@ if TYPE_CHECKING:
     from toolflow._rendering import render_template, run_in_template_worker
     from toolflow._results import StepRecord, ToolResult
     from toolflow._retrying import retry_after_seconds
+    from toolflow._rules import ToolRule
     from toolflow._telemetry import Operation, trace_context
     from toolflow._template_guards import unguarded_template_reads
     from toolflow._templates import (
@@ -150,6 +151,7 @@ _EXPORTS = {
     "TemplateError": "toolflow._templates",
     "TemplateProblem": "toolflow._templates",
     "TokenBudget": "toolflow._policy",
+    "ToolRule": "toolflow._rules",
     "ToolCall": "toolflow._calls",
     "ToolDependency": "toolflow._model",
     "ToolResult": "toolflow._results",
@@ -258,6 +260,7 @@ __all__ = [
     "ToolCall",
     "ToolDependency",
     "ToolResult",
+    "ToolRule",
     "ToolSourceError",
     "ToolSourceWarning",
     "ToolSpec",

@@ -44,11 +44,12 @@ import trio
 
 from toolflow._approval import Approver
 from toolflow._batch import entry as _entry
-from toolflow._calls import MalformedCall, ParsedCall, ToolCall, parse_tool_calls
+from toolflow._calls import MalformedCall, ParsedCall, parse_tool_calls
 from toolflow._calls import with_call_id as _with_id
 from toolflow._errors import UsageError, expect, expect_count
 from toolflow._executor import Abort, Engine, HistoryEntry
 from toolflow._history import HistoryFormat, get_format
+from toolflow._loop_records import LoopResult, RunState, TurnRecord, add_usage
 from toolflow._loop_texts import ENDED as _ENDED
 from toolflow._loop_texts import KILLED_BEFORE as _KILLED_BEFORE
 from toolflow._loop_texts import KILLED_WHILE_RUNNING as _KILLED_WHILE_RUNNING
@@ -64,7 +65,6 @@ from toolflow._providers import (
     ModelRequest,
     ModelResponse,
     ProviderError,
-    Usage,
 )
 from toolflow._results import DEFAULT_MAX_RESULT_CHARS, ToolResult
 from toolflow._retrying import Decision, next_delay
@@ -78,125 +78,6 @@ PROVIDER_RETRY = RetryPolicy(attempts=4, initial=1.0, max=30.0)
 """How often and how patiently a retryable provider error is retried by default."""
 
 _NOTHING: frozenset[str] = frozenset()
-
-
-@attrs.frozen(kw_only=True)
-class TurnRecord:
-    """What happened in one model turn.
-
-    Attributes:
-        turn: The iteration, from 1.
-        text: The text the model wrote (beside its calls, or its final answer).
-        entries: One entry per tool call of the turn, in call order, each with its result.
-        usage: The response's token usage, when the provider reported it.
-        decision: Whether the loop went on after the turn, and why.
-        duration: Seconds the turn took (model and tools).
-        reflection: Whether the turn ran in reflection mode (outside the history).
-        tools_offered: Whether the model was offered tools this turn.
-        ended_by: The ids of the calls whose category ended the loop (``decision.reason`` is
-            ``terminal``), in call order; empty otherwise.
-    """
-
-    turn: int
-    text: str
-    entries: tuple[HistoryEntry, ...]
-    usage: Usage | None
-    decision: LoopDecision
-    duration: float
-    reflection: bool = False
-    tools_offered: bool = True
-    ended_by: tuple[str, ...] = ()
-
-
-@attrs.frozen(kw_only=True)
-class LoopResult:
-    """How a loop ended, with everything it did.
-
-    Attributes:
-        final_answer: The model's last text (its answer, or what it said with the last calls).
-        reason: Why the loop ended (``decision.reason``).
-        decision: The decision that ended the loop.
-        turns: Every turn, in order.
-        messages: The whole history in the format's shape, without the system prompt.
-        system: The system prompt that was sent.
-        format: The history format.
-        usage: Tokens summed over all responses.
-    """
-
-    final_answer: str
-    reason: LoopReason
-    decision: LoopDecision
-    turns: tuple[TurnRecord, ...]
-    messages: tuple[Mapping[str, Any], ...]
-    system: str
-    format: str
-    usage: Usage
-
-    def to_dict(self) -> dict[str, Any]:
-        """The result as one JSON-ready document (``toolflow run --output json``)."""
-        return {
-            "final_answer": self.final_answer,
-            "reason": self.reason,
-            "decision": self.decision.to_dict(),
-            "format": self.format,
-            "usage": _usage_dict(self.usage),
-            "turns": [_turn_dict(turn) for turn in self.turns],
-            "system": self.system,
-            "history": [dict(message) for message in self.messages],
-        }
-
-
-@attrs.define
-class _RunState:
-    """What one :meth:`Agent.run` carries from turn to turn."""
-
-    iteration: int = 0
-    tools_offered: bool = True
-    last_turn: LoopReason = "token_critical"
-    """Why the model gets the turn without tools, once ``tools_offered`` is false."""
-    errors: int = 0
-    """Failed calls in a row (see ``max_consecutive_errors``)."""
-    final_answer: str = ""
-    usage: Usage = attrs.Factory(Usage)
-    turns: list[TurnRecord] = attrs.Factory(list)
-
-
-def _usage_dict(usage: Usage | None) -> dict[str, int] | None:
-    if usage is None:
-        return None
-    return {**attrs.asdict(usage), "total_tokens": usage.total_tokens}
-
-
-def _turn_dict(turn: TurnRecord) -> dict[str, Any]:
-    return {
-        "turn": turn.turn,
-        "text": turn.text,
-        "reflection": turn.reflection,
-        "tools_offered": turn.tools_offered,
-        "ended_by": list(turn.ended_by),
-        "duration_ms": round(turn.duration * 1000, 3),
-        "usage": _usage_dict(turn.usage),
-        "decision": turn.decision.to_dict(),
-        "calls": [
-            {
-                "id": entry.call_id,
-                "tool": entry.tool_name,
-                "arguments": dict(entry.call.arguments) if isinstance(entry.call, ToolCall) else None,
-                "result": entry.result.to_dict(),
-                "duration_ms": None if entry.duration is None else round(entry.duration * 1000, 3),
-            }
-            for entry in turn.entries
-        ],
-    }
-
-
-def _add_usage(total: Usage, usage: Usage | None) -> Usage:
-    if usage is None:
-        return total
-    return Usage(
-        prompt_tokens=total.prompt_tokens + usage.prompt_tokens,
-        completion_tokens=total.completion_tokens + usage.completion_tokens,
-    )
 
 
 _ARGUMENT_TYPES: tuple[tuple[str, type | tuple[type, ...], str], ...] = (
@@ -374,7 +255,7 @@ class Agent:
         """
         with operation_scope(self._wrappers, model_operation(INVOKE_AGENT, self.provider.name, self.model)) as op:
             await self._start(prompt)
-            state = _RunState()
+            state = RunState()
             decision = None
             while decision is None:
                 decision = await self._turn(state)
@@ -390,7 +271,7 @@ class Agent:
             )
         return op.result  # type: ignore[no-any-return]
 
-    async def _turn(self, state: _RunState) -> LoopDecision | None:
+    async def _turn(self, state: RunState) -> LoopDecision | None:
         """One turn of :meth:`run`: ask the model, run its calls, decide; ``None``: the model gets another turn.
 
         Returns the decision that ends the loop, which the turn's record also carries when the
@@ -411,7 +292,7 @@ class Agent:
             )
         if response is None:  # killed while the model was answering
             return self._stopped(iteration - 1)
-        state.usage = _add_usage(state.usage, response.usage)
+        state.usage = add_usage(state.usage, response.usage)
         text, raw_calls = self.format.read_response(response.message)
         state.final_answer = text
         calls = parse_tool_calls(raw_calls)
@@ -452,7 +333,7 @@ class Agent:
         )
 
     async def _answer(
-        self, state: _RunState, calls: list[ParsedCall], response: ModelResponse
+        self, state: RunState, calls: list[ParsedCall], response: ModelResponse
     ) -> tuple[tuple[HistoryEntry, ...], LoopDecision, tuple[str, ...]]:
         """Run (or refuse) the turn's *calls*, decide, and append one result per call to the history.
 
@@ -683,7 +564,7 @@ class Agent:
         return to_run, decided, uncounted
 
     def _decide(
-        self, state: _RunState, entries: tuple[HistoryEntry, ...], response: ModelResponse, uncounted: frozenset[str]
+        self, state: RunState, entries: tuple[HistoryEntry, ...], response: ModelResponse, uncounted: frozenset[str]
     ) -> tuple[LoopDecision, tuple[str, ...]]:
         """The decision after a turn and the calls that ended the loop; counts the failed calls in a row in *state*."""
         policy = self.policy

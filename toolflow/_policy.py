@@ -32,8 +32,11 @@ from typing import Any, Literal, TypeAlias
 
 import attrs
 
+from toolflow._calls import DEFAULT_MAX_ARGUMENT_BYTES
 from toolflow._errors import expect, expect_count, expect_names, expect_number
 from toolflow._model import Category, LoadResult
+from toolflow._results import DEFAULT_MAX_RESULT_CHARS
+from toolflow._rules import ToolRule
 
 __all__ = [
     "DEFAULT_CATEGORY_POLICIES",
@@ -57,8 +60,10 @@ LoopReason: TypeAlias = Literal[
     "killed",
     "final_answer",
     "provider_error",
+    "before_exit",
+    "restart",
 ]
-"""Why the loop goes on (``normal``, ``token_warning``) or ends (everything else)."""
+"""Why the loop goes on (``normal``, ``token_warning``, ``before_exit``, ``restart``) or ends (everything else)."""
 
 EndsLoop: TypeAlias = Literal["never", "on_success", "always"]
 
@@ -197,6 +202,22 @@ def _name_tuple(value: Any) -> tuple[str, ...]:
     return _names(value) or ()
 
 
+def _rules(value: Any) -> tuple[ToolRule, ...]:
+    rules = tuple(ToolRule.from_mapping(rule) if isinstance(rule, Mapping) else rule for rule in value)
+    for rule in rules:
+        expect(rule, ToolRule, "Policy: rules", "a list of toolflow.ToolRule (or their mappings)")
+    return rules
+
+
+def _triggers(value: Any) -> Mapping[str, tuple[str, ...]]:
+    expect(value, Mapping, "Policy: triggers", "a mapping of tool names to lists of phrases")
+    triggers = {}
+    for name, phrases in value.items():
+        expect_names(phrases, f"Policy: triggers[{name!r}]", what="phrases")
+        triggers[str(name)] = tuple(str(phrase) for phrase in phrases)
+    return MappingProxyType(triggers)
+
+
 @attrs.frozen(kw_only=True)
 class Policy:
     """The agent-loop policy of a project (the ``policy:`` sections of its spec files).
@@ -211,6 +232,16 @@ class Policy:
         allow: Expose only these tools (``None``: every tool).
         deny: Never expose these tools.
         deliberate: The allowlist of deliberate mode (``None``: the mode has none).
+        triggers: In deliberate mode, the phrases of a user message that expose each of these
+            tools (a tool of the allowlist with triggers is hidden until one matches).
+        retain_turns: In deliberate mode, how many further user messages a triggered tool stays
+            exposed after a successful call.
+        rules: The order rules and call limits (:class:`~toolflow.ToolRule`), in order.
+        max_restarts: Most turn restarts a tool's result may ask for in one run; then the call
+            is recorded as a normal result.
+        max_result_chars: The longest result text the model is shown.
+        max_argument_bytes: The largest JSON of a call's arguments accepted (larger: a
+            malformed call).
         system_prompt: The loop's system prompt unless the caller gives one.
         text_protocol: A template replacing the text format's tool-protocol section.
         categories: Behaviour per category, the defaults merged with the spec files' overrides.
@@ -226,6 +257,12 @@ class Policy:
     allow: tuple[str, ...] | None = attrs.field(default=None, converter=_names)
     deny: tuple[str, ...] = attrs.field(default=(), converter=_name_tuple)
     deliberate: tuple[str, ...] | None = attrs.field(default=None, converter=_names)
+    triggers: Mapping[str, tuple[str, ...]] = attrs.field(factory=dict, converter=_triggers)
+    retain_turns: int = 2
+    rules: tuple[ToolRule, ...] = attrs.field(default=(), converter=_rules)
+    max_restarts: int = 2
+    max_result_chars: int = DEFAULT_MAX_RESULT_CHARS
+    max_argument_bytes: int = DEFAULT_MAX_ARGUMENT_BYTES
     system_prompt: str = ""
     text_protocol: str | None = None
     categories: Mapping[str, CategoryPolicy] = DEFAULT_CATEGORY_POLICIES
@@ -247,6 +284,10 @@ class Policy:
         expect(self.system_prompt, str, "Policy: system_prompt", "a string")
         expect(self.text_protocol, (str, type(None)), "Policy: text_protocol", "a template or None")
         expect(self.answer_at_limit, bool, "Policy: answer_at_limit", "True or False")
+        expect_count(self.retain_turns, "Policy: retain_turns", minimum=0)
+        expect_count(self.max_restarts, "Policy: max_restarts", minimum=0)
+        expect_count(self.max_result_chars, "Policy: max_result_chars", minimum=1)
+        expect_count(self.max_argument_bytes, "Policy: max_argument_bytes", minimum=1)
         expect(self.categories, Mapping, "Policy: categories", "a mapping of category names to CategoryPolicy")
         for name, behaviour in self.categories.items():
             expect(behaviour, CategoryPolicy, f"Policy: categories[{name!r}]", "a toolflow.CategoryPolicy")
@@ -272,9 +313,18 @@ class Policy:
                 "system_prompt",
                 "text_protocol",
                 "answer_at_limit",
+                "max_restarts",
+                "max_result_chars",
+                "max_argument_bytes",
             )
             if key in mapping
         }
+        if "rules" in mapping:
+            changes["rules"] = mapping["rules"]
+        deliberate = mapping.get("deliberate")
+        if isinstance(deliberate, Mapping):  # the object form: tools, triggers, retain_turns
+            changes["deliberate"] = deliberate.get("tools", ())
+            changes.update({key: deliberate[key] for key in ("triggers", "retain_turns") if key in deliberate})
         tokens = mapping.get("tokens")
         if isinstance(tokens, Mapping):
             changes["tokens"] = TokenBudget(

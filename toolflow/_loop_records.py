@@ -1,0 +1,137 @@
+"""The records of an agent loop: each turn (:class:`TurnRecord`), the whole run (:class:`LoopResult`).
+
+Model-layer data, what :class:`toolflow.Agent` hands back and ``toolflow run --output json`` writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from toolflow._batch import HistoryEntry
+from toolflow._calls import ToolCall
+from toolflow._policy import LoopDecision, LoopReason
+from toolflow._providers import Usage
+
+__all__ = ["LoopResult", "RunState", "TurnRecord", "add_usage"]
+
+
+@attrs.frozen(kw_only=True)
+class TurnRecord:
+    """What happened in one model turn.
+
+    Attributes:
+        turn: The iteration, from 1.
+        text: The text the model wrote (beside its calls, or its final answer).
+        entries: One entry per tool call of the turn, in call order, each with its result.
+        usage: The response's token usage, when the provider reported it.
+        decision: Whether the loop went on after the turn, and why.
+        duration: Seconds the turn took (model and tools).
+        reflection: Whether the turn ran in reflection mode (outside the history).
+        tools_offered: Whether the model was offered tools this turn.
+        ended_by: The ids of the calls whose category ended the loop (``decision.reason`` is
+            ``terminal``), in call order; empty otherwise.
+    """
+
+    turn: int
+    text: str
+    entries: tuple[HistoryEntry, ...]
+    usage: Usage | None
+    decision: LoopDecision
+    duration: float
+    reflection: bool = False
+    tools_offered: bool = True
+    ended_by: tuple[str, ...] = ()
+
+
+@attrs.frozen(kw_only=True)
+class LoopResult:
+    """How a loop ended, with everything it did.
+
+    Attributes:
+        final_answer: The model's last text (its answer, or what it said with the last calls).
+        reason: Why the loop ended (``decision.reason``).
+        decision: The decision that ended the loop.
+        turns: Every turn, in order.
+        messages: The whole history in the format's shape, without the system prompt.
+        system: The system prompt that was sent.
+        format: The history format.
+        usage: Tokens summed over all responses.
+    """
+
+    final_answer: str
+    reason: LoopReason
+    decision: LoopDecision
+    turns: tuple[TurnRecord, ...]
+    messages: tuple[Mapping[str, Any], ...]
+    system: str
+    format: str
+    usage: Usage
+
+    def to_dict(self) -> dict[str, Any]:
+        """The result as one JSON-ready document (``toolflow run --output json``)."""
+        return {
+            "final_answer": self.final_answer,
+            "reason": self.reason,
+            "decision": self.decision.to_dict(),
+            "format": self.format,
+            "usage": _usage_dict(self.usage),
+            "turns": [_turn_dict(turn) for turn in self.turns],
+            "system": self.system,
+            "history": [dict(message) for message in self.messages],
+        }
+
+
+@attrs.define
+class RunState:
+    """What one :meth:`Agent.run` carries from turn to turn."""
+
+    iteration: int = 0
+    tools_offered: bool = True
+    last_turn: LoopReason = "token_critical"
+    """Why the model gets the turn without tools, once ``tools_offered`` is false."""
+    errors: int = 0
+    """Failed calls in a row (see ``max_consecutive_errors``)."""
+    final_answer: str = ""
+    usage: Usage = attrs.Factory(Usage)
+    turns: list[TurnRecord] = attrs.Factory(list)
+
+
+def _usage_dict(usage: Usage | None) -> dict[str, int] | None:
+    if usage is None:
+        return None
+    return {**attrs.asdict(usage), "total_tokens": usage.total_tokens}
+
+
+def _turn_dict(turn: TurnRecord) -> dict[str, Any]:
+    return {
+        "turn": turn.turn,
+        "text": turn.text,
+        "reflection": turn.reflection,
+        "tools_offered": turn.tools_offered,
+        "ended_by": list(turn.ended_by),
+        "duration_ms": round(turn.duration * 1000, 3),
+        "usage": _usage_dict(turn.usage),
+        "decision": turn.decision.to_dict(),
+        "calls": [
+            {
+                "id": entry.call_id,
+                "tool": entry.tool_name,
+                "arguments": dict(entry.call.arguments) if isinstance(entry.call, ToolCall) else None,
+                "result": entry.result.to_dict(),
+                "duration_ms": None if entry.duration is None else round(entry.duration * 1000, 3),
+            }
+            for entry in turn.entries
+        ],
+    }
+
+
+def add_usage(total: Usage, usage: Usage | None) -> Usage:
+    if usage is None:
+        return total
+    return Usage(
+        prompt_tokens=total.prompt_tokens + usage.prompt_tokens,
+        completion_tokens=total.completion_tokens + usage.completion_tokens,
+    )
