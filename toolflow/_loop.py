@@ -46,6 +46,7 @@ from toolflow._approval import Approver
 from toolflow._batch import entry as _entry
 from toolflow._calls import MalformedCall, ParsedCall, parse_tool_calls
 from toolflow._calls import with_call_id as _with_id
+from toolflow._deliberate import DeliberateTools
 from toolflow._errors import UsageError, expect, expect_count
 from toolflow._executor import Abort, Engine, HistoryEntry
 from toolflow._history import HistoryFormat, get_format
@@ -66,6 +67,7 @@ from toolflow._providers import (
     ModelResponse,
     ProviderError,
 )
+from toolflow._restart import Restarts
 from toolflow._results import DEFAULT_MAX_RESULT_CHARS, ToolResult
 from toolflow._retrying import Decision, next_delay
 from toolflow._telemetry import INVOKE_AGENT, MODEL_REQUEST, active_wrappers, model_operation, operation_scope
@@ -175,12 +177,13 @@ class Agent:
         self._soft_warn_at = self.policy.soft_warn_at
         self._writes_ids = self.format.name in ("openai", "anthropic", "gemini")  # fallback and text have no call ids
         self._base_system = masked(system if system is not None else self.policy.system_prompt)
-        self._specs = [tool.spec for tool in self.tools]
-        self._prompted = False
         self.system = ""
         """The system prompt, written by the first :meth:`run` or :meth:`reflect`."""
         self._answer_system = ""
-        self._definitions = tuple(self.format.tool_definitions(self._specs))
+        # Deliberate mode's triggers hide tools until a user message asks for them; restarts (toolflow._restart).
+        self._deliberate = DeliberateTools.of(self.policy, self._allowlist, deliberate=deliberate)
+        self._offer(self._deliberate.hidden())
+        self._restarts = Restarts.of(engine.registry, self.policy.max_restarts)
         engine.policy = self.policy
         if approve is not None:
             engine.approve = approve
@@ -225,6 +228,13 @@ class Agent:
 
     # --- the loop --------------------------------------------------------------------------
 
+    def _offer(self, hidden: frozenset[str]) -> None:
+        """Offer the model the exposed tools but *hidden*: their definitions, and system prompts to write."""
+        self._hidden = hidden
+        self._specs = [tool.spec for tool in self.tools if tool.name not in hidden]
+        self._definitions = tuple(self.format.tool_definitions(self._specs))
+        self._prompted = False
+
     async def _write_system_prompts(self) -> None:
         """Write the system prompts, once: the text format renders its template in a template worker.
 
@@ -238,12 +248,16 @@ class Agent:
         self._answer_system = await self.format.system_prompt(self._base_system, ())
         self._prompted = True
 
-    async def _start(self, prompt: str) -> None:
-        """Begin a :meth:`run`: the system prompts, a new loop for the engine, the user's *prompt*."""
+    async def _start(self, prompt: str) -> RunState:
+        """Begin a :meth:`run`: the tools *prompt* exposes, the system prompts, a new loop, the user's *prompt*."""
         self._stop = self._killed = False
+        state = RunState(triggers=self._deliberate.hear(prompt))
+        if self._deliberate.hidden() != self._hidden:
+            self._offer(self._deliberate.hidden())
         await self._write_system_prompts()
         self.engine.new_loop()
         self._messages.append(self.format.user_message(prompt))
+        return state
 
     async def run(self, prompt: str) -> LoopResult:
         """Run the loop on the user's *prompt* until the policy ends it.
@@ -254,8 +268,7 @@ class Agent:
         raises :class:`~toolflow.UsageError` when the text format's template fails to render.
         """
         with operation_scope(self._wrappers, model_operation(INVOKE_AGENT, self.provider.name, self.model)) as op:
-            await self._start(prompt)
-            state = RunState()
+            state = await self._start(prompt)
             decision = None
             while decision is None:
                 decision = await self._turn(state)
@@ -317,6 +330,7 @@ class Agent:
             duration=duration,
             tools_offered=tools_offered,
             ended_by=ended_by,
+            triggers=state.triggers if iteration == 1 else (),
         )
         state.turns.append(record)
         if self.on_turn is not None:
@@ -342,10 +356,15 @@ class Agent:
         try:
             if state.tools_offered:
                 entries, uncounted = await self._run_calls(calls)
+                self._deliberate.retain(entries)
             else:  # the turn without tools: none of them runs
                 refused = NO_TOOLS_NOW[state.last_turn]
                 entries, uncounted = tuple(_entry(call, refused) for call in calls), _NOTHING
             decision, ended_by = self._decide(state, entries, response, uncounted)
+            restart = self._restarts.take(entries, decision, state, self.max_result_chars)
+            if restart is not None:  # the model's message leaves the history, and its results never enter it
+                self._messages[-1:] = [self.format.user_message(restart.note)]
+                return entries, restart.decision, restart.call_ids
             entries = self._advise(entries, decision)
             self._messages.extend(self.format.result_messages(entries, max_chars=self.max_result_chars))
         except BaseException:
@@ -547,6 +566,10 @@ class Agent:
             known = self._categories.get(call.name)
             if known is None or call.name not in self._allowlist:
                 to_run.append(call)  # the engine's look-up and gate answer it
+                continue
+            hidden = self._deliberate.refusal(call.name)
+            if hidden is not None:  # deliberate mode: no user message asked for it
+                decided[call.id] = _entry(call, hidden)
                 continue
             category, behaviour = known
             if behaviour.per_turn is not None:
