@@ -21,7 +21,9 @@ Each turn of :meth:`Agent.run`:
    (``max_consecutive_errors`` failed calls in a row, across all tools; calls refused by a
    ``per_turn`` limit or kept from running by a stop count neither way), ``token_critical``
    (the model first gets one last turn without tools to answer, even after the last
-   iteration), ``max_iterations``, else ``token_warning`` or ``normal``.
+   iteration), ``max_iterations``, else ``token_warning`` or ``normal``; or ``restart``, when a
+   result asks for it and the loop would go on: the model's message leaves the history and the
+   tool's context comes in as a user message (``toolflow._restart``).
 
 :meth:`Agent.request_stop` lets the calls in flight finish and ends the loop after them;
 :meth:`Agent.kill` cancels them (and a provider request in flight) at once. Either ends a wait
@@ -125,7 +127,8 @@ class Agent:
         policy: The loop policy (default: :meth:`Policy` defaults).
         format: The history format: ``openai``, ``anthropic``, ``fallback`` or ``text``.
         system: The system prompt (default: the policy's ``system_prompt``).
-        deliberate: Deliberate mode: expose only the policy's ``deliberate`` allowlist.
+        deliberate: Deliberate mode: expose only the policy's ``deliberate`` allowlist, a tool
+            with ``triggers`` only once a user message asks for it (``toolflow._deliberate``).
         approve: Decides on calls whose category requires approval; it becomes the engine's
             approver (:attr:`Engine.approve`), asked before the plugins'
             ``toolflow_approve_call`` hook; when nobody answers, the call is refused. The
