@@ -63,6 +63,17 @@ async def test_a_tool_with_triggers_is_hidden_until_a_user_message_asks_for_it(t
     check_openai_history(result.messages)
 
 
+async def test_other_refusals_do_not_name_a_hidden_tool(tmp_path: Path) -> None:
+    """The engine's allowlist gate and its "did you mean" list only the tools offered now."""
+    setup = Setup(tmp_path, POLICY)
+    turns = [{"tool_calls": [call("say", message="hi"), call("pokee")]}, {"text": "ok"}]
+    (result,), _ = await _runs(setup, ["look around"], turns)
+    outside, unknown = (entry.result for entry in result.turns[0].entries)
+    assert outside.extra == {"status": "blocked", "allowed": ["look"]}
+    assert "'poke'" not in (outside.error or "") + (unknown.error or "")
+    assert (unknown.error or "").endswith("(available: 'look')")
+
+
 async def test_a_phrase_exposes_its_tool_and_the_record_says_which(tmp_path: Path) -> None:
     """Case-insensitive, any blanks between words; the tool runs; the turn records tool and phrase, the model never."""
     setup = Setup(tmp_path, POLICY)

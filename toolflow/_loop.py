@@ -234,6 +234,8 @@ class Agent:
     def _offer(self, hidden: frozenset[str]) -> None:
         """Offer the model the exposed tools but *hidden*: their definitions, and system prompts to write."""
         self._hidden = hidden
+        # The engine's gate lists what is offered: a refusal must not name a hidden tool.
+        self._engine_allowlist = self._allowlist - hidden if self._restricted or hidden else None
         self._specs = [tool.spec for tool in self.tools if tool.name not in hidden]
         self._definitions = tuple(self.format.tool_definitions(self._specs))
         self._prompted = False
@@ -518,7 +520,7 @@ class Agent:
         engine.tick()
         if self._stop:
             engine.request_stop()
-        engine.allowlist = self._allowlist if self._restricted else None
+        engine.allowlist = self._engine_allowlist
         engine.dangerous_per_tick = None  # the category gate applies the policy's per_turn
         to_run, decided, uncounted = self._gate(calls)
         outcome = await engine.execute_batch(to_run) if to_run else ()
