@@ -187,3 +187,17 @@ def test_toolflow_run_traces_and_records_the_trigger(tmp_path: Path, monkeypatch
     document = json.loads(out.getvalue())
     assert document["turns"][0]["triggers"] == []
     assert document["turns"][0]["calls"][0]["result"]["reason"] == "deliberate_tool_mode"
+
+
+async def test_triggers_and_rules_narrow_the_offer_together(tmp_path: Path) -> None:
+    """The tools offered are those deliberate mode offers and the rules allow now: the intersection."""
+    setup = Setup(tmp_path, POLICY + "  rules:\n    - first: [look]\n")
+    turns = [
+        {"tool_calls": [call("look")]},
+        {"text": "ok"},
+        {"tool_calls": [call("look")]},
+        {"text": "ok"},
+    ]
+    _, provider = await _runs(setup, ["poke it", "hello"], turns)
+    offered = [_offered(request) for request in provider.requests]
+    assert offered == [["look"], ["look", "poke"], ["look"], ["look"]]
