@@ -10,18 +10,19 @@ tool asks for it with a ``restart`` key in its result dictionary, whatever made 
 ``template`` or ``command`` tool with ``output: json`` writes it as JSON). :meth:`Restarts.take`
 decides whether the loop honours it:
 
-- only in a turn after which the loop would go on to another turn (a stop, a kill, a
+- only in a turn that offered tools, after which the loop would go on (a stop, a kill, a
   ``terminal`` call, the token budget's critical level or the iteration limit end the loop as
   usual; ``error_cap`` does not, since a restart resets the count of failed calls);
 - at most ``policy.max_restarts`` times per run;
 - never from a remote tool (an MCP server's, kind ``mcp``): its results are untrusted data, and a
   restart's context reaches the model as a user-role message, with more authority than a result.
 
-Otherwise the result is recorded as it is, ``restart`` key and all. The agent loop then removes
-the model's message of the turn from the history (its calls' results never enter it, so every
-call in the history still has exactly one result), adds the context as one user message, resets
-the count of failed calls, and records the turn with the decision ``restart``. Only the agent
-loop restarts: ``toolflow call``, ``toolflow serve`` and pipelines return the result as it is.
+When it does, the agent loop removes the model's message of the turn from the history (its
+calls' results never enter it, so every call in the history still has exactly one result), adds
+the contexts as one user message, resets the count of failed calls, and records the turn with
+the decision ``restart``. Otherwise the result is recorded as it is, ``restart`` key and all.
+Only the agent loop restarts: ``toolflow call``, ``toolflow serve`` and pipelines return the
+result as it is.
 
 This module is part of the loop layer: pure decisions, no I/O.
 """
@@ -91,7 +92,7 @@ class Restarts:
         self, entries: Sequence[HistoryEntry], decision: LoopDecision, state: RunState, max_chars: int
     ) -> Restart | None:
         """The restart *entries* ask for, when the loop honours it (counted in *state*, whose error count resets)."""
-        if state.restarts >= self.limit or not _next_turn(decision):
+        if not state.tools_offered or state.restarts >= self.limit or not _next_turn(decision):
             return None
         asked = [
             (entry, context)
