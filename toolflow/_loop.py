@@ -241,8 +241,9 @@ class Agent:
     def _hide(self, hidden: frozenset[str]) -> None:
         """Offer the model the exposed tools but *hidden* (deliberate mode's triggers) from now on."""
         self._hidden = hidden
+        self._offerable = self._allowlist - hidden if hidden else self._allowlist
         # The engine's gate lists what is offered: a refusal must not name a hidden tool.
-        self._engine_allowlist = self._allowlist - hidden if self._restricted or hidden else None
+        self._engine_allowlist = self._offerable if self._restricted or hidden else None
 
     async def _write_system_prompts(self) -> None:
         """Write the system prompts, once: the text format renders its template in a template worker.
@@ -480,8 +481,8 @@ class Agent:
 
     def _offered(self) -> frozenset[str] | None:
         """The exposed tools offered (deliberate mode) that the rules allow as a turn's first call; ``None``: all."""
-        rules, offered = self.engine.rules, self._allowlist - self._hidden
-        allowed = offered if rules is None else rules.allowed(offered, new_turn=True)
+        rules = self.engine.rules
+        allowed = self._offerable if rules is None else rules.allowed(self._offerable, new_turn=True)
         return None if len(allowed) == len(self._allowlist) else allowed
 
     def _required(self) -> frozenset[str]:
