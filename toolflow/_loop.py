@@ -3,9 +3,11 @@
 Each turn of :meth:`Agent.run`:
 
 1. ask the provider for a response, given the history and the definitions of the exposed tools
-   (provider errors that are ``retryable`` are retried with backoff, honouring ``retry_after``);
+   that the policy's rules allow now (:mod:`toolflow._rules`; provider errors that are
+   ``retryable`` are retried with backoff, honouring ``retry_after``);
 2. read the response's tool calls with the history format; no calls: the text is the final
-   answer and the loop ends (``final_answer``);
+   answer and the loop ends (``final_answer``), unless a ``before_exit`` rule is unmet: then the
+   model is told what to call first and gets another turn (``before_exit``);
 3. gate the calls by category: calls beyond a category's ``per_turn`` and calls that need an
    approval nobody gives get a model-visible result and are not run;
 4. run the rest as one batch through the engine (:meth:`toolflow.Engine.execute_batch`);
