@@ -105,6 +105,7 @@ async def test_a_phrase_exposes_its_tool_and_the_record_says_which(tmp_path: Pat
 def test_phrases_match_whole_words(message: str, *, matches: bool) -> None:
     """A phrase matches as whole words, so a short trigger does not fire inside other words."""
     assert bool(phrase_pattern("poke it").search(message)) is matches
+    assert phrase_pattern(" \t").search(message) is None  # a blank phrase exposes nothing
 
 
 async def test_a_successful_call_keeps_the_tool_for_retain_turns_further_messages(tmp_path: Path) -> None:

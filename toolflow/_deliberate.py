@@ -61,8 +61,13 @@ class Trigger:
 
 
 def phrase_pattern(phrase: str) -> re.Pattern[str]:
-    """The pattern of a trigger *phrase*: case-insensitive, whole words, any blanks between them."""
+    """The pattern of a trigger *phrase*: case-insensitive, whole words, any blanks between them.
+
+    A phrase of blanks alone matches nothing (it would otherwise match every message).
+    """
     words = phrase.split()
+    if not words:
+        return re.compile(r"(?!)")
     return re.compile(r"(?<!\w)" + r"\s+".join(re.escape(word) for word in words) + r"(?!\w)", re.IGNORECASE)
 
 
