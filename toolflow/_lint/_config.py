@@ -116,9 +116,6 @@ def config_from_mapping(
     targets = table.get("target", [])
     if isinstance(targets, str):
         targets = [targets]
-    max_tools = table.get("max-tools", DEFAULT_MAX_TOOLS)
-    if not isinstance(max_tools, int) or isinstance(max_tools, bool) or max_tools < 1:
-        raise ConfigError(f"'max-tools' must be a whole number of at least 1, got {max_tools!r}", path=source)
     return LintConfig(
         select=select,
         ignore=selectors("ignore"),
@@ -128,8 +125,14 @@ def config_from_mapping(
         fail_on=parse_severity(table.get("fail-on", "error"), source=source),
         root=root,
         source=source,
-        max_tools=max_tools,
+        max_tools=_max_tools(table.get("max-tools", DEFAULT_MAX_TOOLS), source=source),
     )
+
+
+def _max_tools(value: object, *, source: str | None) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ConfigError(f"'max-tools' must be a whole number of at least 1, got {value!r}", path=source)
+    return value
 
 
 def parse_severity(value: object, *, source: str | None = None) -> Severity:

@@ -18,11 +18,11 @@ project too big on a guess).
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 
 import attrs
 
-from toolflow._lint._summary import FileSummary, Named, Place, ProjectSummary, RuleSummary, ToolsetSummary
+from toolflow._lint._summary import Named, Place, ProjectSummary, RuleSummary, ToolsetSummary
 
 __all__ = ["Exposure", "Offer"]
 
@@ -144,25 +144,30 @@ class Exposure:
         The policy's choice is left out when it is exactly a toolset's (``toolset`` without
         ``allow``): that toolset is reported already.
         """
-        known = self.summary.declared_names
-        shown = [name for name in known if name not in self.deny and name not in self._hidden]
+        shown = [name for name in self.summary.declared_names if name not in self.deny and name not in self._hidden]
         for toolset in (t for f in self.summary.files for t in f.toolsets):
-            chosen = frozenset(name for name in shown if self._selects(toolset, name, unknown=False))
-            yield Offer(what=f"toolset {toolset.name!r}", names=chosen, place=toolset.place)
-        if self.allow is not None and self.allow_place is not None:
-            chosen = frozenset(name for name in shown if self._normal(name, unknown=False))
-            yield Offer(what="the policy's 'allow'", names=chosen, place=self.allow_place)
-        elif self.toolset is None:
-            what, place = "the policy, with neither 'toolset' nor 'allow',", self.policy_place
-            if place is None:
-                what, place = "the project, without a policy,", _first_file(self.summary.files)
-            if place is not None:
-                yield Offer(what=what, names=frozenset(shown), place=place)
+            yield self._toolset_offer(toolset, shown)
+        chosen = frozenset(name for name in shown if self._normal(name, unknown=False))
+        policy = self._policy_offer(chosen)
+        if policy is not None:
+            yield policy
         if self.deliberate is not None and self.deliberate_place is not None:
             chosen = frozenset(name for name in shown if name in self.deliberate)
             yield Offer(what="deliberate mode", names=chosen, place=self.deliberate_place)
 
+    def _toolset_offer(self, toolset: ToolsetSummary, shown: list[str]) -> Offer:
+        chosen = frozenset(name for name in shown if self._selects(toolset, name, unknown=False))
+        return Offer(what=f"toolset {toolset.name!r}", names=chosen, place=toolset.place)
 
-def _first_file(files: Iterable[FileSummary]) -> Place | None:
-    first = next(iter(files), None)
-    return None if first is None else Place(file=first.path, pointer="")
+    def _policy_offer(self, chosen: frozenset[str]) -> Offer | None:
+        """The policy's choice outside deliberate mode, unless it is a toolset's (``None`` also without files)."""
+        if self.allow is not None and self.allow_place is not None:
+            return Offer(what="the policy's 'allow'", names=chosen, place=self.allow_place)
+        if self.toolset is not None:
+            return None
+        if self.policy_place is not None:
+            return Offer(what="the policy, with neither 'toolset' nor 'allow',", names=chosen, place=self.policy_place)
+        first = next(iter(self.summary.files), None)
+        if first is None:
+            return None
+        return Offer(what="the project, without a policy,", names=chosen, place=Place(file=first.path, pointer=""))

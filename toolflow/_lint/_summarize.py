@@ -180,30 +180,14 @@ def _policy(spec_file: SpecFile) -> PolicySummary | None:
 
     toolset = policy.get("toolset")
     deliberate = policy.get("deliberate")
-    lists = []
-    for key in POLICY_LISTS:
-        names, pointer = policy.get(key), f"/policy/{key}"
-        if key == "deliberate" and isinstance(deliberate, Mapping):  # the object form
-            names, pointer = deliberate.get("tools"), "/policy/deliberate/tools"
-        if isinstance(names, list):
-            lists.append((key, _named(names, pointer, place)))
     triggers = deliberate.get("triggers") if isinstance(deliberate, Mapping) else None
     categories = policy.get("categories")
-    settings = tuple(
-        CategorySettings(
-            name=str(name),
-            approval=own.get("approval") if isinstance(own.get("approval"), bool) else None,
-            per_turn=own.get("per_turn") if _is_count(own.get("per_turn")) else None,
-        )
-        for name, own in (categories.items() if isinstance(categories, Mapping) else ())
-        if isinstance(own, Mapping)
-    )
     rules = policy.get("rules")
     return PolicySummary(
         toolset=Named(name=toolset, place=place("/policy/toolset")) if isinstance(toolset, str) else None,
-        lists=tuple(lists),
+        lists=_lists(policy, place),
         categories=tuple(str(name) for name in categories) if isinstance(categories, Mapping) else (),
-        settings=settings,
+        settings=_settings(categories),
         place=place("/policy", key=True),
         keys={key: place(f"/policy/{key}", key=True) for key in ("allow", "deliberate") if key in policy},
         rules=tuple(_rules(rules, place)) if isinstance(rules, list) else None,
@@ -211,6 +195,31 @@ def _policy(spec_file: SpecFile) -> PolicySummary | None:
             Named(name=str(name), place=place(f"/policy/deliberate/triggers{json_pointer([name])}", key=True))
             for name in (triggers if isinstance(triggers, Mapping) else ())
         ),
+    )
+
+
+def _lists(policy: Mapping[str, Any], place: Callable[[str], Place]) -> tuple[tuple[str, tuple[Named, ...]], ...]:
+    """The string entries of ``allow``, ``deny`` and ``deliberate`` (its ``tools`` in the object form)."""
+    lists = []
+    for key in POLICY_LISTS:
+        names, pointer = policy.get(key), f"/policy/{key}"
+        if key == "deliberate" and isinstance(names, Mapping):  # the object form
+            names, pointer = names.get("tools"), f"/policy/{key}/tools"
+        if isinstance(names, list):
+            lists.append((key, _named(names, pointer, place)))
+    return tuple(lists)
+
+
+def _settings(categories: Any) -> tuple[CategorySettings, ...]:
+    """The ``approval`` and ``per_turn`` of each ``policy.categories`` entry, as written."""
+    return tuple(
+        CategorySettings(
+            name=str(name),
+            approval=own.get("approval") if isinstance(own.get("approval"), bool) else None,
+            per_turn=own.get("per_turn") if _is_count(own.get("per_turn")) else None,
+        )
+        for name, own in (categories.items() if isinstance(categories, Mapping) else ())
+        if isinstance(own, Mapping)
     )
 
 
