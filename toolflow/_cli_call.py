@@ -145,7 +145,8 @@ def command(args: argparse.Namespace, request: CallRequest, plugins: Plugins, st
     """Run ``toolflow call`` for the parsed *request*; return the exit code (0, 1 on failure, 128+N on signal N)."""
     name, arguments, warnings, call_id = request
     specs = load_specs(spec_paths(args.specs or []), **plugins.loader_options())
-    policy = Policy.from_specs(specs)
+    # One call by hand is no conversation: the policy's approval holds, its order rules do not.
+    policy = attrs.evolve(Policy.from_specs(specs), rules=())
     approve = approver(args.approve, stderr)
     cache = project_cache_settings()
     interrupts = Interrupts(grace=shutdown_grace(args))
