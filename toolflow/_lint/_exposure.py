@@ -24,7 +24,7 @@ import attrs
 
 from toolflow._lint._summary import Named, Place, ProjectSummary, RuleSummary, ToolsetSummary
 
-__all__ = ["Exposure", "Offer"]
+__all__ = ["Exposure", "Members", "Offer"]
 
 
 @attrs.frozen(kw_only=True)
@@ -42,6 +42,15 @@ class Offer:
     place: Place
 
 
+@attrs.frozen(kw_only=True)
+class Members:
+    """The names a toolset lists under ``exclude``, ``tools`` and ``categories``."""
+
+    exclude: frozenset[str]
+    tools: frozenset[str]
+    categories: frozenset[str]
+
+
 @attrs.define
 class Exposure:
     """The merged policy of the linted files and what it offers (see the module's docstring)."""
@@ -55,6 +64,7 @@ class Exposure:
     deliberate_place: Place | None = None
     rules: tuple[RuleSummary, ...] = ()
     policy_place: Place | None = None
+    _sets: dict[int, Members] = attrs.Factory(dict)
 
     @classmethod
     def of(cls, summary: ProjectSummary) -> Exposure:
@@ -100,16 +110,29 @@ class Exposure:
         remote = self.summary.remote_by_name.get(name)
         return remote[0][0].category_of(name) if remote else None
 
+    def _members(self, toolset: ToolsetSummary) -> Members:
+        """The names of *toolset*'s ``exclude``, ``tools`` and ``categories`` (computed once per toolset)."""
+        found = self._sets.get(id(toolset))
+        if found is None:
+            found = Members(
+                exclude=frozenset(entry.name for entry in toolset.exclude),
+                tools=frozenset(entry.name for entry in toolset.tools),
+                categories=frozenset(entry.name for entry in toolset.categories),
+            )
+            self._sets[id(toolset)] = found
+        return found
+
     def _selects(self, toolset: ToolsetSummary, name: str, *, unknown: bool) -> bool:
         """Whether *toolset* selects *name*; *unknown* when that depends on a category lint cannot know."""
-        if any(entry.name == name for entry in toolset.exclude):
+        members = self._members(toolset)
+        if name in members.exclude:
             return False
-        if any(entry.name == name for entry in toolset.tools):
+        if name in members.tools:
             return True
-        if not toolset.categories:
+        if not members.categories:
             return False
         category = self.category(name)
-        return unknown if category is None else any(entry.name == category for entry in toolset.categories)
+        return unknown if category is None else category in members.categories
 
     def _normal(self, name: str, *, unknown: bool) -> bool:
         """Whether the policy's ``toolset`` and ``allow`` choose *name* outside deliberate mode."""
