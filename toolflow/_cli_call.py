@@ -19,7 +19,7 @@ from typing import Any, TextIO
 import attrs
 import trio
 
-from toolflow._calls import MalformedCall, parse_tool_call
+from toolflow._calls import DEFAULT_MAX_ARGUMENT_BYTES, MalformedCall, arguments_problem, parse_tool_call
 from toolflow._cli_support import (
     approver,
     open_tools,
@@ -28,6 +28,7 @@ from toolflow._cli_support import (
     shown_in_traces,
     shutdown_grace,
     spec_paths,
+    with_caps,
 )
 from toolflow._errors import UsageError
 from toolflow._executor import open_engine
@@ -60,9 +61,9 @@ def call_request(args: argparse.Namespace, stdout: TextIO) -> CallRequest | None
     warnings: tuple[str, ...] = ()
     call_id = "call_0"
     if args.raw:
-        call = parse_tool_call(arguments)
+        call = parse_tool_call(arguments, max_argument_bytes=args.max_argument_bytes or DEFAULT_MAX_ARGUMENT_BYTES)
         if isinstance(call, MalformedCall):
-            stdout.write(json.dumps(call.to_result().to_dict(), indent=2, ensure_ascii=False) + "\n")
+            _print_refusal(call.to_result(), stdout)
             return None
         if name is not None and name != call.name:
             msg = f"NAME {name!r} is not the tool of the call, {call.name!r}"
@@ -72,6 +73,11 @@ def call_request(args: argparse.Namespace, stdout: TextIO) -> CallRequest | None
         msg = "call: NAME is required (or give a whole tool call with --raw)"
         raise UsageError(msg)
     return name, arguments, warnings, call_id
+
+
+def _print_refusal(result: ToolResult, stdout: TextIO) -> None:
+    """Print the result of a call that was refused before it ran (malformed, or its arguments too large)."""
+    stdout.write(json.dumps(result.to_dict(), indent=2, ensure_ascii=False) + "\n")
 
 
 def _trace_line(name: str, success: bool, attempts: object, elapsed: float, scope: str | None, *, cached: bool) -> str:
@@ -145,7 +151,11 @@ def command(args: argparse.Namespace, request: CallRequest, plugins: Plugins, st
     """Run ``toolflow call`` for the parsed *request*; return the exit code (0, 1 on failure, 128+N on signal N)."""
     name, arguments, warnings, call_id = request
     specs = load_specs(spec_paths(args.specs or []), **plugins.loader_options())
-    policy = Policy.from_specs(specs)
+    policy = with_caps(Policy.from_specs(specs), args)
+    problem = arguments_problem(arguments, policy.max_argument_bytes)
+    if problem is not None:  # as the agent loop and serve refuse it: the tool never runs
+        _print_refusal(ToolResult.failure(problem), stdout)
+        return 1
     approve = approver(args.approve, stderr)
     cache = project_cache_settings()
     interrupts = Interrupts(grace=shutdown_grace(args))

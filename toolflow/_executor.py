@@ -580,9 +580,9 @@ class Engine:
         tools and of tools that need approval run one at a time, in call order, and only the
         first ``dangerous`` call of the tick is dispatched. A pending stop aborts calls not yet
         dispatched (including calls still waiting for a concurrency slot); a kill cancels the
-        whole batch. Only cancellation from outside escapes.
+        whole batch (raw calls parsed under the policy's ``max_argument_bytes``). Only outside cancellation escapes.
         """
-        return await execute_batch(self, parse_tool_calls(raw_calls))
+        return await execute_batch(self, parse_tool_calls(raw_calls, max_argument_bytes=self.policy.max_argument_bytes))
 
     # What a batch needs of its runner (toolflow._batch.Runner).
 
