@@ -1,7 +1,8 @@
 """A model turn's calls run as one batch: history entries in call order, or one abort (seed 002).
 
 :func:`execute_batch` answers malformed calls with their error (more than ``max_malformed`` of
-them abort the batch before anything runs), runs the calls of tools that are neither
+them abort the batch before anything runs), asks the policy's rules about the other calls in call
+order (a call that breaks one is answered ``blocked``), runs the calls of tools that are neither
 ``dangerous`` nor in need of approval concurrently in a nursery (a call whose tool
 ``depends_on`` the tool of an earlier call of the batch waits for that call), then the others
 one at a time, in call order, at most ``dangerous_per_tick`` ``dangerous`` ones per tick. It
@@ -140,6 +141,9 @@ class Runner(Protocol):
     def ran_dangerous(self) -> None:
         """Count a ``dangerous`` call that ran in this tick."""
 
+    def rule_refusal(self, name: str) -> ToolResult | None:
+        """Count the model's call of *name* under the policy's rules, or its ``blocked`` result."""
+
     async def run_entry(self, call: ToolCall) -> HistoryEntry | None:
         """Admit and run one call; ``None`` when a stop kept it from running."""
 
@@ -150,16 +154,17 @@ async def execute_batch(runner: Runner, calls: Sequence[ParsedCall]) -> BatchOut
     entries: list[HistoryEntry | None] = [None] * len(calls)
     concurrent: list[tuple[int, ToolCall]] = []
     one_by_one: list[tuple[int, ToolCall]] = []
-    malformed = 0
-    for index, item in enumerate(calls):
-        if isinstance(item, MalformedCall):
-            malformed += 1
-            entries[index] = entry(item, item.to_result())
-        else:
-            (one_by_one if runner.runs_alone(item.name) else concurrent).append((index, item))
+    malformed = sum(isinstance(item, MalformedCall) for item in calls)
     if malformed > runner.max_malformed:
         message = f"{malformed} malformed tool calls in one batch (at most {runner.max_malformed} allowed)"
         return Abort(reason="malformed_calls", message=message, call_ids=_ids(calls))
+    for index, item in enumerate(calls):  # in call order: the policy's rules count the calls in order
+        if isinstance(item, MalformedCall):
+            entries[index] = entry(item, item.to_result())
+        elif (refused := runner.rule_refusal(item.name)) is not None:
+            entries[index] = entry(item, refused)
+        else:
+            (one_by_one if runner.runs_alone(item.name) else concurrent).append((index, item))
     kills = runner.kills
     if concurrent:
         await _concurrently(runner, concurrent, entries)

@@ -151,7 +151,8 @@ def command(args: argparse.Namespace, request: CallRequest, plugins: Plugins, st
     """Run ``toolflow call`` for the parsed *request*; return the exit code (0, 1 on failure, 128+N on signal N)."""
     name, arguments, warnings, call_id = request
     specs = load_specs(spec_paths(args.specs or []), **plugins.loader_options())
-    policy = with_caps(Policy.from_specs(specs), args)
+    # One call by hand is no conversation: the policy's approval holds, its order rules do not.
+    policy = attrs.evolve(with_caps(Policy.from_specs(specs), args), rules=())
     problem = arguments_problem(arguments, policy.max_argument_bytes)
     if problem is not None:  # as the agent loop and serve refuse it: the tool never runs
         _print_refusal(ToolResult.failure(problem), stdout)

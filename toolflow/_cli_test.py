@@ -343,8 +343,9 @@ class _Runner:
         registry, policy = await self.registry(paths)
         approve = _approver(self.approve)
         started = time.perf_counter()
+        unruled = attrs.evolve(policy, rules=())  # an example is one call, not a conversation: no order rules
         async with open_engine(
-            registry, plugins=self.plugins, policy=policy, approve=approve, cache_path=self._cache_path()
+            registry, plugins=self.plugins, policy=unruled, approve=approve, cache_path=self._cache_path()
         ) as engine:
             result = await engine.call(case.tool.name, dict(case.example.args), call_id="example")
         failure = example_failure(case.example, result)

@@ -4,10 +4,10 @@
 issue 4's flow (seed 000, steps 3-8):
 
 1. look the tool up (unknown: a failure result naming the nearest tools);
-2. gate it: an allowlist in force blocks a tool outside it (a model-visible ``blocked``
-   result, nothing dispatched); a ``depends_on`` tool that has not yet succeeded (in this
-   loop, see :meth:`Engine.new_loop`, or in this session) makes a result saying what must
-   run first;
+2. gate it (:mod:`toolflow._gates`): an allowlist in force blocks a tool outside it (a
+   model-visible ``blocked`` result, nothing dispatched), so do the policy's order rules and
+   call limits; a ``depends_on`` tool that has not yet succeeded (in this loop, see
+   :meth:`Engine.new_loop`, or in this session) makes a result saying what must run first;
 3. validate the arguments with the tool's validator;
 4. look the result up in the cache of the tool's ``cache`` scope (``tick``, ``session`` or
    ``persistent``), keyed by :func:`toolflow._cache.cache_key`. The ``persistent`` store (a
@@ -102,6 +102,7 @@ from toolflow._cache import (
 )
 from toolflow._calls import ToolCall, parse_tool_calls
 from toolflow._errors import expect, expect_count, expect_names
+from toolflow._gates import Gates
 from toolflow._model import CacheScope
 from toolflow._pipeline_plan import CompiledPipeline, covered_steps
 from toolflow._pipelines import run_pipeline
@@ -110,6 +111,7 @@ from toolflow._policy import Policy
 from toolflow._registry import Registry, UnknownToolError
 from toolflow._results import ToolResult
 from toolflow._retrying import may_retry_automatically
+from toolflow._rules import RuleBook
 from toolflow._store_access import Pending, StoreAccess
 from toolflow._telemetry import EXECUTE_TOOL, Operation, active_wrappers, operation_scope
 
@@ -136,32 +138,26 @@ class _Prepared(NamedTuple):
     key: str | None
 
 
-def _check_arguments(
-    *,
-    registry: object,
-    plugins: object,
-    allowlist: object,
-    max_concurrency: object,
-    max_threads: object,
-    max_malformed: object,
-    cache_path: object,
-    clock: object,
-    cache_backend: object,
-    cache_options: object,
-) -> None:
-    """The checks of :func:`open_engine`'s arguments (a wrong one would fail later, at a call)."""
-    expect(registry, Registry, "open_engine: registry", "a toolflow.Registry (from toolflow.load_registry())")
-    expect(plugins, (Plugins, type(None)), "open_engine: plugins", "a toolflow.Plugins or None")
-    expect_names(allowlist, "open_engine: allowlist", what="tool names", optional=True)
-    expect_count(max_concurrency, "open_engine: max_concurrency", minimum=1)
-    expect_count(max_threads, "open_engine: max_threads", minimum=1, optional=True)
-    expect_count(max_malformed, "open_engine: max_malformed", minimum=0)
-    expect(cache_path, (str, os.PathLike, type(None)), "open_engine: cache_path", "a path or None")
-    if not callable(clock):
-        msg = f"open_engine: clock must be a function returning seconds, got {type(clock).__name__!r}"
+_ARGUMENT_TYPES: tuple[tuple[str, type | tuple[type, ...], str], ...] = (
+    ("registry", Registry, "a toolflow.Registry (from toolflow.load_registry())"),
+    ("plugins", (Plugins, type(None)), "a toolflow.Plugins or None"),
+    ("cache_path", (str, os.PathLike, type(None)), "a path or None"),
+    ("cache_backend", (str, type(None)), "a backend's name or None"),
+    ("cache_options", (Mapping, type(None)), "a mapping or None"),
+)
+_ARGUMENT_COUNTS = (("max_concurrency", 1, False), ("max_threads", 1, True), ("max_malformed", 0, False))
+
+
+def _check_arguments(arguments: Mapping[str, object]) -> None:
+    """The checks of :func:`open_engine`'s *arguments*, by name (a wrong one would fail later, at a call)."""
+    for name, types, what in _ARGUMENT_TYPES:
+        expect(arguments[name], types, f"open_engine: {name}", what)
+    for name, minimum, optional in _ARGUMENT_COUNTS:
+        expect_count(arguments[name], f"open_engine: {name}", minimum=minimum, optional=optional)
+    expect_names(arguments["allowlist"], "open_engine: allowlist", what="tool names", optional=True)
+    if not callable(arguments["clock"]):
+        msg = f"open_engine: clock must be a function returning seconds, got {type(arguments['clock']).__name__!r}"
         raise TypeError(msg)
-    expect(cache_backend, (str, type(None)), "open_engine: cache_backend", "a backend's name or None")
-    expect(cache_options, (Mapping, type(None)), "open_engine: cache_options", "a mapping or None")
 
 
 class Engine:
@@ -184,25 +180,13 @@ class Engine:
         policy: Policy | None = None,
         approve: Approver | None = None,
     ) -> None:
-        _check_arguments(
-            registry=registry,
-            plugins=plugins,
-            allowlist=allowlist,
-            max_concurrency=max_concurrency,
-            max_threads=max_threads,
-            max_malformed=max_malformed,
-            cache_path=cache_path,
-            clock=clock,
-            cache_backend=cache_backend,
-            cache_options=cache_options,
-        )
+        _check_arguments(locals())  # the parameters, by name
         self.registry = registry
         self.plugins = plugins
         self.allowlist = None if allowlist is None else frozenset(allowlist)
         self.approve = approve
         """The caller's approver of calls whose category needs approval: asked first (see
         :mod:`toolflow._approval`); ``None``: the plugins and the request's asker decide."""
-        self.policy = policy if policy is not None else Policy()
         self.max_malformed = max_malformed
         if cache_backend is not None and cache_backend != SQLITE_BACKEND:
             cache_backend_factory(cache_backend, plugins)  # an unknown backend fails here, not at a call
@@ -223,23 +207,32 @@ class Engine:
         self._plans: dict[str, Plan] = {}
         self._caches: dict[CacheScope, MemoryCache] = {}  # tick and session
         self._stop_requested = False
-        self._succeeded_loop: set[str] = set()
-        self._succeeded_session: set[str] = set()
+        self._gates = Gates()
         self._dangerous_this_tick = 0
         self._approvals = Approvals(plugins, self._attempts)
+        self.policy = policy if policy is not None else Policy()
         self.dangerous_per_tick: int | None = 1
         """How many ``dangerous`` calls a batch dispatches per tick (``None``: no limit; the agent
         loop sets it from its policy, which gates every category itself)."""
 
     @property
     def policy(self) -> Policy:
-        """The policy whose categories say which calls need approval (default: the defaults, none does)."""
+        """The policy whose categories say which calls need approval and whose rules the model's calls follow.
+
+        Setting it starts the rules' counts afresh (default: the defaults: no approval, no rules).
+        """
         return self._policy
 
     @policy.setter
     def policy(self, policy: Policy) -> None:
         self._policy = policy
         self._approving = frozenset(name for name, behaviour in policy.categories.items() if behaviour.approval)
+        self._gates.follow(policy.rules)
+
+    @property
+    def rules(self) -> RuleBook | None:
+        """The policy's rules and what the calls so far did under them (``None``: the policy has none)."""
+        return self._gates.rules
 
     def needs_approval(self, name: str) -> bool:
         """Whether every call of tool *name* is approved before it runs (False for an unknown tool)."""
@@ -255,16 +248,20 @@ class Engine:
     # --- lifecycle -----------------------------------------------------------------------
 
     def tick(self) -> None:
-        """Start a new tick (model turn): clear the tick cache, allow one dangerous call again, clear a stop."""
+        """Start a new tick (model turn): clear the tick cache, allow one dangerous call again, clear a stop.
+
+        The rules' ``per_turn`` counts start again too.
+        """
         self._stop_requested = False
+        self._gates.tick()
         tick_cache = self._caches.get(CacheScope.TICK)
         if tick_cache is not None:
             tick_cache.clear()
         self._dangerous_this_tick = 0
 
     def new_loop(self) -> None:
-        """Start a new agent loop: ``depends_on`` rules of scope ``loop`` must be satisfied again."""
-        self._succeeded_loop.clear()
+        """Start a new agent loop: ``depends_on`` of scope ``loop`` must be met again; the rules count afresh."""
+        self._gates.new_loop()
 
     def request_stop(self) -> None:
         """Stop this turn: calls not yet dispatched abort as ``stopped``; calls in flight finish.
@@ -307,14 +304,22 @@ class Engine:
         slot, the failure ``{"status": "aborted", "reason": "stopped"}`` (the tool did not run).
         """
         if self._wrappers:
-            return await self._in_scope(name, arguments, call_id)
-        admitted = self._admit(name)
-        if isinstance(admitted, ToolResult):
-            return admitted
-        return await self._run(admitted, arguments, call_id)
+            result = await self._in_scope(name, arguments, call_id, ruled=True)
+        else:
+            admitted = self._admit(name, ruled=True)
+            result = admitted if isinstance(admitted, ToolResult) else await self._run(admitted, arguments, call_id)
+        self._gates.answered(name, result)
+        return result
 
     async def _in_scope(
-        self, name: str, arguments: object, call_id: str, *, step: bool = False, approved: bool = False
+        self,
+        name: str,
+        arguments: object,
+        call_id: str,
+        *,
+        step: bool = False,
+        approved: bool = False,
+        ruled: bool = False,
     ) -> ToolResult:
         """A call (:meth:`call`, a batch's, a pipeline's step) inside the plugins' ``toolflow_wrap_operation`` scopes.
 
@@ -324,18 +329,19 @@ class Engine:
         with operation_scope(
             self._wrappers, Operation(kind=EXECUTE_TOOL, name=name, call_id=call_id, details=details)
         ) as op:
-            admitted = self._admit(name, step=step)
+            admitted = self._admit(name, step=step, ruled=ruled)
             if isinstance(admitted, ToolResult):
                 op.result = admitted
             else:
                 op.result = await self._run(admitted, arguments, call_id, approved=approved)
         return cast("ToolResult", op.result)
 
-    def _admit(self, name: str, *, step: bool = False) -> Plan | ToolResult:
+    def _admit(self, name: str, *, step: bool = False, ruled: bool = False) -> Plan | ToolResult:
         """The plan of tool *name* when it may run now, else the model-visible refusal (steps 1-2).
 
         A pipeline's *step* is not held to the allowlist (the pipeline was), but to the policy's
-        ``deny`` list, and to ``depends_on`` like any call.
+        ``deny`` list, and to ``depends_on`` like any call. *ruled*: a call of the model, which the
+        policy's rules count or refuse here (a batch asks them in call order beforehand).
         """
         try:
             plan = self._plan(name)
@@ -348,8 +354,12 @@ class Engine:
                 f"Error: tool {name!r} is denied by the policy, so no pipeline may call it",
                 extra={"status": "blocked", "allowed": []},
             )
+        if ruled and self._gates.rules is not None:
+            refusal = self.rule_refusal(name)
+            if refusal is not None:
+                return refusal
         if plan.gated:
-            refusal = self._gate(plan, step=step)
+            refusal = self._gates.refusal(plan, self.allowlist, step=step)
             if refusal is not None:
                 return refusal
         return plan
@@ -372,30 +382,6 @@ class Engine:
             return self._plan(name)
         except UnknownToolError:
             return None
-
-    def _gate(self, plan: Plan, *, step: bool = False) -> ToolResult | None:
-        """The model-visible refusal of a call the allowlist or a ``depends_on`` rule does not allow yet."""
-        name = plan.name
-        if self.allowlist is not None and name not in self.allowlist and not step:
-            allowed = sorted(self.allowlist)
-            listed = ", ".join(repr(n) for n in allowed) or "none"
-            return ToolResult.failure(
-                f"Error: tool {name!r} is not available now; allowed tools: {listed}",
-                extra={"status": "blocked", "allowed": allowed},
-            )
-        missing = [
-            dependency.tool
-            for dependency in plan.depends_on
-            if dependency.tool
-            not in (self._succeeded_session if dependency.scope == "session" else self._succeeded_loop)
-        ]
-        if missing:
-            first = ", ".join(repr(n) for n in missing)
-            return ToolResult.failure(
-                f"Error: {name!r} cannot run yet - run {first} successfully first",
-                extra={"status": "dependency", "requires": missing},
-            )
-        return None
 
     async def _run(self, plan: Plan, arguments: object, call_id: str, *, approved: bool = False) -> ToolResult:
         """The call steps after the gates: validate, cache, approval, attempts (or a pipeline's steps), record.
@@ -544,8 +530,7 @@ class Engine:
         """Add the argument warnings, mask values from ``${...}``, record a success, run the after_call hooks."""
         result = finished(plan, result, warnings)
         if result.success:
-            self._succeeded_loop.add(plan.name)
-            self._succeeded_session.add(plan.name)
+            self._gates.succeeded(plan.name)
         return after_call(self._hooks, plan, result, call_id, arguments, call)
 
     # --- batches ---------------------------------------------------------------------------
@@ -620,6 +605,17 @@ class Engine:
         plan = self._known(name)
         return None if plan is None else plan.spec.concurrency
 
+    def rule_refusal(self, name: str) -> ToolResult | None:
+        """Count the model's call of *name* under the policy's rules, or refuse it (a ``blocked`` result).
+
+        An unknown tool, or one outside the allowlist, is not the rules' to count: the gates answer it.
+        """
+        if self._gates.rules is None or self._known(name) is None:
+            return None
+        if self.allowlist is not None and name not in self.allowlist:
+            return None
+        return self._gates.ruled(name, self.registry.names() if self.allowlist is None else self.allowlist)
+
     def dependencies(self, name: str) -> frozenset[str]:
         """The tools *name* ``depends_on`` (none for an unknown tool)."""
         plan = self._plans.get(name)
@@ -643,6 +639,7 @@ class Engine:
             duration = trio.current_time() - started
         if result is STOPPED:
             return None
+        self._gates.answered(call.name, result)
         if call.warnings:
             result = attrs.evolve(result, warnings=(*call.warnings, *result.warnings))
         return entry(call, result, duration)

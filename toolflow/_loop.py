@@ -3,9 +3,11 @@
 Each turn of :meth:`Agent.run`:
 
 1. ask the provider for a response, given the history and the definitions of the exposed tools
-   (provider errors that are ``retryable`` are retried with backoff, honouring ``retry_after``);
+   that the policy's rules allow now (:mod:`toolflow._rules`; provider errors that are
+   ``retryable`` are retried with backoff, honouring ``retry_after``);
 2. read the response's tool calls with the history format; no calls: the text is the final
-   answer and the loop ends (``final_answer``);
+   answer and the loop ends (``final_answer``), unless a ``before_exit`` rule is unmet: then the
+   model is told what to call first and gets another turn (``before_exit``);
 3. gate the calls by category: calls beyond a category's ``per_turn`` and calls that need an
    approval nobody gives get a model-visible result and are not run;
 4. run the rest as one batch through the engine (:meth:`toolflow.Engine.execute_batch`);
@@ -53,7 +55,7 @@ from toolflow._loop_records import LoopResult, RunState, TurnRecord, add_usage
 from toolflow._loop_texts import ENDED as _ENDED
 from toolflow._loop_texts import KILLED_BEFORE as _KILLED_BEFORE
 from toolflow._loop_texts import KILLED_WHILE_RUNNING as _KILLED_WHILE_RUNNING
-from toolflow._loop_texts import LAST_TURN, NO_TOOLS_NOW
+from toolflow._loop_texts import LAST_TURN, NO_TOOLS_NOW, exit_refused, must_call_last
 from toolflow._loop_texts import STOPPED_BEFORE as _STOPPED_BEFORE
 from toolflow._model import RetryPolicy
 from toolflow._policy import LoopDecision, LoopReason, Policy, check_loop_continuation
@@ -68,6 +70,7 @@ from toolflow._providers import (
 )
 from toolflow._results import ToolResult
 from toolflow._retrying import Decision, next_delay
+from toolflow._rules import describe_rules
 from toolflow._telemetry import INVOKE_AGENT, MODEL_REQUEST, active_wrappers, model_operation, operation_scope
 
 __all__ = ["Agent", "Approver", "LoopResult", "TurnRecord"]
@@ -175,6 +178,9 @@ class Agent:
         self._soft_warn_at = self.policy.soft_warn_at
         self._writes_ids = self.format.name in ("openai", "anthropic", "gemini")  # fallback and text have no call ids
         self._base_system = masked(system if system is not None else self.policy.system_prompt)
+        # The rules are described wherever tools are offered; the turn without tools needs no rules.
+        self._rules_system = "\n\n".join(filter(None, (self._base_system, describe_rules(self.policy.rules))))
+        self._offers: dict[frozenset[str], tuple[str, tuple[Mapping[str, Any], ...]]] = {}
         self._specs = [tool.spec for tool in self.tools]
         self._prompted = False
         self.system = ""
@@ -233,7 +239,7 @@ class Agent:
         """
         if self._prompted:
             return
-        self.system = await self.format.system_prompt(self._base_system, self._specs)
+        self.system = await self.format.system_prompt(self._rules_system, self._specs)
         # The turn without tools must not describe tools (fallback, text) the model may no longer call.
         self._answer_system = await self.format.system_prompt(self._base_system, ())
         self._prompted = True
@@ -283,8 +289,8 @@ class Agent:
         if self._stop:
             return self._stopped(iteration - 1)
         try:
-            then = None if tools_offered else LAST_TURN[state.last_turn]
-            response = await self._ask(self._request(iteration, tools_offered=tools_offered, then=then))
+            offer = await self._offer(state)
+            response = await self._ask(self._request(iteration, offer, then=self._last_words(state)))
         except ProviderError as exc:
             remaining = max(0, self.policy.max_iterations - iteration + 1)
             return LoopDecision(
@@ -301,12 +307,7 @@ class Agent:
             entries, decision, ended_by = await self._answer(state, calls, response)
         else:
             entries, ended_by = (), ()
-            decision = LoopDecision(
-                should_continue=False,
-                reason="final_answer" if tools_offered else state.last_turn,
-                message="the model answered without calling tools",
-                iterations_remaining=max(0, self.policy.max_iterations - iteration),
-            )
+            decision = self._answered(state)
         duration = time.perf_counter() - started
         record = TurnRecord(
             turn=iteration,
@@ -321,8 +322,9 @@ class Agent:
         state.turns.append(record)
         if self.on_turn is not None:
             self.on_turn(record)
-        if tools_offered and calls and self._answers_after(decision):
+        if tools_offered and self._answers_after(decision):
             state.tools_offered, state.last_turn = False, decision.reason  # one last turn, without tools
+            state.required = self._required()  # but with the tools a before_exit rule still waits for
             return None
         return None if decision.should_continue else decision
 
@@ -342,9 +344,8 @@ class Agent:
         try:
             if state.tools_offered:
                 entries, uncounted = await self._run_calls(calls)
-            else:  # the turn without tools: none of them runs
-                refused = NO_TOOLS_NOW[state.last_turn]
-                entries, uncounted = tuple(_entry(call, refused) for call in calls), _NOTHING
+            else:  # the turn without tools: none of them runs, but those a before_exit rule waits for
+                entries, uncounted = await self._last_calls(state, calls)
             decision, ended_by = self._decide(state, entries, response, uncounted)
             entries = self._advise(entries, decision)
             self._messages.extend(self.format.result_messages(entries, max_chars=self.max_result_chars))
@@ -360,7 +361,7 @@ class Agent:
         """Run one turn in reflection mode: its calls run, but nothing of it enters the history."""
         await self._write_system_prompts()
         started = time.perf_counter()
-        response = await self._ask(self._request(0, tools_offered=True, then=prompt))
+        response = await self._ask(self._request(0, await self._offer(RunState()), then=prompt))
         decision = LoopDecision(should_continue=True, reason="normal", message="reflection")
         text, usage = "", None
         entries: tuple[HistoryEntry, ...] = ()
@@ -416,21 +417,100 @@ class Agent:
             should_continue=False, reason=reason, message=f"{reason} by the user", iterations_remaining=remaining
         )
 
-    def _request(self, turn: int, *, tools_offered: bool, then: str | None = None) -> ModelRequest:
-        """The request of *turn*: the history so far, then the user's message *then*, and the tools if offered.
+    def _request(
+        self, turn: int, offer: tuple[str, tuple[Mapping[str, Any], ...]], then: str | None = None
+    ) -> ModelRequest:
+        """The request of *turn*: the history so far, then the user's message *then*, with *offer*'s prompt and tools.
 
         The request shows the history through a view rather than a copy, so that a turn costs
         the same however long the run; the history is only ever appended to, so the view keeps
-        showing the messages of this turn. Without tools, the model is told to answer now.
+        showing the messages of this turn.
         """
+        system, definitions = offer
         return ModelRequest(
             format=self.format.name,
-            system=self.system if tools_offered else self._answer_system,
+            system=system,
             messages=HistoryView(self._messages, () if then is None else (self.format.user_message(then),)),
-            tools=self._definitions if tools_offered else (),
+            tools=definitions,
             turn=turn,
             model=self.model,
         )
+
+    async def _offer(self, state: RunState) -> tuple[str, tuple[Mapping[str, Any], ...]]:
+        """The system prompt and the tool definitions of the turn: the exposed tools the rules allow now.
+
+        The turn without tools offers only the tools a ``before_exit`` rule still waits for, if any.
+        A narrower offer's prompt and definitions are written once and kept.
+        """
+        if state.tools_offered:
+            names = self._offered()
+            if names is None:
+                return self.system, self._definitions
+        elif state.required:
+            names = state.required
+        else:
+            return self._answer_system, ()
+        offer = self._offers.get(names)
+        if offer is None:
+            specs = [spec for spec in self._specs if spec.name in names]
+            system = await self.format.system_prompt(self._rules_system, specs)
+            offer = self._offers[names] = (system, tuple(self.format.tool_definitions(specs)))
+        return offer
+
+    def _offered(self) -> frozenset[str] | None:
+        """The exposed tools the rules allow as the next turn's first call; ``None``: every one."""
+        rules = self.engine.rules
+        if rules is None:
+            return None
+        allowed = rules.allowed(self._allowlist, new_turn=True)
+        return None if len(allowed) == len(self._allowlist) else allowed
+
+    def _required(self) -> frozenset[str]:
+        """The exposed tools of the ``before_exit`` rules still unmet."""
+        rules = self.engine.rules
+        missing = () if rules is None else rules.missing()
+        return frozenset(name for rule in missing for name in rule.tools if name in self._allowlist)
+
+    def _last_words(self, state: RunState) -> str | None:
+        """The user message that asks for the answer in the turn without tools (``None`` in the others)."""
+        if state.tools_offered:
+            return None
+        if state.required:
+            return must_call_last(state.last_turn, sorted(state.required))
+        return LAST_TURN[state.last_turn]
+
+    def _answered(self, state: RunState) -> LoopDecision:
+        """The decision after an answer without tool calls: final, unless a ``before_exit`` rule refuses it.
+
+        A refused answer gets one user message saying what to call first, and the model another
+        turn; at the last turn, the loop ends (``max_iterations``), or gives the model its answer
+        turn with the tools still required (``answer_at_limit``).
+        """
+        remaining = max(0, self.policy.max_iterations - state.iteration)
+        missing = self.engine.rules.missing() if state.tools_offered and self.engine.rules is not None else ()
+        if not missing:
+            reason: LoopReason = "final_answer" if state.tools_offered else state.last_turn
+            message = "the model answered without calling tools"
+            return LoopDecision(should_continue=False, reason=reason, message=message, iterations_remaining=remaining)
+        unmet = "; ".join(rule.describe() for rule in missing)
+        if remaining:
+            self._messages.append(self.format.user_message(exit_refused(unmet)))
+            message = f"final answer refused by the rules: {unmet}"
+            return LoopDecision(
+                should_continue=True, reason="before_exit", message=message, iterations_remaining=remaining
+            )
+        message = f"reached the limit of {self.policy.max_iterations} iterations with a rule unmet: {unmet}"
+        return LoopDecision(should_continue=False, reason="max_iterations", message=message)
+
+    async def _last_calls(
+        self, state: RunState, calls: list[ParsedCall]
+    ) -> tuple[tuple[HistoryEntry, ...], frozenset[str]]:
+        """The calls of the turn without tools: those of the tools still required run, the others are refused."""
+        refused = NO_TOOLS_NOW[state.last_turn]
+        allowed = [call for call in calls if call.name in state.required]
+        ran, uncounted = await self._run_calls(allowed) if allowed else ((), _NOTHING)
+        answered = {entry.call_id: entry for entry in ran}
+        return tuple(answered.get(call.id) or _entry(call, refused) for call in calls), uncounted
 
     async def _ask(self, request: ModelRequest) -> ModelResponse | None:
         """The provider's response, retrying retryable errors, in a cancel scope of its own that a kill cancels.

@@ -92,6 +92,8 @@ class RunState:
     tools_offered: bool = True
     last_turn: LoopReason = "token_critical"
     """Why the model gets the turn without tools, once ``tools_offered`` is false."""
+    required: frozenset[str] = frozenset()
+    """The tools the turn without tools still offers: those a ``before_exit`` rule waits for."""
     errors: int = 0
     """Failed calls in a row (see ``max_consecutive_errors``)."""
     final_answer: str = ""

@@ -11,7 +11,16 @@ from collections.abc import Mapping
 
 from toolflow._results import ToolResult
 
-__all__ = ["ENDED", "KILLED_BEFORE", "KILLED_WHILE_RUNNING", "LAST_TURN", "NO_TOOLS_NOW", "STOPPED_BEFORE"]
+__all__ = [
+    "ENDED",
+    "KILLED_BEFORE",
+    "KILLED_WHILE_RUNNING",
+    "LAST_TURN",
+    "NO_TOOLS_NOW",
+    "STOPPED_BEFORE",
+    "exit_refused",
+    "must_call_last",
+]
 
 LAST_TURN: Mapping[str, str] = {
     "token_critical": (
@@ -24,6 +33,28 @@ LAST_TURN: Mapping[str, str] = {
     ),
 }
 """The user message of the turn without tools, by the reason the model gets it."""
+
+
+def must_call_last(reason: str, tools: list[str]) -> str:
+    """The user message of the turn without tools when a ``before_exit`` rule still waits for one of *tools*."""
+    listed = ", ".join(repr(name) for name in tools)
+    situation = _SITUATION[reason]
+    return (
+        f"{situation} The tool rules still require a call of {listed}: make it now, with your answer; "
+        "no other tool calls will be run."
+    )
+
+
+_SITUATION = {
+    "token_critical": "The context window is nearly full.",
+    "max_iterations": "This task has used all its turns.",
+}
+
+
+def exit_refused(unmet: str) -> str:
+    """The user message after a final answer that a ``before_exit`` rule refused (*unmet*: the rules, described)."""
+    return f"Error: you cannot give your final answer yet. The tool rules say: {unmet}. Do that now, then answer."
+
 
 NO_TOOLS_NOW: Mapping[str, ToolResult] = {
     "token_critical": ToolResult.failure(

@@ -161,8 +161,8 @@ class RuleBook:
         self._called = False
         self._succeeded.clear()
 
-    def _breaks(self, name: str) -> ToolRule | None:
-        """The first rule a call of *name* would break now, else ``None``."""
+    def _breaks(self, name: str, *, new_turn: bool = False) -> ToolRule | None:
+        """The first rule a call of *name* breaks now (*new_turn*: first in the next turn), else ``None``."""
         if not self._called:
             for rule in self._first:
                 if name not in rule.tools:
@@ -172,15 +172,15 @@ class RuleBook:
                 if name not in rule.tools:
                     return rule
         for rule in self._limits.get(name, ()):
-            if rule.per_turn is not None and self._turn_calls.get(name, 0) >= rule.per_turn:
+            if not new_turn and rule.per_turn is not None and self._turn_calls.get(name, 0) >= rule.per_turn:
                 return rule
             if rule.per_run is not None and self._run_calls.get(name, 0) >= rule.per_run:
                 return rule
         return None
 
-    def allowed(self, names: Collection[str]) -> frozenset[str]:
-        """Those of *names* that a call now may name without breaking a rule."""
-        return frozenset(name for name in names if self._breaks(name) is None)
+    def allowed(self, names: Collection[str], *, new_turn: bool = False) -> frozenset[str]:
+        """Those of *names* that a call now (*new_turn*: first in the next turn) may name without breaking a rule."""
+        return frozenset(name for name in names if self._breaks(name, new_turn=new_turn) is None)
 
     def admit(self, name: str, offered: Collection[str]) -> ToolResult | None:
         """Count a call of *name*, or refuse it: the ``blocked`` result naming the rule and what *offered* allows."""

@@ -16,6 +16,11 @@ the arguments, checks the two ints by hand, awaits the tool under ``trio.fail_af
 appends the assistant message and a ``{"role": "tool", ...}`` message with ``json.dumps`` of the
 result to a history list.
 
+A row runs the openai session again under a policy with one rule of each kind (issue 20), all of
+which the session keeps (``first``, ``after``, ``max_calls``, ``before_exit``), so that each turn
+pays for the rules' bookkeeping (what to offer, each call counted, the answer checked) without a
+call refused (target: at most 1.2x the same loop without rules).
+
 Two more rows show the engine's part of a turn on its own: ``Engine.execute_batch`` of one
 parsed call (as the loop runs it) and ``Engine.call``, 200 calls each.
 
@@ -172,6 +177,7 @@ def _batch_round(engine: Engine) -> Round:
         batches = [
             [ToolCall(id=f"call_{n}", name="add", arguments={"a": n, "b": 1}, format="openai")] for n in range(calls)
         ]
+        engine.policy = Policy()  # no rules: the engine on its own, whatever policy the last agent set
         start, cpu = time.perf_counter(), time.thread_time()
         for batch in batches:
             engine.tick()
@@ -189,6 +195,7 @@ def _call_round(engine: Engine) -> Round:
     """One call through the engine without a batch: ``Engine.call``."""
 
     async def run(calls: int) -> tuple[float, float]:
+        engine.policy = Policy()  # no rules: the engine on its own, whatever policy the last agent set
         start, cpu = time.perf_counter(), time.thread_time()
         for n in range(calls):
             result = await engine.call("add", {"a": n, "b": 1}, call_id=f"call_{n}")
@@ -274,6 +281,17 @@ BATCH = "part of it: `Engine.execute_batch([call])` alone"
 CALL = "part of it: `Engine.call` alone"
 
 
+RULES = (
+    toolflow.ToolRule(kind="first", tools=("add",)),
+    toolflow.ToolRule(kind="after", tool="add", tools=("add",)),
+    toolflow.ToolRule(kind="max_calls", tool="add", per_turn=5, per_run=1_000_000),
+    toolflow.ToolRule(kind="before_exit", tools=("add",)),
+)
+"""One rule of each kind, all of which the bench's session keeps."""
+
+RULED = "toolflow `Agent.run`, format openai, with policy rules"
+
+
 def _label(history_format: str) -> str:
     return f"toolflow `Agent.run`, format {history_format}"
 
@@ -292,6 +310,8 @@ async def _measure(
         contenders: dict[str, Round] = {
             _label(name): _toolflow_round(engine, policy, path, document, name) for name in formats
         }
+        ruled = attrs.evolve(policy, rules=RULES)
+        contenders[RULED] = _toolflow_round(engine, ruled, path, document, "openai")
         contenders[HAND] = _hand_round(_assistant_messages(calls))
         contenders[BATCH] = _batch_round(engine)
         contenders[CALL] = _call_round(engine)
