@@ -140,6 +140,7 @@ tools:
 PREFIX = "Error: "
 LONG = "y" * 500
 """An argument longer than the policy's max_argument_bytes (400) allows."""
+TOO_LARGE = "Error: Arguments are too large - more than 400 bytes of JSON; send smaller arguments"
 
 
 @pytest.fixture(scope="module")
@@ -201,6 +202,7 @@ async def test_engine_failures_of_every_kind_start_with_error(project: Path) -> 
                 "template": await engine.call("undefined", {}),
                 "no_approver": await engine.call("wipe", {}),
                 "pipeline": await engine.call("chain", {}),
+                "oversized": await engine.call("lookup", {"order_id": LONG}),
             }
             engine.approve = lambda _call, _category: False
             singles["denied"] = await engine.call("wipe", {})
@@ -219,13 +221,16 @@ async def test_engine_failures_of_every_kind_start_with_error(project: Path) -> 
     assert singles["raises"].error == "Error: tool 'raises' raised ValueError: bad input shape"
     assert singles["refuses"].error == "Error: no such order: A"
     assert singles["command"].error == "Error: command exited with status 3: disk full"
-    assert singles["pipeline"].error.startswith("Error: step 'second' (exits) failed: command exited with status 3")
+    assert (singles["pipeline"].error or "").startswith(
+        "Error: step 'second' (exits) failed: command exited with status 3"
+    )
     assert singles["dependency"].error == "Error: 'follow_up' cannot run yet - run 'lookup' successfully first"
+    assert singles["oversized"].error == TOO_LARGE
     assert [result.success for result in batch] == [True, False, False, False]
     one, bad_json, too_large = _check(result.error for result in batch[1:])
     assert one == "Error: one dangerous action per turn - 'launch' was not run; call it again next turn"
     assert bad_json.startswith("Error: Invalid JSON arguments - ")
-    assert too_large == "Error: Arguments are too large - more than 400 bytes of JSON; send smaller arguments"
+    assert too_large == TOO_LARGE
 
 
 async def test_timeouts_stops_and_kills_start_with_error(project: Path, autojump_clock: Any) -> None:
@@ -323,7 +328,7 @@ def test_run_with_a_scripted_session_answers_every_failure_with_error(here: Path
     failures = [result for result in results if not result["success"]]
     assert len(failures) == 14
     texts = _check(result["error"] for result in failures)
-    assert "Error: Arguments are too large - more than 400 bytes of JSON; send smaller arguments" in texts
+    assert TOO_LARGE in texts
     assert "Error: 'wipe' was not approved, so it did not run; do not retry it unchanged" in texts
 
 
@@ -356,9 +361,7 @@ def test_call_refuses_arguments_over_the_cap(here: Path) -> None:
     arguments = json.dumps({"order_id": LONG})
     code, out, _ = toolflow_in_process("call", "lookup", arguments)
     assert code == 1
-    assert json.loads(out)["error"] == (
-        "Error: Arguments are too large - more than 400 bytes of JSON; send smaller arguments"
-    )
+    assert json.loads(out)["error"] == (TOO_LARGE)
     code, out, _ = toolflow_in_process("call", "lookup", arguments, "--max-argument-bytes", "4096")
     assert (code, json.loads(out)["data"]) == (0, f"order {LONG}")
     code, out, _ = toolflow_in_process("call", "--raw", json.dumps({"name": "lookup", "arguments": {"order_id": LONG}}))
@@ -407,7 +410,7 @@ async def test_serve_answers_every_failure_with_error(project: Path) -> None:
             big = await client.call_tool("big", {})
     assert all(result.is_error for result in failures)
     texts = _check(_text(result) for result in failures)
-    assert texts[-1] == "Error: Arguments are too large - more than 400 bytes of JSON; send smaller arguments"
+    assert texts[-1] == TOO_LARGE
     assert not big.is_error
     assert len(_text(big)) == 300
     assert _text(big).endswith("characters]")

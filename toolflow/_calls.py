@@ -58,8 +58,9 @@ The size guard: arguments whose JSON is larger than ``max_argument_bytes``
 text is measured exactly in UTF-8 bytes; arguments that arrive already decoded
 are measured by a cheap estimate of their compact JSON size. Seed 003's system
 used 2 KB; pass such a limit where the tools take only short arguments. The policy key
-``max_argument_bytes`` sets it for the agent loop, ``toolflow serve`` (through
-:func:`arguments_problem`), ``toolflow call`` and :meth:`toolflow.Engine.execute_batch`.
+``max_argument_bytes`` sets it for the agent loop and :meth:`toolflow.Engine.execute_batch`, and
+:meth:`toolflow.Engine.call` (``toolflow serve``, ``toolflow call``) checks decoded arguments
+against it with :func:`arguments_problem`.
 
 Call ids: a call keeps the id its provider gave it (results must refer to it).
 A call without one (``fallback`` and ``text`` never have one) gets
@@ -346,7 +347,7 @@ def _unique_ids(parsed: list[tuple[ParsedCall, bool]], provided: set[str], id_pr
 
 
 def arguments_problem(arguments: object, max_argument_bytes: int) -> str | None:
-    """Why decoded *arguments* (a ``tools/call``'s) cannot be run, as the model reads it, or ``None``.
+    """Why decoded *arguments* (:meth:`toolflow.Engine.call`'s) cannot be run, as the model reads it, or ``None``.
 
     A mapping with a key that is not a string, or whose JSON is estimated at more than
     *max_argument_bytes* bytes, has a problem; anything else is left to the tool's validator.

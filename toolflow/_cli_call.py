@@ -19,7 +19,7 @@ from typing import Any, TextIO
 import attrs
 import trio
 
-from toolflow._calls import DEFAULT_MAX_ARGUMENT_BYTES, MalformedCall, arguments_problem, parse_tool_call
+from toolflow._calls import DEFAULT_MAX_ARGUMENT_BYTES, MalformedCall, parse_tool_call
 from toolflow._cli_support import (
     approver,
     open_tools,
@@ -63,7 +63,7 @@ def call_request(args: argparse.Namespace, stdout: TextIO) -> CallRequest | None
     if args.raw:
         call = parse_tool_call(arguments, max_argument_bytes=args.max_argument_bytes or DEFAULT_MAX_ARGUMENT_BYTES)
         if isinstance(call, MalformedCall):
-            _print_refusal(call.to_result(), stdout)
+            stdout.write(json.dumps(call.to_result().to_dict(), indent=2, ensure_ascii=False) + "\n")
             return None
         if name is not None and name != call.name:
             msg = f"NAME {name!r} is not the tool of the call, {call.name!r}"
@@ -73,11 +73,6 @@ def call_request(args: argparse.Namespace, stdout: TextIO) -> CallRequest | None
         msg = "call: NAME is required (or give a whole tool call with --raw)"
         raise UsageError(msg)
     return name, arguments, warnings, call_id
-
-
-def _print_refusal(result: ToolResult, stdout: TextIO) -> None:
-    """Print the result of a call that was refused before it ran (malformed, or its arguments too large)."""
-    stdout.write(json.dumps(result.to_dict(), indent=2, ensure_ascii=False) + "\n")
 
 
 def _trace_line(name: str, success: bool, attempts: object, elapsed: float, scope: str | None, *, cached: bool) -> str:
@@ -153,10 +148,6 @@ def command(args: argparse.Namespace, request: CallRequest, plugins: Plugins, st
     specs = load_specs(spec_paths(args.specs or []), **plugins.loader_options())
     # One call by hand is no conversation: the policy's approval holds, its order rules do not.
     policy = attrs.evolve(with_caps(Policy.from_specs(specs), args), rules=())
-    problem = arguments_problem(arguments, policy.max_argument_bytes)
-    if problem is not None:  # as the agent loop and serve refuse it: the tool never runs
-        _print_refusal(ToolResult.failure(problem), stdout)
-        return 1
     approve = approver(args.approve, stderr)
     cache = project_cache_settings()
     interrupts = Interrupts(grace=shutdown_grace(args))

@@ -17,8 +17,8 @@ low-level :class:`mcp.server.Server` gets two handlers, and everything else is t
   arguments, an unknown tool, a timeout, a tool that fails or raises) has ``isError: true``
   and the model-readable message as its text; a success whose payload is an object also has
   it as ``structuredContent``, with the same JSON as text. Warnings follow in a second text
-  block. The text is capped at the policy's ``max_result_chars``; arguments whose JSON is larger
-  than its ``max_argument_bytes`` are refused (an ``isError`` result) before the engine sees them.
+  block. The text is capped at the policy's ``max_result_chars``; the engine refuses arguments
+  whose JSON is larger than its ``max_argument_bytes`` (an ``isError`` result; nothing runs).
 - Sessions: one engine per client session (its ``session`` cache and ``depends_on`` state).
   Over stdio the process serves one client, so one engine serves the whole connection; over
   streamable HTTP each ``Mcp-Session-Id`` gets its own, closed with the session. A request
@@ -79,7 +79,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from toolflow import __version__
 from toolflow._approval import ApprovalReason, ApprovalWarning, asking_approval
 from toolflow._cache import CacheWarning
-from toolflow._calls import DEFAULT_MAX_ARGUMENT_BYTES, ToolCall, arguments_problem
+from toolflow._calls import ToolCall
 from toolflow._context import reporting_progress
 from toolflow._errors import UsageError
 from toolflow._executor import Engine, open_engine
@@ -253,8 +253,6 @@ class ToolService:
         engine_tools: Every tool the engines hold (default: *registry*), where the annotations
             of a pipeline look up its steps' tools, served or not.
         max_result_chars: The cap on a result's text (the policy's ``max_result_chars``).
-        max_argument_bytes: The largest JSON of a call's arguments run (the policy's
-            ``max_argument_bytes``); a larger call gets an ``isError`` result and never runs.
     """
 
     registry: Registry
@@ -262,7 +260,6 @@ class ToolService:
     shared: Engine | None = None
     engine_tools: Registry | None = None
     max_result_chars: int = DEFAULT_MAX_RESULT_CHARS
-    max_argument_bytes: int = DEFAULT_MAX_ARGUMENT_BYTES
     _listing: types.ListToolsResult = attrs.field(init=False)
     _structured: frozenset[str] = attrs.field(init=False)
 
@@ -320,7 +317,6 @@ class ToolService:
             open_engine=open_session,
             engine_tools=registry,
             max_result_chars=policy.max_result_chars,
-            max_argument_bytes=policy.max_argument_bytes,
         )
 
     def input_schema(self, name: str) -> dict[str, Any] | None:
@@ -356,9 +352,6 @@ class ToolService:
     ) -> types.CallToolResult | types.InputRequiredResult:
         name = params.name
         arguments = params.arguments if params.arguments is not None else {}
-        problem = arguments_problem(arguments, self.max_argument_bytes)
-        if problem is not None:  # refused as the agent loop refuses such a call: nothing runs
-            return call_result(ToolResult.failure(problem))
         engine.tick()  # one request is one turn
         call_id = f"mcp_{ctx.request_id}"
         client = _ClientApproval(ctx, params)
