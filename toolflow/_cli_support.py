@@ -16,8 +16,6 @@ import sys
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
-import attrs
-
 if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager
 
@@ -109,6 +107,8 @@ def _positive_count(text: str) -> int:
 
 def with_caps(policy: Policy, args: argparse.Namespace) -> Policy:
     """*policy* with the caps that ``--max-result-chars`` and ``--max-argument-bytes`` give instead of its own."""
+    import attrs  # noqa: PLC0415 - `toolflow --help` must not import it (tests/cli/test_cli_subprocess.py)
+
     changes = {
         key: value
         for key in ("max_result_chars", "max_argument_bytes")
