@@ -241,3 +241,10 @@ async def test_engine_call_follows_the_rules_of_its_policy(tmp_path: Path) -> No
         assert engine.rules is None
         assert (await engine.call("fail", {})).extra.get("rule") is None
     assert setup.tools.runs == ["look", "fail", "fail", "fail"]
+
+
+async def test_a_rule_naming_an_unknown_tool_is_a_usage_error(tmp_path: Path) -> None:
+    """`first: [typo]` would block every first call: the agent refuses it before the first turn, like `allow`."""
+    setup = Setup(tmp_path, "policy:\n  rules:\n    - first: [lok]\n")
+    with pytest.raises(toolflow.UsageError, match=r"policy 'rules' names tools that do not exist: 'lok'"):
+        await setup.run([{"text": "hi"}])

@@ -446,13 +446,21 @@ class Registry:
            ``expose: false`` (it serves only as a pipeline step).
 
         Raises:
-            UsageError: The policy's ``allow``, ``deny`` or ``deliberate`` names a tool that does
-                not exist, its ``toolset`` does not exist, or *deliberate* is set without a
-                ``deliberate`` list.
+            UsageError: The policy's ``allow``, ``deny``, ``deliberate``, ``triggers`` or ``rules``
+                name a tool that does not exist, its ``toolset`` does not exist, or *deliberate*
+                is set without a ``deliberate`` list.
             UnknownToolsetError: One of *toolsets* does not exist.
             UnknownToolError: One of *tools* does not exist.
         """
-        for key, names in (("allow", policy.allow), ("deny", policy.deny), ("deliberate", policy.deliberate)):
+        ruled = [name for rule in policy.rules for name in (*rule.tools, rule.tool) if name is not None]
+        listed = (
+            ("allow", policy.allow),
+            ("deny", policy.deny),
+            ("deliberate", policy.deliberate),
+            ("triggers", policy.triggers),
+            ("rules", ruled),
+        )
+        for key, names in listed:
             unknown = sorted(set(names or ()) - self._tools.keys())
             if unknown:
                 msg = f"policy {key!r} names tools that do not exist: {', '.join(repr(n) for n in unknown)}"

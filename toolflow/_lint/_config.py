@@ -17,12 +17,13 @@ import attrs
 from toolflow._diagnostics import Severity
 from toolflow._errors import ConfigError, UsageError
 from toolflow._lint._rule import TARGETS, Rule
+from toolflow._lint._summary import DEFAULT_MAX_TOOLS
 from toolflow._project import find_pyproject, read_pyproject
 from toolflow._schemas import did_you_mean
 
 __all__ = ["LintConfig", "RuleSet", "find_pyproject", "load_config"]
 
-_KEYS = ("select", "extend-select", "ignore", "per-file-ignores", "severity", "target", "fail-on")
+_KEYS = ("select", "extend-select", "ignore", "per-file-ignores", "severity", "target", "fail-on", "max-tools")
 
 
 @attrs.frozen(kw_only=True)
@@ -37,6 +38,7 @@ class LintConfig:
         target: Providers to check compatibility with (``--target``).
         fail_on: ``error`` (default) or ``warning``: the lowest severity that fails the run.
         root: Directory that ``per_file_ignores`` globs are relative to.
+        max_tools: The most tools a model may be offered at once before TF252 warns.
     """
 
     select: tuple[str, ...] = ("ALL",)
@@ -47,6 +49,7 @@ class LintConfig:
     fail_on: Severity = Severity.ERROR
     root: str = "."
     source: str | None = None
+    max_tools: int = DEFAULT_MAX_TOOLS
 
 
 def load_config(path: str | os.PathLike[str] | None = None, *, rules: Sequence[Rule] = ()) -> LintConfig:
@@ -122,7 +125,14 @@ def config_from_mapping(
         fail_on=parse_severity(table.get("fail-on", "error"), source=source),
         root=root,
         source=source,
+        max_tools=_max_tools(table.get("max-tools", DEFAULT_MAX_TOOLS), source=source),
     )
+
+
+def _max_tools(value: object, *, source: str | None) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ConfigError(f"'max-tools' must be a whole number of at least 1, got {value!r}", path=source)
+    return value
 
 
 def parse_severity(value: object, *, source: str | None = None) -> Severity:

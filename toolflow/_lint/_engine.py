@@ -235,7 +235,11 @@ class _Run:
         if self.listings is not None:
             listed = {name: found.error or found.names for name, found in self.listings.items()}
         summary = ProjectSummary(
-            files=tuple(self.summaries), targets=self.config.target, plugins=self.plugins, listed=listed
+            files=tuple(self.summaries),
+            targets=self.config.target,
+            plugins=self.plugins,
+            listed=listed,
+            max_tools=self.config.max_tools,
         )
         for rule in self.enabled:
             if rule.check_project is not None and rule.code not in self.crashed:

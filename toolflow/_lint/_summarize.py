@@ -6,7 +6,7 @@ Apart from the records (``_summary``) so that the summary of a pipeline, which n
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from toolflow._lint._summary import (
@@ -18,6 +18,7 @@ from toolflow._lint._summary import (
     PipelineSummary,
     Place,
     PolicySummary,
+    RuleSummary,
     ServerSummary,
     Shape,
     ToolsetSummary,
@@ -53,11 +54,14 @@ def _server(spec_file: SpecFile, server: McpServer) -> ServerSummary:
     overrides = []
     depends_on = []
     categories = []
+    hidden = []
     for remote, keys in server.overrides.items():
         pointer = f"{server.pointer}/overrides{json_pointer([remote])}"
         overrides.append(Named(name=remote, place=place(pointer, key=True)))
         if isinstance(keys.get("category"), str):
             categories.append((server.local_name(remote), keys["category"]))
+        if keys.get("expose") is False:
+            hidden.append(server.local_name(remote))
         for index, item in enumerate(keys.get("depends_on", ())):
             tool, scope = (item, "loop") if isinstance(item, str) else (item["tool"], item.get("scope", "loop"))
             where = place(f"{pointer}/depends_on/{index}")
@@ -71,6 +75,7 @@ def _server(spec_file: SpecFile, server: McpServer) -> ServerSummary:
         depends_on=tuple(depends_on),
         trusted=server.trust_annotations,
         categories=tuple(categories),
+        hidden=tuple(hidden),
     )
 
 
@@ -92,6 +97,7 @@ def _tool(tool: ToolSpec, text: str) -> ToolSummary:
         approval_off=None
         if tool.approval is not False
         else Place.of(tool.file, tool.locator, f"{tool.pointer}/approval"),
+        exposed=tool.expose,
     )
 
 
@@ -168,19 +174,45 @@ def _policy(spec_file: SpecFile) -> PolicySummary | None:
     if not isinstance(policy, Mapping):
         return None
     path, locator = spec_file.path, spec_file.locator
+
+    def place(pointer: str, *, key: bool = False) -> Place:
+        return Place.of(path, locator, pointer, key=key)
+
     toolset = policy.get("toolset")
+    deliberate = policy.get("deliberate")
+    triggers = deliberate.get("triggers") if isinstance(deliberate, Mapping) else None
+    categories = policy.get("categories")
+    rules = policy.get("rules")
+    return PolicySummary(
+        toolset=Named(name=toolset, place=place("/policy/toolset")) if isinstance(toolset, str) else None,
+        lists=_lists(policy, place),
+        categories=tuple(str(name) for name in categories) if isinstance(categories, Mapping) else (),
+        settings=_settings(categories),
+        place=place("/policy", key=True),
+        keys={key: place(f"/policy/{key}", key=True) for key in ("allow", "deliberate") if key in policy},
+        rules=tuple(_rules(rules, place)) if isinstance(rules, list) else None,
+        triggers=tuple(
+            Named(name=str(name), place=place(f"/policy/deliberate/triggers{json_pointer([name])}", key=True))
+            for name in (triggers if isinstance(triggers, Mapping) else ())
+        ),
+    )
+
+
+def _lists(policy: Mapping[str, Any], place: Callable[[str], Place]) -> tuple[tuple[str, tuple[Named, ...]], ...]:
+    """The string entries of ``allow``, ``deny`` and ``deliberate`` (its ``tools`` in the object form)."""
     lists = []
     for key in POLICY_LISTS:
-        names = policy.get(key)
+        names, pointer = policy.get(key), f"/policy/{key}"
+        if key == "deliberate" and isinstance(names, Mapping):  # the object form
+            names, pointer = names.get("tools"), f"/policy/{key}/tools"
         if isinstance(names, list):
-            found = tuple(
-                Named(name=name, place=Place.of(path, locator, f"/policy/{key}/{index}"))
-                for index, name in enumerate(names)
-                if isinstance(name, str)
-            )
-            lists.append((key, found))
-    categories = policy.get("categories")
-    settings = tuple(
+            lists.append((key, _named(names, pointer, place)))
+    return tuple(lists)
+
+
+def _settings(categories: Any) -> tuple[CategorySettings, ...]:
+    """The ``approval`` and ``per_turn`` of each ``policy.categories`` entry, as written."""
+    return tuple(
         CategorySettings(
             name=str(name),
             approval=own.get("approval") if isinstance(own.get("approval"), bool) else None,
@@ -189,14 +221,41 @@ def _policy(spec_file: SpecFile) -> PolicySummary | None:
         for name, own in (categories.items() if isinstance(categories, Mapping) else ())
         if isinstance(own, Mapping)
     )
-    return PolicySummary(
-        toolset=Named(name=toolset, place=Place.of(path, locator, "/policy/toolset"))
-        if isinstance(toolset, str)
-        else None,
-        lists=tuple(lists),
-        categories=tuple(str(name) for name in categories) if isinstance(categories, Mapping) else (),
-        settings=settings,
+
+
+def _named(names: list[Any], pointer: str, place: Callable[[str], Place]) -> tuple[Named, ...]:
+    """The string entries of the list at *pointer*, each at its entry."""
+    return tuple(
+        Named(name=name, place=place(f"{pointer}/{index}")) for index, name in enumerate(names) if isinstance(name, str)
     )
+
+
+def _rules(rules: list[Any], place: Callable[..., Place]) -> Iterator[RuleSummary]:
+    """The well-formed entries of a ``rules:`` list (the loader reports the others)."""
+    for index, rule in enumerate(rules):
+        pointer = f"/policy/rules/{index}"
+        if not isinstance(rule, Mapping):
+            continue
+        kind = next((k for k in ("first", "before_exit", "after") if k in rule), "max_calls")
+        listed = "only" if kind == "after" else kind
+        if kind != "max_calls" and isinstance(rule.get(listed), list):
+            tool = rule.get("after")
+            yield RuleSummary(
+                kind=kind,
+                place=place(f"{pointer}/{listed}", key=True),
+                tools=_named(rule[listed], f"{pointer}/{listed}", place),
+                tool=Named(name=tool, place=place(f"{pointer}/after")) if isinstance(tool, str) else None,
+            )
+        elif kind == "max_calls" and isinstance(rule.get("tool"), str) and isinstance(rule.get("max_calls"), Mapping):
+            limits = rule["max_calls"]
+            per_turn, per_run = limits.get("per_turn"), limits.get("per_run")
+            yield RuleSummary(
+                kind=kind,
+                place=place(f"{pointer}/max_calls", key=True),
+                tool=Named(name=rule["tool"], place=place(f"{pointer}/tool")),
+                per_turn=(per_turn, place(f"{pointer}/max_calls/per_turn")) if _is_count(per_turn) else None,
+                per_run=per_run if _is_count(per_run) else None,
+            )
 
 
 def _is_count(value: object) -> bool:

@@ -45,6 +45,7 @@ __all__ = [
     "Place",
     "PolicySummary",
     "ProjectSummary",
+    "RuleSummary",
     "ServerSummary",
     "Shape",
     "StepSummary",
@@ -55,6 +56,9 @@ __all__ = [
 
 POLICY_LISTS = ("allow", "deny", "deliberate")
 """The keys of a policy that list tool names."""
+
+DEFAULT_MAX_TOOLS = 10
+"""TF252's default: the most tools a model is offered at once (seed 003: "10 tools max")."""
 
 
 @attrs.frozen(kw_only=True)
@@ -212,6 +216,8 @@ class ToolSummary:
         pipeline: Its pipeline, when it is implemented by one.
         approval_off: Its ``approval: false``, when it writes one (which cannot take away its
             category's approval).
+        exposed: False for ``expose: false``: it serves only as a pipeline step, never offered
+            to a model.
     """
 
     name: str
@@ -226,6 +232,7 @@ class ToolSummary:
     category_place: Place | None
     pipeline: PipelineSummary | None = None
     approval_off: Place | None = None
+    exposed: bool = True
 
     @property
     def file(self) -> str:
@@ -254,20 +261,70 @@ class CategorySettings:
 
 
 @attrs.frozen(kw_only=True)
+class RuleSummary:
+    """One entry of a policy's ``rules:`` list (issue 20), as far as it is well formed.
+
+    Attributes:
+        kind: ``first``, ``before_exit``, ``after`` or ``max_calls``.
+        place: The key that says what the rule allows (``first``, ``before_exit``, the ``only``
+            of an ``after`` rule, ``max_calls``): where a contradiction is reported.
+        tools: The tools of ``first``, ``before_exit`` and ``only``, each at its entry.
+        tool: The tool of ``after`` and of ``max_calls`` (its ``tool``), at its value.
+        per_turn: ``max_calls.per_turn``, at its value.
+        per_run: ``max_calls.per_run``.
+    """
+
+    kind: str
+    place: Place
+    tools: tuple[Named, ...] = ()
+    tool: Named | None = None
+    per_turn: tuple[int, Place] | None = None
+    per_run: int | None = None
+
+    @property
+    def names(self) -> frozenset[str]:
+        """The names of :attr:`tools`."""
+        return frozenset(entry.name for entry in self.tools)
+
+
+@attrs.frozen(kw_only=True)
 class PolicySummary:
     """The names a file's ``policy`` refers to.
 
     Attributes:
         toolset: ``policy.toolset``, when it is a string.
-        lists: For each of ``allow``, ``deny`` and ``deliberate`` that is a list, its string entries.
+        lists: For each of ``allow``, ``deny`` and ``deliberate`` that is a list, its string entries
+            (``deliberate``'s object form: its ``tools``).
         categories: The categories ``policy.categories`` declares.
         settings: Their ``approval`` and ``per_turn``, as written.
+        place: The ``policy`` key.
+        keys: The places of the keys ``allow`` and ``deliberate``, when the file writes them.
+        rules: The ``rules:`` entries; ``None`` when the file has no ``rules:`` list.
+        triggers: The keys of ``deliberate.triggers`` (the tools they are for), each at its key.
     """
 
     toolset: Named | None
     lists: tuple[tuple[str, tuple[Named, ...]], ...]
     categories: tuple[str, ...]
     settings: tuple[CategorySettings, ...] = ()
+    place: Place | None = None
+    keys: Mapping[str, Place] = attrs.field(factory=dict)
+    rules: tuple[RuleSummary, ...] | None = None
+    triggers: tuple[Named, ...] = ()
+
+    def references(self) -> Iterator[tuple[str, Named]]:
+        """Every tool name the policy writes, with what writes it (``policy 'allow' names``)."""
+        for key, names in self.lists:
+            for entry in names:
+                yield f"policy {key!r} names", entry
+        for entry in self.triggers:
+            yield "policy 'deliberate' gives triggers for", entry
+        for rule in self.rules or ():
+            if rule.tool is not None:
+                yield f"policy rule {rule.kind!r} names", rule.tool
+            label = "only" if rule.kind == "after" else rule.kind
+            for entry in rule.tools:
+                yield f"policy rule {label!r} names", entry
 
 
 @attrs.frozen(kw_only=True)
@@ -283,6 +340,7 @@ class ServerSummary:
         depends_on: ``(registry name, dependency)`` for each ``depends_on`` entry of its overrides.
         trusted: Whether the entry trusts the server's annotations (``trust_annotations: true``).
         categories: ``(registry name, category)`` for each ``category`` its overrides set.
+        hidden: The registry names its overrides give ``expose: false``.
     """
 
     name: str
@@ -293,6 +351,7 @@ class ServerSummary:
     depends_on: tuple[tuple[str, DependencySummary], ...] = ()
     trusted: bool = False
     categories: tuple[tuple[str, str], ...] = ()
+    hidden: tuple[str, ...] = ()
 
     def category_of(self, name: str) -> str | None:
         """The category of its tool *name* (a registry name) as far as lint knows it without connecting.
@@ -333,6 +392,8 @@ class ProjectSummary:
     files: tuple[FileSummary, ...]
     targets: tuple[str, ...] = ()
     plugins: PluginFacts | None = None
+    max_tools: int = DEFAULT_MAX_TOOLS
+    """TF252's limit: ``max-tools`` of ``[tool.toolflow.lint]``."""
     listed: Mapping[str, tuple[str, ...] | str] | None = None
     """With ``toolflow lint --connect``: server name to the names of the tools it listed (its own
     names, without the prefix), or why it could not be listed; ``None``: no server was asked."""
@@ -415,7 +476,8 @@ class ProjectSummary:
         """Every tool name written where a tool is referred to.
 
         That is: ``depends_on`` (of tools and of servers' overrides), pipeline steps, toolsets'
-        ``tools`` and ``exclude``, and the policies' ``allow``, ``deny`` and ``deliberate``.
+        ``tools`` and ``exclude``, and the policies' ``allow``, ``deny``, ``deliberate`` (its
+        ``tools`` and the keys of its ``triggers``) and ``rules``.
         """
         for tool in self.tools:
             for dependency in tool.depends_on:
@@ -431,6 +493,5 @@ class ProjectSummary:
                 for verb, names in (("names", toolset.tools), ("excludes", toolset.exclude)):
                     for entry in names:
                         yield ToolReference(name=entry.name, place=entry.place, by=f"toolset {toolset.name!r} {verb}")
-            for key, names in spec_file.policy.lists if spec_file.policy is not None else ():
-                for entry in names:
-                    yield ToolReference(name=entry.name, place=entry.place, by=f"policy {key!r} names")
+            for by, entry in spec_file.policy.references() if spec_file.policy is not None else ():
+                yield ToolReference(name=entry.name, place=entry.place, by=by)

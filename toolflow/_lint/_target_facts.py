@@ -21,6 +21,7 @@ __all__ = [
     "OPENAI_STRICT_MAX_ENUM_VALUES",
     "OPENAI_STRICT_MAX_PROPERTIES",
     "OPENAI_STRICT_UNSUPPORTED",
+    "TOOL_COUNT_MAX",
     "TOP_LEVEL_REJECTED",
     "active_targets",
     "declares",
@@ -93,6 +94,16 @@ OPENAI_STRICT_MAX_PROPERTIES = 5000
 OPENAI_STRICT_MAX_DEPTH = 10
 OPENAI_STRICT_MAX_ENUM_VALUES = 1000
 OPENAI_DESCRIPTION_MAX = 1024
+
+TOOL_COUNT_MAX: Mapping[str, int] = {
+    # "A max of 128 functions are supported" (the Chat Completions reference of `tools`); the API
+    # refuses more: "Invalid 'tools': array too long. Expected an array with maximum length 128"
+    "openai": 128,
+    # "The maximum number of function declarations that can be provided with the request is 128"
+    # (Vertex AI's function calling reference; older SDK references said 64)
+    "gemini": 128,
+}
+"""The most tools a target accepts in one request; Anthropic and MCP document no such limit."""
 
 
 def active_targets(ctx: LintContext) -> tuple[str, ...]:

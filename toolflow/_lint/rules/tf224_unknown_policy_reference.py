@@ -1,9 +1,11 @@
 """A policy that names a tool or toolset that does not exist.
 
 ## What it does
-Reports an entry of a `policy`'s `allow`, `deny` or `deliberate` lists that
-names no tool of the linted files, and a `policy: toolset:` that no linted
-file declares.
+Reports a tool name that a `policy` writes and no linted file declares: an
+entry of its `allow`, `deny` or `deliberate` lists (`deliberate`'s object
+form: its `tools` and the keys of its `triggers`), and every tool its `rules`
+name (`first`, `before_exit`, `after` and its `only`, the `tool` of
+`max_calls`); and a `policy: toolset:` that no linted file declares.
 
 Tools listed under an MCP server's `tools:` count as declared; a name that
 may be a tool of a server importing all its tools is TF244's (a warning).
@@ -11,15 +13,21 @@ may be a tool of a server importing all its tools is TF244's (a warning).
 ## Why is this bad?
 The policy decides which tools the model sees in the agent loop. A misspelt
 name in `allow` or `deliberate` hides a tool the model was meant to have; in
-`deny` it lets through a tool that was meant to be kept away. `toolflow run`
-refuses to start with such a policy, so the mistake shows up at run time
-rather than in CI.
+`deny` it lets through a tool that was meant to be kept away. In `rules`, it
+makes a rule that no call can meet (a `first` or `before_exit` naming only
+a typo blocks every first call, or every final answer) or one that never
+applies (an `after` or `max_calls` rule about a tool that does not exist).
+`toolflow run` refuses to start with an unknown name in `toolset`, `allow`,
+`deny` or `deliberate`, so the mistake shows up at run time rather than in
+CI.
 
 ## Example
 ```yaml
 policy:
   toolset: game_asistant
   deny: [execute_comand]
+  rules:
+    - before_exit: [sya]
 ```
 
 ## Use instead
@@ -27,6 +35,8 @@ policy:
 policy:
   toolset: game_assistant
   deny: [execute_command]
+  rules:
+    - before_exit: [say]
 ```
 """
 
@@ -56,17 +66,14 @@ def check(summary: ProjectSummary) -> Iterator[Diagnostic]:
                     f"policy names toolset {toolset!r}, which no spec file declares{did_you_mean(toolset, toolsets)}"
                 )
                 yield RULE.diag_at(policy.toolset.place, message)
-        for key, names in policy.lists:
-            for entry in names:
-                name = entry.name
-                if summary.may_exist(name):  # declared, or TF244's: it may be remote
-                    continue
-                if tool_names is None:
-                    tool_names = summary.declared_names
-                message = (
-                    f"policy {key!r} names tool {name!r}, which no spec file declares{did_you_mean(name, tool_names)}"
-                )
-                yield RULE.diag_at(entry.place, message)
+        for by, entry in policy.references():
+            name = entry.name
+            if summary.may_exist(name):  # declared, or TF244's: it may be remote
+                continue
+            if tool_names is None:
+                tool_names = summary.declared_names
+            message = f"{by} tool {name!r}, which no spec file declares{did_you_mean(name, tool_names)}"
+            yield RULE.diag_at(entry.place, message)
 
 
 RULE = Rule(
