@@ -64,7 +64,7 @@ def _raises(error: type[Exception], message: str, make: Callable[[], object]) ->
         ({"approve": "yes"}, "Agent: approve must be a function or None, got 'str'"),
         ({"on_turn": 1}, "Agent: on_turn must be a function or None, got 'int'"),
         ({"model": None}, "Agent: model must be a string, got None"),
-        ({"max_result_chars": "100"}, "Agent: max_result_chars must be an integer of at least 1, got 'str'"),
+        ({"max_result_chars": "100"}, "Agent: max_result_chars must be an integer of at least 1 or None, got 'str'"),
         ({"provider_retry": {"attempts": 2}}, "Agent: provider_retry must be a toolflow.RetryPolicy, got 'dict'"),
     ],
 )

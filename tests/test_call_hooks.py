@@ -144,7 +144,7 @@ async def test_a_raising_observer_warns_and_a_refusing_wrapper_fails_the_call(tm
     registry, plugins = _setup(tmp_path, Recorder("first", log), Broken())
     with pytest.warns(CallHookWarning, match="toolflow_before_call of plugin 'plugin1' raised RuntimeError"):
         result = await run(registry, plugins, "add", {"a": 1, "b": 2})
-    assert (result.success, result.error) == (False, "PermissionError: not allowed")
+    assert (result.success, result.error) == (False, "Error: tool 'add' raised PermissionError: not allowed")
     assert log[-1] == "first after False None"
 
 
@@ -241,15 +241,18 @@ async def test_invoke_applies_the_timeout_but_no_retries_or_cache(
     assert trio.current_time() - started == pytest.approx(1.0)  # cut at the 1 s timeout, not after 5 s
     flaky = await invoke(registry.get("flaky"), {}, plugins=plugins)
     counted = [await invoke(registry.get("counted"), {}, plugins=plugins) for _ in range(2)]
-    assert (slow.success, slow.error, dict(slow.extra)) == (False, "timed out after 1s", {})
-    assert (flaky.success, flaky.error) == (False, "ConnectionError: connection reset by peer")
+    assert (slow.success, slow.error, dict(slow.extra)) == (False, "Error: tool 'slow' timed out after 1s", {})
+    assert (flaky.success, flaky.error) == (
+        False,
+        "Error: tool 'flaky' raised ConnectionError: connection reset by peer",
+    )
     assert [result.data for result in counted] == [1, 2]
     tools.runs.clear()
     async with open_engine(registry, plugins=plugins) as engine:
         timed_out = await engine.call("slow", {})
         retried = await engine.call("flaky", {})
         cached = [await engine.call("counted", {}) for _ in range(2)]
-    assert timed_out.error == "timed out after 1s"
+    assert timed_out.error == "Error: tool 'slow' timed out after 1s"
     assert (retried.success, retried.extra["attempts"]) == (True, 2)
     assert [result.data for result in cached] == [1, 1]
 

@@ -232,12 +232,12 @@ Setup = tuple[toolflow.Registry, toolflow.Plugins, Tools]
 
 
 async def test_async_tool_that_hangs_times_out_at_its_timeout(setup: Setup, autojump_clock: Any) -> None:
-    """A hung async tool fails with `timed out after 2s` exactly at its 2 s timeout."""
+    """A hung async tool fails with `Error: tool 'hang_async' timed out after 2s` exactly at its 2 s timeout."""
     registry, plugins, _ = setup
     async with open_engine(registry, plugins=plugins) as engine:
         start = trio.current_time()
         result = await engine.call("hang_async", {})
-    assert (result.success, result.error) == (False, "timed out after 2s")
+    assert (result.success, result.error) == (False, "Error: tool 'hang_async' timed out after 2s")
     assert result.extra["attempts"] == 1
     assert trio.current_time() - start == pytest.approx(2.0)
 
@@ -252,7 +252,7 @@ async def test_sync_tool_that_hangs_is_abandoned_at_its_timeout(setup: Setup, au
                 result = await engine.call("hang_sync", {})
     finally:
         tools.release.set()
-    assert (result.success, result.error) == (False, "timed out after 3s")
+    assert (result.success, result.error) == (False, "Error: tool 'hang_sync' timed out after 3s")
     assert trio.current_time() - start == pytest.approx(3.0)
 
 
@@ -274,7 +274,10 @@ async def test_retries_stop_after_the_last_attempt(setup: Setup, autojump_clock:
     async with open_engine(registry, plugins=plugins) as engine:
         start = trio.current_time()
         result = await engine.call("flaky", {})
-    assert (result.success, result.error) == (False, "ConnectionError: connection reset by peer")
+    assert (result.success, result.error) == (
+        False,
+        "Error: tool 'flaky' raised ConnectionError: connection reset by peer",
+    )
     assert result.extra["attempts"] == 4
     assert trio.current_time() - start == pytest.approx(7.0)
 
@@ -286,7 +289,7 @@ async def test_non_retryable_error_is_not_retried(setup: Setup) -> None:
     with trio.fail_after(10):
         async with open_engine(registry, plugins=plugins) as engine:
             result = await engine.call("broken", {})
-    assert (result.success, result.error) == (False, "ValueError: bad input shape")
+    assert (result.success, result.error) == (False, "Error: tool 'broken' raised ValueError: bad input shape")
     assert (result.extra["attempts"], tools.runs["broken"]) == (1, 1)
 
 
@@ -550,7 +553,7 @@ async def test_failed_attempts_are_logged_with_the_retry_decision(
     async with open_engine(registry, plugins=plugins) as engine:
         await engine.call("flaky", {})
         await engine.call("picky", {})
-    reset = "ConnectionError: connection reset by peer"
+    reset = "tool 'flaky' raised ConnectionError: connection reset by peer"
     why = "(ConnectionError is a connection error)"
     on = "['timeout', 'connection', 'network', 'temporary', 'rate_limit']"
     assert [r.getMessage() for r in caplog.records if r.name == "toolflow.attempts"] == [
@@ -558,7 +561,7 @@ async def test_failed_attempts_are_logged_with_the_retry_decision(
         f"Attempt 2 of flaky failed after 0ms: {reset}; retrying in 2.00s {why}",
         f"Attempt 3 of flaky failed after 0ms: {reset}; retrying in 4.00s {why}",
         f"Attempt 4 of flaky failed after 0ms: {reset}; no attempts left (4 of 4)",
-        f"Attempt 1 of picky failed after 0ms: ValueError: picky; not retried: ValueError is none of retry.on {on}",
+        f"Attempt 1 of picky failed after 0ms: tool 'picky' raised ValueError: picky; not retried: ValueError is none of retry.on {on}",
     ]
 
 
@@ -619,7 +622,7 @@ async def test_sync_tool_sees_its_cancellation_after_the_timeout(tmp_path: Path)
     with trio.fail_after(10):
         async with open_engine(registry, plugins=plugins) as engine:
             result = await engine.call("poll", {})
-        assert (result.success, result.error) == (False, "timed out after 100ms")
+        assert (result.success, result.error) == (False, "Error: tool 'poll' timed out after 100ms")
         assert await trio.to_thread.run_sync(saw_cancel.wait, 5)
 
 

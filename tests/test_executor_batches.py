@@ -271,12 +271,12 @@ async def test_batch_logs_the_decisions_with_their_reasoning(
 
 
 async def test_plain_timeout_is_a_failure_entry(setup: Setup, autojump_clock: Any) -> None:
-    """A timeout without a kill is a history entry the model sees: success false, `timed out after 2s`."""
+    """A timeout without a kill is a history entry the model sees: success false, `Error: tool 'slow' timed out after 2s`."""
     registry, plugins, _ = setup
     async with open_engine(registry, plugins=plugins) as engine:
         outcome = await engine.execute(_call("t", "slow"))
     assert isinstance(outcome, HistoryEntry)
-    assert (outcome.success, outcome.result.error) == (False, "timed out after 2s")
+    assert (outcome.success, outcome.result.error) == (False, "Error: tool 'slow' timed out after 2s")
 
 
 async def test_stop_before_dispatch_aborts_stopped(setup: Setup, autojump_clock: Any) -> None:
@@ -355,7 +355,7 @@ async def test_hung_sync_tools_do_not_exhaust_the_thread_pool(setup: Setup) -> N
         async with open_engine(registry, plugins=plugins, max_threads=2) as engine:
             hung = await engine.run_batch([{"tool": "hang_sync"}] * 3)
             quick = await engine.call("quick_sync", {})
-    assert [(r.success, r.error) for r in hung] == [(False, "timed out after 1s")] * 3
+    assert [(r.success, r.error) for r in hung] == [(False, "Error: tool 'hang_sync' timed out after 1s")] * 3
     assert (quick.success, quick.data) == (True, "quick")
 
 
@@ -425,7 +425,7 @@ def test_every_call_gets_one_result_or_the_batch_aborts_whole(
         if kind == "danger" and n != first_danger:
             assert "one dangerous action per turn" in (entry.result.error or "")
         if kind in {"slow", "hang"}:
-            assert (entry.result.error or "").startswith("timed out after")
+            assert (entry.result.error or "").startswith(f"Error: tool {entry.tool_name!r} timed out after")
 
 
 async def test_calls_of_a_tool_with_a_concurrency_limit_run_in_call_order(tmp_path: Path) -> None:

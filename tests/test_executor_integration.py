@@ -294,7 +294,11 @@ async def test_command_killed_on_timeout_leaves_no_process_behind(tmp_path: Path
             # The first render starts a template worker, which may take longer than the 300 ms.
             assert (await engine.call("warm", {})).data == "ready"
             result = await engine.call("sleeper", {"pidfile": str(pidfile)})
-    assert (result.success, result.error, result.extra["attempts"]) == (False, "timed out after 300ms", 1)
+    assert (result.success, result.error, result.extra["attempts"]) == (
+        False,
+        "Error: tool 'sleeper' timed out after 300ms",
+        1,
+    )
     pids = [int(line) for line in pidfile.read_text(encoding="ascii").split()]
     assert len(pids) == 3, pids  # two sleeps and the shell
     with trio.fail_after(5):

@@ -417,7 +417,7 @@ async def test_json_output_may_be_a_result_dict(tmp_path: Path) -> None:
     """A parsed object with a `success` key is a result dict, so the program can report a failure itself."""
     result = await _json_call(tmp_path, 'print(\'{"success": false, "error": "no such order"}\')')
     assert result.success is False
-    assert result.error == "no such order"
+    assert result.error == "Error: no such order"
 
 
 async def test_json_output_that_is_not_json_is_a_clear_failure(tmp_path: Path) -> None:

@@ -451,7 +451,7 @@ async def test_a_timed_out_rendering_stops_at_once(tmp_path: Path, autojump_cloc
     worker = await toolflow.run_in_template_worker(os.getpid)  # reused last in, first out: the next job's
     async with toolflow.open_engine(registry, plugins=plugins) as engine:
         result = await engine.call("spin", {})
-    assert (result.success, result.error) == (False, "timed out after 200ms")
+    assert (result.success, result.error) == (False, "Error: tool 'spin' timed out after 200ms")
     with pytest.raises(ProcessLookupError):
         os.kill(worker, 0)  # killed and reaped before the call returned
 
@@ -463,7 +463,7 @@ async def test_a_timed_out_rendering_stops_through_invoke(
     spec = _tools_file(tmp_path, {"spin": {"description": "Spins", "template": LOOP_FOREVER, "timeout": "100ms"}})
     registry = toolflow.load_registry([spec], plugins=load_plugins(entry_points=False))
     result = await toolflow.invoke(registry.get("spin"), {})  # no guard: see above
-    assert (result.success, result.error) == (False, "timed out after 100ms")
+    assert (result.success, result.error) == (False, "Error: tool 'spin' timed out after 100ms")
 
 
 async def test_a_hostile_rendering_does_not_hold_up_the_engine(
@@ -497,7 +497,7 @@ async def test_a_hostile_rendering_does_not_hold_up_the_engine(
         await trio.sleep(0.001)  # the hostile call is under way
         for _ in range(5):
             done.append(f"hello: {(await engine.call('hello', {})).data}")  # noqa: PERF401 - awaited one by one
-    assert done == [*(["hello: hello"] * 5), "words: timed out after 30s"]
+    assert done == [*(["hello: hello"] * 5), "words: Error: tool 'words' timed out after 30s"]
 
 
 @pytest.mark.parametrize(

@@ -371,7 +371,8 @@ async def test_a_failing_step_stops_the_pipeline_and_cancels_the_running_ones(
         elapsed = trio.current_time() - started
     assert not result.success
     assert result.error == (
-        "step 'bad' (broken) failed: RuntimeError: the disk is on fire; ran: first, bad; cancelled: slow; not run: after"
+        "Error: step 'bad' (broken) failed: tool 'broken' raised RuntimeError: the disk is on fire; "
+        "ran: first, bad; cancelled: slow; not run: after"
     )
     assert result.extra["failed_step"] == "bad"
     assert _statuses(result) == [
@@ -391,8 +392,11 @@ async def test_on_error_continue_records_the_error_and_goes_on(setup: Setup) -> 
         async with open_engine(registry, plugins=plugins) as engine:
             result = await engine.call("goes_on", {})
     assert result.success, result.error
-    assert result.data == {"bad": None, "after": "note of RuntimeError: the disk is on fire"}
-    assert result.warnings == ("step 'bad' failed: RuntimeError: the disk is on fire",)
+    assert result.data == {
+        "bad": None,
+        "after": "note of Error: tool 'broken' raised RuntimeError: the disk is on fire",
+    }
+    assert result.warnings == ("step 'bad' failed: tool 'broken' raised RuntimeError: the disk is on fire",)
 
 
 async def test_the_pipeline_timeout_bounds_the_whole(setup: Setup, autojump_clock: trio.testing.MockClock) -> None:
@@ -404,7 +408,7 @@ async def test_the_pipeline_timeout_bounds_the_whole(setup: Setup, autojump_cloc
         elapsed = trio.current_time() - started
     assert elapsed == pytest.approx(3.0)
     assert not result.success
-    assert result.error == "pipeline 'slow_chain' timed out after 3s; ran: first; cancelled: second"
+    assert result.error == "Error: pipeline 'slow_chain' timed out after 3s; ran: first; cancelled: second"
     assert _statuses(result) == [("first", None, "succeeded"), ("second", None, "cancelled")]
 
 
@@ -424,7 +428,10 @@ async def test_a_stop_lets_running_steps_finish_and_starts_no_new_one(
     assert not result.success
     assert result.extra["status"] == "aborted"
     assert result.extra["reason"] == "stopped"
-    assert result.error == "stop requested: the pipeline's remaining steps were not run; ran: first; not run: second"
+    assert (
+        result.error
+        == "Error: stop requested: the pipeline's remaining steps were not run; ran: first; not run: second"
+    )
     assert tools.naps == ["first"]
 
 
@@ -489,7 +496,7 @@ async def test_steps_pass_the_allowlist_of_their_pipeline_but_not_the_deny_list(
     assert direct.extra["status"] == "blocked"
     assert not denied.success
     assert denied.error is not None
-    assert denied.error.startswith("step 'customer' (lookup_customer) failed: Error: tool 'lookup_customer' is denied")
+    assert denied.error.startswith("Error: step 'customer' (lookup_customer) failed: tool 'lookup_customer' is denied")
 
 
 async def test_invalid_step_arguments_fail_the_step_like_a_model_call(setup: Setup) -> None:
@@ -500,7 +507,7 @@ async def test_invalid_step_arguments_fail_the_step_like_a_model_call(setup: Set
             result = await engine.call("bad_args", {"label": "many"})
     assert not result.success
     assert result.error is not None
-    assert result.error.startswith("step 'first' (count) failed: ")
+    assert result.error.startswith("Error: step 'first' (count) failed: Parameter validation failed for 'count'")
     assert "- n: Expected integer" in result.error
     assert _statuses(result) == [("first", None, "failed")]
 
@@ -675,7 +682,7 @@ async def test_data_that_cannot_reach_the_worker_fails_the_step(setup: Setup) ->
     assert not result.success
     assert result.error is not None
     assert result.error.startswith(
-        "step 'second' (item_notes) failed: the steps' data cannot reach the template worker"
+        "Error: step 'second' (item_notes) failed: the steps' data cannot reach the template worker"
     )
     assert _statuses(result) == [("first", None, "succeeded"), ("second", None, "failed")]
 
@@ -686,7 +693,8 @@ async def test_the_summary_counts_many_items(setup: Setup, autojump_clock: trio.
     async with open_engine(registry, plugins=plugins) as engine:
         result = await engine.call("many_items", {})
     assert result.error == (
-        "step 'bad' (broken) failed: RuntimeError: the disk is on fire; ran: each (10 items), bad; cancelled: slow"
+        "Error: step 'bad' (broken) failed: tool 'broken' raised RuntimeError: the disk is on fire; "
+        "ran: each (10 items), bad; cancelled: slow"
     )
 
 

@@ -33,7 +33,7 @@ def test_to_dict_puts_error_warnings_and_extra_in_order() -> None:
     assert list(result.to_dict().items()) == [
         ("success", False),
         ("data", None),
-        ("error", "boom"),
+        ("error", "Error: boom"),
         ("warnings", ["slow"]),
         ("retryable", True),
     ]
@@ -42,7 +42,7 @@ def test_to_dict_puts_error_warnings_and_extra_in_order() -> None:
 def test_failure_builds_a_failed_result_with_other_fields() -> None:
     """ToolResult.failure(error, **kw) sets success False and the error."""
     result = ToolResult.failure("not found", warnings=("w",))
-    assert (result.success, result.error, result.warnings, result.data) == (False, "not found", ("w",), None)
+    assert (result.success, result.error, result.warnings, result.data) == (False, "Error: not found", ("w",), None)
 
 
 def test_warnings_become_a_tuple() -> None:
@@ -159,10 +159,21 @@ def test_text_for_model_survives_a_cycle() -> None:
 # --- normalisation ---------------------------------------------------------------------
 
 
+def test_every_error_starts_with_error_once() -> None:
+    """The error gets `Error: ` when it lacks it, once; evolve and a success's None keep it so."""
+    result = ToolResult.failure("boom")
+    assert result.error == "Error: boom"
+    assert ToolResult.failure("Error: boom").error == "Error: boom"
+    assert attrs.evolve(result, warnings=("w",)).error == "Error: boom"
+    assert ToolResult(success=False, error="error: lower case").error == "Error: error: lower case"
+    assert ToolResult(success=True).error is None
+    assert json.loads(result.text_for_model())["error"] == "Error: boom"
+
+
 @pytest.mark.parametrize(
     ("value", "expected"),
     [
-        (None, {"success": False, "data": None, "error": "tool returned no result"}),
+        (None, {"success": False, "data": None, "error": "Error: tool returned no result"}),
         (5, {"success": True, "data": 5}),
         ("done", {"success": True, "data": "done"}),
         ([1, 2], {"success": True, "data": [1, 2]}),
@@ -175,29 +186,33 @@ def test_text_for_model_survives_a_cycle() -> None:
         ),
         (
             {"success": False, "error": "boom", "retryable": True},
-            {"success": False, "data": None, "error": "boom", "retryable": True},
+            {"success": False, "data": None, "error": "Error: boom", "retryable": True},
         ),
         (
             {"success": False},
-            {"success": False, "data": None, "error": "the tool reported a failure without an error message"},
+            {"success": False, "data": None, "error": "Error: the tool reported a failure without an error message"},
         ),
         ({"success": True, "error": None, "data": 1}, {"success": True, "data": 1}),
         ({"success": True, "warnings": ["slow"]}, {"success": True, "data": None, "warnings": ["slow"]}),
         ({"success": True, "warnings": "slow"}, {"success": True, "data": None, "warnings": ["slow"]}),
         (
             {"success": "yes"},
-            {"success": False, "data": None, "error": "invalid tool result: 'success' must be a boolean, got \"yes\""},
+            {
+                "success": False,
+                "data": None,
+                "error": "Error: invalid tool result: 'success' must be a boolean, got \"yes\"",
+            },
         ),
         (
             {"success": 1, "data": 2},
-            {"success": False, "data": None, "error": "invalid tool result: 'success' must be a boolean, got 1"},
+            {"success": False, "data": None, "error": "Error: invalid tool result: 'success' must be a boolean, got 1"},
         ),
         (
             {"success": False, "error": {"code": 7}},
             {
                 "success": False,
                 "data": None,
-                "error": "invalid tool result: 'error' must be a string, got {\"code\": 7}",
+                "error": "Error: invalid tool result: 'error' must be a string, got {\"code\": 7}",
             },
         ),
     ],
@@ -241,7 +256,7 @@ def test_output_schema_violation_is_a_failure_naming_it() -> None:
     assert result.to_dict() == {
         "success": False,
         "data": None,
-        "error": "the tool's result does not match its output_schema: "
+        "error": "Error: the tool's result does not match its output_schema: "
         'data.count: Expected integer (expected: type: integer) (got: "3")',
     }
 
@@ -250,7 +265,7 @@ def test_output_schema_reports_several_violations() -> None:
     """Each violation is listed, missing properties included."""
     result = _normalize({"items": 5}, COUNT_SCHEMA)
     assert result.error == (
-        "the tool's result does not match its output_schema: data.count: Missing required property; "
+        "Error: the tool's result does not match its output_schema: data.count: Missing required property; "
         "data.items: Expected array (expected: type: array) (got: 5)"
     )
 
@@ -259,7 +274,7 @@ def test_output_schema_checks_the_data_of_a_bare_value() -> None:
     """A bare value is the data that must match."""
     result = _normalize("text", {"type": "integer"})
     assert result.error == (
-        "the tool's result does not match its output_schema: data: Expected integer (expected: type: integer) "
+        "Error: the tool's result does not match its output_schema: data: Expected integer (expected: type: integer) "
         '(got: "text")'
     )
 
@@ -271,7 +286,7 @@ def test_output_schema_checks_the_flat_keys_when_there_is_no_data() -> None:
     assert ok.success
     assert ok.extra == {"count": 1}
     assert bad.error == (
-        "the tool's result does not match its output_schema: data.count: Must be at least 0 "
+        "Error: the tool's result does not match its output_schema: data.count: Must be at least 0 "
         "(expected: minimum: 0) (got: -1)"
     )
 
@@ -279,14 +294,14 @@ def test_output_schema_checks_the_flat_keys_when_there_is_no_data() -> None:
 def test_output_schema_is_not_applied_to_failures() -> None:
     """A failure is passed on as it is, whatever its data."""
     result = _normalize({"success": False, "error": "boom", "data": "partial"}, COUNT_SCHEMA)
-    assert result.to_dict() == {"success": False, "data": "partial", "error": "boom"}
+    assert result.to_dict() == {"success": False, "data": "partial", "error": "Error: boom"}
 
 
 def test_output_schema_format_is_asserted() -> None:
     """Formats are checked in results too."""
     result = _normalize({"success": True, "data": "not-a-date"}, {"type": "string", "format": "date"})
     assert result.error == (
-        "the tool's result does not match its output_schema: data: Must be a valid date "
+        "Error: the tool's result does not match its output_schema: data: Must be a valid date "
         '(expected: format: date) (got: "not-a-date")'
     )
 
@@ -295,6 +310,6 @@ def test_an_unusable_output_schema_fails_every_success() -> None:
     """An output_schema that is not JSON Schema turns successes into failures that say so."""
     result = _normalize(1, {"type": "integr"})
     assert result.error == (
-        "the tool's output_schema cannot be used: the schema is not valid JSON Schema: "
+        "Error: the tool's output_schema cannot be used: the schema is not valid JSON Schema: "
         "'integr' is not a JSON Schema type; did you mean 'integer'? (at 'type')"
     )

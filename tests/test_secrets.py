@@ -246,7 +246,7 @@ async def test_validation_messages_and_failures_show_references(project: Path) -
     assert "did you mean" not in error
     _no_value(error)
     assert SHORT not in error
-    assert failed.error == "command not found: '/nonexistent/${TF_SECRET}/bin'"
+    assert failed.error == "Error: command not found: '/nonexistent/${TF_SECRET}/bin'"
     assert ran.data["token_length"] == len(SECRET)  # the default reached the implementation
     seen = sys.modules["secret_tools"].SEEN
     assert seen == [SECRET]
@@ -256,7 +256,7 @@ def test_toolflow_call_shows_references(project: Path) -> None:
     """``toolflow call`` prints the same masked failure."""
     code, out, _ = toolflow_cli("call", "broken", '{"word": "hi"}')
     assert code == 1
-    assert json.loads(out)["error"] == "command not found: '/nonexistent/${TF_SECRET}/bin'"
+    assert json.loads(out)["error"] == "Error: command not found: '/nonexistent/${TF_SECRET}/bin'"
 
 
 @pytest.mark.parametrize("history_format", ["openai", "anthropic", "fallback", "text"])

@@ -98,7 +98,7 @@ async def check_calls_and_failures(session: ClientSession) -> None:
     invalid = await call(session, "add", {"a": 2, "c": 3})
     assert invalid.is_error
     assert text(invalid) == (
-        "Parameter validation failed for 'add':\n  - b: Missing required parameter\n"
+        "Error: Parameter validation failed for 'add':\n  - b: Missing required parameter\n"
         "  - c: Unknown parameter (expected: additionalProperties: false) (got: 3)"
     )
 
@@ -107,10 +107,13 @@ async def check_calls_and_failures(session: ClientSession) -> None:
     assert text(unknown).startswith("Error: Unknown tool: 'ad' (did you mean 'add'?")
 
     timed_out = await call(session, "hang")
-    assert (timed_out.is_error, text(timed_out)) == (True, "timed out after 300ms")
+    assert (timed_out.is_error, text(timed_out)) == (True, "Error: tool 'hang' timed out after 300ms")
 
     failed = await call(session, "boom")
-    assert (failed.is_error, text(failed)) == (True, "ValueError: the dice fell off the table")
+    assert (failed.is_error, text(failed)) == (
+        True,
+        "Error: tool 'boom' raised ValueError: the dice fell off the table",
+    )
 
     again = await call(session, "greet", {"name": "Grace"})
     assert (again.is_error, text(again)) == (False, "Hello, Grace!")

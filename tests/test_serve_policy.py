@@ -324,7 +324,7 @@ async def test_invalid_arguments_are_refused_before_anybody_is_asked(shop: Shop)
         async with connect(shop.service(), "legacy", approver) as client:
             invalid = await client.call_tool("note", {"txt": "typo"})
     assert invalid.is_error
-    assert text(invalid).startswith("Parameter validation failed for 'note'")
+    assert text(invalid).startswith("Error: Parameter validation failed for 'note'")
     assert approver.asked == []
 
 

@@ -70,7 +70,7 @@ def test_a_failure_is_a_tool_error_with_the_message() -> None:
     """A failure is isError with its error text, and no structured content even with data."""
     result = toolflow.ToolResult.failure("timed out after 300ms", data={"partial": 1})
     mapped = call_result(result)
-    assert (mapped.is_error, texts(mapped), mapped.structured_content) == (True, ["timed out after 300ms"], None)
+    assert (mapped.is_error, texts(mapped), mapped.structured_content) == (True, ["Error: timed out after 300ms"], None)
 
 
 def test_warnings_follow_in_a_second_text_block() -> None:

@@ -36,7 +36,7 @@ from toolflow._model import format_duration as _seconds
 from toolflow._plugins import PluginError, Plugins
 from toolflow._provenance import Redactor
 from toolflow._registry import RegisteredTool
-from toolflow._results import ToolResult
+from toolflow._results import ToolResult, without_prefix
 from toolflow._retrying import RETRY_AFTER_CEILING, classify, next_delay
 
 __all__ = [
@@ -60,11 +60,13 @@ attempt_logger = logging.getLogger("toolflow.attempts")
 """Each failed attempt of a call that may be retried, and what was decided (INFO)."""
 
 KILLED = ToolResult.failure(
-    "the call was killed: its result, if any, was dropped", extra={"status": "aborted", "reason": "killed"}
+    "Error: the call was killed; its result, if any, was dropped", extra={"status": "aborted", "reason": "killed"}
 )
 """The result of a call that :meth:`Attempts.kill` ended (returned as it is, so it is told by identity)."""
 
-STOPPED = ToolResult.failure("stop requested: the call was not run", extra={"status": "aborted", "reason": "stopped"})
+STOPPED = ToolResult.failure(
+    "Error: not run - a stop was requested before the call started", extra={"status": "aborted", "reason": "stopped"}
+)
 """The result of a call that a stop kept from starting (told by identity, as :data:`KILLED`)."""
 
 _NONE: frozenset[str] = frozenset()
@@ -367,12 +369,15 @@ class Attempts:
                 with scope:
                     value = await self._dispatch(plan, function, cleaned, call, call_id, attempt, scope.deadline)
                 if scope.cancelled_caught:
-                    error = TimeoutError(f"timed out after {_seconds(plan.spec.timeout)}")
-                    result = self._failure(str(error), attempt)
+                    error = TimeoutError(f"tool {plan.name!r} timed out after {_seconds(plan.spec.timeout)}")
+                    result = self._failure(f"Error: {error}", attempt)
                 else:
                     result = self._normalized(plan, value, attempt)
             except Exception as exc:  # noqa: BLE001 - a failing tool is a result the model sees; Cancelled is not an Exception
-                result, error = self._failure(f"{type(exc).__name__}: {exc}", attempt), exc
+                result, error = (
+                    self._failure(f"Error: tool {plan.name!r} raised {type(exc).__name__}: {exc}", attempt),
+                    exc,
+                )
             finally:
                 self.scopes.discard(scope)
                 self._release_slots(plan)
@@ -521,8 +526,9 @@ class Attempts:
             else:
                 then = f"not retried: the server asks to wait {decision.retry_after:g}s, over {RETRY_AFTER_CEILING:g}s"
             elapsed_ms = round((trio.current_time() - started) * 1000)
+            what = without_prefix(result.error or "")  # the line says the attempt failed already
             attempt_logger.info(
-                "Attempt %d of %s failed after %dms: %s; %s", attempt, plan.name, elapsed_ms, result.error, then
+                "Attempt %d of %s failed after %dms: %s; %s", attempt, plan.name, elapsed_ms, what, then
             )
         return delay
 

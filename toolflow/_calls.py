@@ -57,7 +57,10 @@ The size guard: arguments whose JSON is larger than ``max_argument_bytes``
 (default :data:`DEFAULT_MAX_ARGUMENT_BYTES`, 1 MiB) make a malformed call. JSON
 text is measured exactly in UTF-8 bytes; arguments that arrive already decoded
 are measured by a cheap estimate of their compact JSON size. Seed 003's system
-used 2 KB; pass such a limit where the tools take only short arguments.
+used 2 KB; pass such a limit where the tools take only short arguments. The policy key
+``max_argument_bytes`` sets it for the agent loop and :meth:`toolflow.Engine.execute_batch`, and
+:meth:`toolflow.Engine.call` (``toolflow serve``, ``toolflow call``) checks decoded arguments
+against it with :func:`arguments_problem`.
 
 Call ids: a call keeps the id its provider gave it (results must refer to it).
 A call without one (``fallback`` and ``text`` never have one) gets
@@ -84,6 +87,7 @@ __all__ = [
     "MalformedCall",
     "ParsedCall",
     "ToolCall",
+    "arguments_problem",
     "gemini_call_parts",
     "parse_tool_call",
     "parse_tool_calls",
@@ -340,6 +344,19 @@ def _unique_ids(parsed: list[tuple[ParsedCall, bool]], provided: set[str], id_pr
         else:
             calls.append(attrs.evolve(call, id=fresh))
     return calls
+
+
+def arguments_problem(arguments: object, max_argument_bytes: int) -> str | None:
+    """Why decoded *arguments* (:meth:`toolflow.Engine.call`'s) cannot be run, as the model reads it, or ``None``.
+
+    A mapping with a key that is not a string, or whose JSON is estimated at more than
+    *max_argument_bytes* bytes, has a problem; anything else is left to the tool's validator.
+
+    Raises:
+        ValueError: *max_argument_bytes* is not positive.
+    """
+    _check_limit(max_argument_bytes)
+    return _object_problem(arguments, max_argument_bytes) if isinstance(arguments, _MAPPING_TYPES) else None
 
 
 def _check_limit(limit: int) -> None:

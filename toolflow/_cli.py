@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 from toolflow._cli_support import (
+    add_cap_options,
     add_output_format,
     current_spellings,
     deprecated_spellings,
@@ -24,6 +25,7 @@ from toolflow._cli_support import (
     remote_tools,
     shutdown_grace,
     spec_paths,
+    with_caps,
 )
 
 if TYPE_CHECKING:
@@ -206,6 +208,7 @@ def _add_serve_parser(commands: Any) -> None:
         "decide, else the client is asked if it supports elicitation, else the call is refused)",
     )
     _add_grace_option(serve, "the calls")
+    add_cap_options(serve)
     _add_http_options(serve)
     serve.set_defaults(handler=_cmd_serve)
 
@@ -274,6 +277,7 @@ def _add_call_parser(commands: Any) -> None:
         "(default: ask when standard input is a terminal, else the plugins decide; nobody: refused)",
     )
     add_output_format(call, ("json",), what="the result as JSON, the only format")
+    add_cap_options(call, result_chars=False)  # the result is printed whole, for a person
     _add_grace_option(call, "the call")
     call.set_defaults(handler=_cmd_call)
 
@@ -331,6 +335,7 @@ def _add_run_parser(commands: Any) -> None:
     run.add_argument("--api-key-env", metavar="VAR", help="openai, anthropic: read the API key from this variable")
     run.add_argument("--no-stream", action="store_true", help="openai, anthropic: ask for whole responses, not streams")
     _add_grace_option(run, "the calls")
+    add_cap_options(run)
     run.add_argument(
         "--response-timeout",
         type=float,
@@ -683,7 +688,7 @@ def _cmd_serve(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         async with open_tools(specs, plugins, no_cache=args.no_cache) as registry:
             yield _serve.ToolService.under_policy(
                 registry,
-                policy=Policy.from_specs(specs),
+                policy=with_caps(Policy.from_specs(specs), args),
                 toolsets=args.toolset or (),
                 tools=_split(args.tool),
                 approve=None if args.approve is None else args.approve == "yes",

@@ -19,7 +19,7 @@ from typing import Any, TextIO
 import attrs
 import trio
 
-from toolflow._calls import MalformedCall, parse_tool_call
+from toolflow._calls import DEFAULT_MAX_ARGUMENT_BYTES, MalformedCall, parse_tool_call
 from toolflow._cli_support import (
     approver,
     open_tools,
@@ -28,6 +28,7 @@ from toolflow._cli_support import (
     shown_in_traces,
     shutdown_grace,
     spec_paths,
+    with_caps,
 )
 from toolflow._errors import UsageError
 from toolflow._executor import open_engine
@@ -60,7 +61,7 @@ def call_request(args: argparse.Namespace, stdout: TextIO) -> CallRequest | None
     warnings: tuple[str, ...] = ()
     call_id = "call_0"
     if args.raw:
-        call = parse_tool_call(arguments)
+        call = parse_tool_call(arguments, max_argument_bytes=args.max_argument_bytes or DEFAULT_MAX_ARGUMENT_BYTES)
         if isinstance(call, MalformedCall):
             stdout.write(json.dumps(call.to_result().to_dict(), indent=2, ensure_ascii=False) + "\n")
             return None
@@ -146,7 +147,7 @@ def command(args: argparse.Namespace, request: CallRequest, plugins: Plugins, st
     name, arguments, warnings, call_id = request
     specs = load_specs(spec_paths(args.specs or []), **plugins.loader_options())
     # One call by hand is no conversation: the policy's approval holds, its order rules do not.
-    policy = attrs.evolve(Policy.from_specs(specs), rules=())
+    policy = attrs.evolve(with_caps(Policy.from_specs(specs), args), rules=())
     approve = approver(args.approve, stderr)
     cache = project_cache_settings()
     interrupts = Interrupts(grace=shutdown_grace(args))

@@ -23,6 +23,7 @@ from toolflow._cli_support import (
     shown_in_traces,
     shutdown_grace,
     spec_paths,
+    with_caps,
 )
 from toolflow._errors import UsageError
 from toolflow._executor import Engine, open_engine
@@ -180,7 +181,7 @@ def command(args: argparse.Namespace, plugins: Plugins, stdout: TextIO, stderr: 
     import os  # noqa: PLC0415
 
     specs = load_specs(spec_paths(args.specs or []), **plugins.loader_options())
-    policy = Policy.from_specs(specs)
+    policy = with_caps(Policy.from_specs(specs), args)
     if args.max_iterations is not None:
         if args.max_iterations < 1:
             msg = f"--max-iterations must be at least 1, got {args.max_iterations}"

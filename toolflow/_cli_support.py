@@ -22,9 +22,11 @@ if TYPE_CHECKING:
     from toolflow._calls import ToolCall
     from toolflow._model import LoadResult, ToolSpec
     from toolflow._plugins import Plugins
+    from toolflow._policy import Policy
     from toolflow._registry import Registry
 
 __all__ = [
+    "add_cap_options",
     "add_output_format",
     "approver",
     "current_spellings",
@@ -37,6 +39,7 @@ __all__ = [
     "shown_in_traces",
     "shutdown_grace",
     "spec_paths",
+    "with_caps",
 ]
 
 _T = TypeVar("_T")
@@ -67,6 +70,51 @@ class _OldSpelling(argparse.Action):
             f"release; use --output-format {value}"
         )
         setattr(namespace, _DEPRECATED, noted)
+
+
+def add_cap_options(parser: argparse.ArgumentParser, *, result_chars: bool = True) -> None:
+    """Add ``--max-argument-bytes`` and (with *result_chars*) ``--max-result-chars``: the policy's caps, overridden.
+
+    A value that is not a positive integer is a usage error (exit 2).
+    """
+    if result_chars:
+        parser.add_argument(
+            "--max-result-chars",
+            type=_positive_count,
+            metavar="N",
+            help="the longest result text the model is shown, in characters (overrides the policy's max_result_chars)",
+        )
+    parser.add_argument(
+        "--max-argument-bytes",
+        type=_positive_count,
+        metavar="N",
+        help="the largest JSON of a call's arguments, in bytes; a larger call is refused and never runs "
+        "(overrides the policy's max_argument_bytes)",
+    )
+
+
+def _positive_count(text: str) -> int:
+    """A cap's value: a whole number of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        msg = f"expected a whole number of at least 1, got {text!r}"
+        raise argparse.ArgumentTypeError(msg)
+    return value
+
+
+def with_caps(policy: Policy, args: argparse.Namespace) -> Policy:
+    """*policy* with the caps that ``--max-result-chars`` and ``--max-argument-bytes`` give instead of its own."""
+    import attrs  # noqa: PLC0415 - `toolflow --help` must not import it (tests/cli/test_cli_subprocess.py)
+
+    changes = {
+        key: value
+        for key in ("max_result_chars", "max_argument_bytes")
+        if (value := getattr(args, key, None)) is not None
+    }
+    return attrs.evolve(policy, **changes) if changes else policy
 
 
 def add_output_format(

@@ -100,7 +100,7 @@ from toolflow._cache import (
     cache_backend_factory,
     cache_key,
 )
-from toolflow._calls import ToolCall, parse_tool_calls
+from toolflow._calls import ToolCall, arguments_problem, parse_tool_calls
 from toolflow._errors import expect, expect_count, expect_names
 from toolflow._gates import Gates
 from toolflow._model import CacheScope
@@ -302,7 +302,10 @@ class Engine:
         A :meth:`kill` while the call runs makes it the failure ``{"status": "aborted",
         "reason": "killed"}``; a :meth:`request_stop` while it waits for its first concurrency
         slot, the failure ``{"status": "aborted", "reason": "stopped"}`` (the tool did not run).
+        Arguments over the policy's ``max_argument_bytes`` are refused as a batch refuses them.
         """
+        if (problem := arguments_problem(arguments, self.policy.max_argument_bytes)) is not None:
+            return ToolResult.failure(problem)  # a malformed call: it neither runs nor counts
         if self._wrappers:
             result = await self._in_scope(name, arguments, call_id, ruled=True)
         else:
@@ -565,9 +568,9 @@ class Engine:
         tools and of tools that need approval run one at a time, in call order, and only the
         first ``dangerous`` call of the tick is dispatched. A pending stop aborts calls not yet
         dispatched (including calls still waiting for a concurrency slot); a kill cancels the
-        whole batch. Only cancellation from outside escapes.
+        whole batch (raw calls parsed under the policy's ``max_argument_bytes``). Only outside cancellation escapes.
         """
-        return await execute_batch(self, parse_tool_calls(raw_calls))
+        return await execute_batch(self, parse_tool_calls(raw_calls, max_argument_bytes=self.policy.max_argument_bytes))
 
     # What a batch needs of its runner (toolflow._batch.Runner).
 

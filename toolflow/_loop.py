@@ -72,7 +72,7 @@ from toolflow._providers import (
     ProviderError,
 )
 from toolflow._restart import Restarts
-from toolflow._results import DEFAULT_MAX_RESULT_CHARS, ToolResult
+from toolflow._results import ToolResult
 from toolflow._retrying import Decision, next_delay
 from toolflow._rules import describe_rules
 from toolflow._telemetry import INVOKE_AGENT, MODEL_REQUEST, active_wrappers, model_operation, operation_scope
@@ -138,7 +138,7 @@ class Agent:
             agent also sets the engine's :attr:`~Engine.policy` to *policy*, so the engine
             knows which categories need approval.
         model: The model name, passed on in each request.
-        max_result_chars: The longest result text the model is shown.
+        max_result_chars: The longest result text the model is shown (default: the policy's).
         provider_retry: How retryable provider errors are retried.
         on_turn: Called with each :class:`TurnRecord` as the turn ends (for live traces).
 
@@ -160,12 +160,12 @@ class Agent:
         deliberate: bool = False,
         approve: Approver | None = None,
         model: str = "",
-        max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
+        max_result_chars: int | None = None,
         provider_retry: RetryPolicy = PROVIDER_RETRY,
         on_turn: Callable[[TurnRecord], None] | None = None,
     ) -> None:
         _check_arguments(locals())  # the parameters, by name
-        expect_count(max_result_chars, "Agent: max_result_chars", minimum=1)
+        expect_count(max_result_chars, "Agent: max_result_chars", minimum=1, optional=True)
         _check_format(format, provider)
         self.engine = engine
         self.provider = provider
@@ -200,7 +200,7 @@ class Agent:
         if approve is not None:
             engine.approve = approve
         self.model = model
-        self.max_result_chars = max_result_chars
+        self.max_result_chars = self.policy.max_result_chars if max_result_chars is None else max_result_chars
         self.provider_retry = provider_retry
         self.on_turn = on_turn
         self._wrappers = active_wrappers(engine.plugins)  # toolflow_wrap_operation: runs and requests in their scopes
@@ -319,7 +319,7 @@ class Agent:
         state.usage = add_usage(state.usage, response.usage)
         text, raw_calls = self.format.read_response(response.message)
         state.final_answer = text
-        calls = parse_tool_calls(raw_calls)
+        calls = parse_tool_calls(raw_calls, max_argument_bytes=self.policy.max_argument_bytes)
         self._messages.append(self._with_call_ids(response.message, raw_calls, calls))
         if calls:
             entries, decision, ended_by = await self._answer(state, calls, response)
@@ -391,7 +391,7 @@ class Agent:
         entries: tuple[HistoryEntry, ...] = ()
         if response is not None:  # not killed meanwhile
             text, raw_calls = self.format.read_response(response.message)
-            calls = parse_tool_calls(raw_calls)
+            calls = parse_tool_calls(raw_calls, max_argument_bytes=self.policy.max_argument_bytes)
             entries, usage = (await self._run_calls(calls))[0] if calls else (), response.usage
         duration = time.perf_counter() - started
         return TurnRecord(

@@ -39,7 +39,7 @@ from toolflow._attempts import KILLED, STOPPED
 from toolflow._model import ToolSpec, format_duration
 from toolflow._pipeline_plan import CompiledPipeline, CompiledStep
 from toolflow._rendering import run_in_template_worker
-from toolflow._results import StepRecord, ToolResult
+from toolflow._results import StepRecord, ToolResult, without_prefix
 from toolflow._template_values import constant_of, evaluate, evaluate_step, is_constant
 from toolflow._templates import TemplateError
 
@@ -112,7 +112,7 @@ async def run_pipeline(
         return ending.with_steps(records)
     if result_error is not None:
         return ToolResult.failure(result_error, steps=records)
-    warnings = tuple(f"step {step!r} failed: {error}" for step, error in run.continued)
+    warnings = tuple(f"step {step!r} failed: {without_prefix(error)}" for step, error in run.continued)
     return ToolResult(success=True, data=data, warnings=warnings, steps=records)
 
 
@@ -332,7 +332,7 @@ class _Run:
                 self.continued.append((compiled.name, error))
             return
         if self.failure is None:
-            message = f"{where} ({compiled.tool}) failed: {error}"
+            message = f"{where} ({compiled.tool}) failed: {without_prefix(error)}"
             self.failure = _Ending(message, {"failed_step": compiled.name})
             if self.nursery is not None:
                 self.nursery.cancel_scope.cancel()

@@ -6,6 +6,10 @@ Every implementation's return value is normalised to a :class:`ToolResult` (see
     {"success": true, "data": ..., "error": "..." (failures), "warnings": [...] (when any), ...extra}
 
 and :meth:`ToolResult.text_for_model` is that dictionary as compact JSON, capped in size.
+
+Every error text starts with :data:`ERROR_PREFIX` (``Error: ``, seed 003): the field's converter
+adds it to text that lacks it (a tool's own ``{"success": false, "error": ...}``, an exception's
+message, a remote server's), so the model, the Python API and ``toolflow serve`` read the same text.
 """
 
 from __future__ import annotations
@@ -23,12 +27,14 @@ from toolflow._json import encoder
 
 __all__ = [
     "DEFAULT_MAX_RESULT_CHARS",
+    "ERROR_PREFIX",
     "RESERVED_RESULT_KEYS",
     "STEP_STATUSES",
     "ResultMessage",
     "StepRecord",
     "ToolResult",
     "truncate_text",
+    "without_prefix",
 ]
 
 DEFAULT_MAX_RESULT_CHARS = 16_000
@@ -39,6 +45,14 @@ About 4,000 tokens at the usual 3.5-4 characters per token: 3 % of a 128k-token 
 result (a whole web page, a log dump) must not be able to reach that alone, while ordinary
 structured results (a location, a search page, a memory list) stay far below the cap and are
 never cut. Raise it per call for tools whose results are known to be large and useful.
+"""
+
+ERROR_PREFIX = "Error: "
+"""How every error text of a result starts (seed 003: ``"Error: " + specific problem``).
+
+The shape after it: what went wrong, naming the tool and the bad value where there is one, then
+(after ``; ``) what to do, when there is something to do:
+``Error: 'refund' was not approved, so it did not run; do not retry it unchanged``.
 """
 
 RESERVED_RESULT_KEYS = frozenset({"success", "data", "error", "warnings"})
@@ -59,6 +73,18 @@ def _freeze_extra(value: Mapping[str, Any] | None) -> Mapping[str, Any]:
     return MappingProxyType(dict(value))
 
 
+def _error_text(value: Any) -> Any:
+    """*value* with :data:`ERROR_PREFIX` in front, unless it has it already (or is not text: checked later)."""
+    if type(value) is str and not value.startswith(ERROR_PREFIX):
+        return ERROR_PREFIX + value
+    return value
+
+
+def without_prefix(error: str) -> str:
+    """*error* without its :data:`ERROR_PREFIX`: for quoting a step's error inside another one."""
+    return error.removeprefix(ERROR_PREFIX)
+
+
 def _to_tuple(value: Iterable[str]) -> tuple[str, ...]:
     if isinstance(value, tuple):
         return value
@@ -73,7 +99,8 @@ class ToolResult:
     Attributes:
         success: Whether the tool did what was asked.
         data: The tool's output (any JSON-like value) for a success; may be set on failures too.
-        error: What went wrong, for failures.
+        error: What went wrong, for failures: always starting with :data:`ERROR_PREFIX`, which
+            is added when the text given lacks it (the model reads this text as it is).
         warnings: Notes for the caller and the model (dropped parameters, truncation, ...).
         extra: Any other keys the tool put in its result dictionary, kept in order; never one of
             :data:`RESERVED_RESULT_KEYS`. Read-only.
@@ -82,7 +109,7 @@ class ToolResult:
 
     success: bool
     data: Any = None
-    error: str | None = None
+    error: str | None = attrs.field(default=None, converter=_error_text)
     warnings: tuple[str, ...] = attrs.field(default=(), converter=_to_tuple)
     extra: Mapping[str, Any] = attrs.field(default=_EMPTY, converter=_freeze_extra)
     steps: tuple[StepRecord, ...] = attrs.field(default=(), eq=False, repr=False)
@@ -97,7 +124,7 @@ class ToolResult:
 
     @classmethod
     def failure(cls, error: str, **kw: Any) -> ToolResult:
-        """Return a failed result with *error*; other fields from *kw*."""
+        """Return a failed result with *error* (``Error: `` added when it lacks it); other fields from *kw*."""
         return cls(success=False, error=error, **kw)
 
     def to_dict(self) -> dict[str, Any]:

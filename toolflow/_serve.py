@@ -17,7 +17,8 @@ low-level :class:`mcp.server.Server` gets two handlers, and everything else is t
   arguments, an unknown tool, a timeout, a tool that fails or raises) has ``isError: true``
   and the model-readable message as its text; a success whose payload is an object also has
   it as ``structuredContent``, with the same JSON as text. Warnings follow in a second text
-  block. The text is capped at :data:`~toolflow._results.DEFAULT_MAX_RESULT_CHARS`.
+  block. The text is capped at the policy's ``max_result_chars``; the engine refuses arguments
+  whose JSON is larger than its ``max_argument_bytes`` (an ``isError`` result; nothing runs).
 - Sessions: one engine per client session (its ``session`` cache and ``depends_on`` state).
   Over stdio the process serves one client, so one engine serves the whole connection; over
   streamable HTTP each ``Mcp-Session-Id`` gets its own, closed with the session. A request
@@ -182,8 +183,10 @@ def exposed_tools(
     return exposed
 
 
-def call_result(result: ToolResult, *, structured: bool = False) -> types.CallToolResult:
-    """The MCP ``CallToolResult`` of one toolflow result.
+def call_result(
+    result: ToolResult, *, structured: bool = False, max_chars: int = DEFAULT_MAX_RESULT_CHARS
+) -> types.CallToolResult:
+    """The MCP ``CallToolResult`` of one toolflow result, its text capped at *max_chars* characters.
 
     A failure is ``isError: true`` with its error as the text. A success whose data is a mapping
     (or, for a flat result dictionary, whose other keys are) has that mapping as
@@ -195,7 +198,7 @@ def call_result(result: ToolResult, *, structured: bool = False) -> types.CallTo
     content: list[types.ContentBlock] = []
     payload: Any = None
     if not result.success:
-        text = result.error or "the tool failed"
+        text = result.error or "Error: the tool failed"
     else:
         data = result.data
         if isinstance(data, Mapping):
@@ -210,7 +213,7 @@ def call_result(result: ToolResult, *, structured: bool = False) -> types.CallTo
             payload = _from_json(text)
         else:
             text = data if isinstance(data, str) else _to_json(data)
-    content.append(types.TextContent(type="text", text=truncate_text(text, DEFAULT_MAX_RESULT_CHARS)))
+    content.append(types.TextContent(type="text", text=truncate_text(text, max_chars)))
     if result.warnings:
         notes = "\n".join(f"  - {warning}" for warning in result.warnings)
         content.append(types.TextContent(type="text", text=truncate_text(f"Warnings:\n{notes}", 4000)))
@@ -249,12 +252,14 @@ class ToolService:
         shared: The engine of every request, when the transport serves one client (stdio).
         engine_tools: Every tool the engines hold (default: *registry*), where the annotations
             of a pipeline look up its steps' tools, served or not.
+        max_result_chars: The cap on a result's text (the policy's ``max_result_chars``).
     """
 
     registry: Registry
     open_engine: OpenEngine
     shared: Engine | None = None
     engine_tools: Registry | None = None
+    max_result_chars: int = DEFAULT_MAX_RESULT_CHARS
     _listing: types.ListToolsResult = attrs.field(init=False)
     _structured: frozenset[str] = attrs.field(init=False)
 
@@ -281,9 +286,10 @@ class ToolService:
         """The service of *registry*'s tools that *policy* exposes, each session on an engine that enforces it.
 
         *policy* (default: the defaults) decides which tools are exposed (with *toolsets* and
-        *tools* as the operator's selection, see :func:`exposed_tools`) and which categories
-        need approval; *approve* is the operator's fixed answer to every approval (``True``:
-        ``--approve yes``), ``None`` leaving it to the plugins and the client.
+        *tools* as the operator's selection, see :func:`exposed_tools`), which categories
+        need approval, and the caps on results and arguments; *approve* is the operator's fixed
+        answer to every approval (``True``: ``--approve yes``), ``None`` leaving it to the plugins
+        and the client.
 
         Raises:
             UsageError: The policy or the selection name what does not exist, or the policy
@@ -306,7 +312,12 @@ class ToolService:
                 cache_options=cache_options,
             )
 
-        return cls(registry=exposed, open_engine=open_session, engine_tools=registry)
+        return cls(
+            registry=exposed,
+            open_engine=open_session,
+            engine_tools=registry,
+            max_result_chars=policy.max_result_chars,
+        )
 
     def input_schema(self, name: str) -> dict[str, Any] | None:
         """The ``inputSchema`` of tool *name*, or None for an unknown tool."""
@@ -339,9 +350,9 @@ class ToolService:
     async def _call(
         self, engine: Engine, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
-        engine.tick()  # one request is one turn
         name = params.name
         arguments = params.arguments if params.arguments is not None else {}
+        engine.tick()  # one request is one turn
         call_id = f"mcp_{ctx.request_id}"
         client = _ClientApproval(ctx, params)
         with asking_approval(client), remote_parent(_meta(ctx)):  # the client's span, if it sent one
@@ -353,7 +364,7 @@ class ToolService:
             return types.InputRequiredResult(
                 input_requests={APPROVAL_INPUT: client.question}, request_state=_APPROVAL_STATE
             )
-        return call_result(result, structured=name in self._structured)
+        return call_result(result, structured=name in self._structured, max_chars=self.max_result_chars)
 
 
 class _ClientApproval:

@@ -183,7 +183,7 @@ async def test_every_payload_reaches_the_program_literally_through_the_engine(pr
         _check(value, results[value])
     for value, error in REFUSED.items():
         assert not results[value].success, value[:40]
-        assert str(results[value].error).startswith(f"{error} {sys.executable!r}: "), results[value].error
+        assert str(results[value].error).startswith(f"Error: {error} {sys.executable!r}: "), results[value].error
     _no_shell_ran(project)
     record("argv", len(PAYLOADS) + len(REFUSED))
 

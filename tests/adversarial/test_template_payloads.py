@@ -110,7 +110,7 @@ async def test_memory_bombs_fail_at_the_budget_through_the_template_kind(tmp_pat
             results = [await engine.call(f"t{index}", arguments) for index, (_, arguments) in enumerate(MEMORY_BOMBS)]
     record("template payloads", len(MEMORY_BOMBS))
     failures = {source: result.error for (source, _), result in zip(MEMORY_BOMBS, results, strict=True)}
-    assert failures == dict.fromkeys(failures, BUDGET_MESSAGE)
+    assert failures == dict.fromkeys(failures, f"Error: {BUDGET_MESSAGE}")
 
 
 @pytest.mark.parametrize(("source", "arguments"), FOREVER)
@@ -122,7 +122,7 @@ async def test_endless_renderings_stop_at_the_timeout(
     async with toolflow.open_engine(registry) as engine:  # no guard: the virtual deadline comes at once
         result = await engine.call("t0", arguments)
     record("template payloads", 1)
-    assert (result.success, result.error) == (False, "timed out after 2s")
+    assert (result.success, result.error) == (False, "Error: tool 't0' timed out after 2s")
 
 
 async def test_payloads_as_argument_values_are_text(tmp_path: Path) -> None:
@@ -153,7 +153,7 @@ async def test_command_argv_templates_hold_the_same_limits(tmp_path: Path) -> No
         async with toolflow.open_engine(registry) as engine:
             results = [await engine.call(f"c{index}", arguments) for index, (_, arguments) in enumerate(bombs)]
     record("template payloads", len(bombs))
-    assert [result.error for result in results] == [f"command argv: {BUDGET_MESSAGE}"] * len(bombs)
+    assert [result.error for result in results] == [f"Error: command argv: {BUDGET_MESSAGE}"] * len(bombs)
 
 
 async def test_the_text_protocol_template_holds_the_same_limits(tmp_path: Path) -> None:

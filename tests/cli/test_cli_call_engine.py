@@ -74,7 +74,7 @@ def test_timeout_applies_from_the_command_line(project: Path) -> None:
     assert done.returncode == 1, done.stderr
     result = json.loads(done.stdout)
     assert result["success"] is False
-    assert result["error"] == "timed out after 200ms"
+    assert result["error"] == "Error: tool 'nap' timed out after 200ms"
     assert "attempts" not in result
 
 

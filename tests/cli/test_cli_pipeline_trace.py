@@ -96,7 +96,7 @@ CALL_TRACE = [
     rf'toolflow: trace:   notes\[1\]: note {{"sku":"b"}}: succeeded, 1 attempt, {MS}, no cache',
     (
         rf'toolflow: trace:   broken: note {{"sku":5}}: failed, 0 attempts, {MS}, no cache: '
-        r"Parameter validation failed for 'note': - sku: Expected string .*"
+        r"Error: Parameter validation failed for 'note': - sku: Expected string .*"
     ),
     r"toolflow: trace:   never: note: skipped",
     rf'toolflow: trace:   nested: inner {{"order_id":"42"}}: succeeded, 1 attempt, {MS}, no cache',
@@ -158,7 +158,7 @@ RUN_TRACE = [
     r'    · order → lookup {"order_id": "42"}: ok: \{"id": "42", .*\} \(\d+(\.\d)? ms\)',
     r'    · notes\[0\] → note {"sku": "a"}: ok: "note for a" \(\d+(\.\d)? ms\)',
     r'    · notes\[1\] → note {"sku": "b"}: ok: "note for b" \(\d+(\.\d)? ms\)',
-    r'    · broken → note {"sku": 5}: failed: Parameter validation failed for \'note\': - sku: .* \(\d+(\.\d)? ms\)',
+    r'    · broken → note {"sku": 5}: failed: Error: Parameter validation failed for \'note\': - sku: .* \(\d+(\.\d)? ms\)',
     r"    · never → note: skipped",
     r'    · nested → inner {"order_id": "42"}: ok: \{"again": .*\} \(\d+(\.\d)? ms\)',
     r'      · again → lookup {"order_id": "42"}: ok: \{"id": "42", .*\} \(cached, \d+(\.\d)? ms\)',

@@ -9,6 +9,7 @@ short class such as ``timeout`` or ``blocked``.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Mapping
 from types import TracebackType
@@ -33,7 +34,8 @@ SCOPE = "toolflow"
 TOOL_TYPE = "function"
 """``gen_ai.tool.type``: toolflow runs the tools the model asks for, on the agent's side."""
 
-_TIMED_OUT = "timed out after "
+_TIMED_OUT = re.compile(r"Error: tool '[^']*' timed out after ")
+"""How the engine words a call's timeout (toolflow._attempts)."""
 
 
 class Spans:
@@ -156,7 +158,7 @@ def _tool_outcome(attributes: dict[str, Any], result: ToolResult) -> str | None:
     if isinstance(status, str):
         reason = extra.get("reason")
         return f"{status}.{reason}" if isinstance(reason, str) and status == "aborted" else status
-    if result.error is not None and result.error.startswith(_TIMED_OUT):
+    if result.error is not None and _TIMED_OUT.match(result.error):
         return "timeout"
     return "tool_error"
 

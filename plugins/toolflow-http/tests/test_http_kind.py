@@ -204,7 +204,7 @@ async def test_listed_env_names_are_read_at_call_time(
     monkeypatch.delenv("TF_HTTP_TOKEN", raising=False)
     missing = await call(registry, "fetch", {})
     assert not missing.success
-    assert missing.error == "cannot build the HTTP request: environment variable 'TF_HTTP_TOKEN' is not set"
+    assert missing.error == "Error: cannot build the HTTP request: environment variable 'TF_HTTP_TOKEN' is not set"
     monkeypatch.setenv("TF_HTTP_TOKEN", "t0ken")
     result = await call(registry, "fetch", {})
     assert result.data["headers"]["x-token"] == "t0ken"
@@ -225,7 +225,9 @@ async def test_header_injection_is_refused(server: Server, make_registry: MakeRe
     spec = tool({"url": f"{server.base}/echo", "headers": {"X-Name": "{{ name }}"}}, {"name": STRING})
     result = await run(make_registry, call, spec, name="ok\r\nX-Admin: yes")
     assert not result.success
-    assert result.error == "cannot build the HTTP request: headers.X-Name: the value contains a line break or NUL"
+    assert (
+        result.error == "Error: cannot build the HTTP request: headers.X-Name: the value contains a line break or NUL"
+    )
     assert server.requests == []
 
 
@@ -249,7 +251,7 @@ async def test_dot_segments_from_arguments_are_refused(
     spec = tool({"url": f"{server.base}/echo/users/{{{{ user }}}}"}, {"user": STRING})
     result = await run(make_registry, call, spec, user=value)
     assert not result.success
-    assert result.error == f"cannot build the HTTP request: url: the value {value!r} would change the path"
+    assert result.error == f"Error: cannot build the HTTP request: url: the value {value!r} would change the path"
     assert server.requests == []
 
 
@@ -275,7 +277,8 @@ async def test_non_http_url_is_refused(make_registry: MakeRegistry, call: Call) 
     )
     assert not result.success
     assert (
-        result.error == "cannot build the HTTP request: url: expected an absolute http or https URL, got scheme 'file'"
+        result.error
+        == "Error: cannot build the HTTP request: url: expected an absolute http or https URL, got scheme 'file'"
     )
 
 
@@ -302,7 +305,7 @@ async def test_404_is_a_failure_with_the_body(server: Server, make_registry: Mak
     """A 4xx status is a failure naming the status; the body stays available as data; not retryable."""
     result = await run(make_registry, call, tool(f"{server.base}/status/404"))
     assert not result.success
-    assert result.error == "HTTP 404 Not Found"
+    assert result.error == "Error: HTTP 404 Not Found"
     assert result.data == {"error": "status 404 as asked"}
     assert result.extra["status"] == 404
     assert "retryable" not in result.extra
@@ -316,7 +319,7 @@ async def test_429_is_retryable_with_retry_after_seconds(
     assert result.to_dict() | {"data": None, "headers": None} == {
         "success": False,
         "data": None,
-        "error": "HTTP 429 Too Many Requests",
+        "error": "Error: HTTP 429 Too Many Requests",
         "status": 429,
         "headers": None,
         "retryable": True,
@@ -330,7 +333,7 @@ async def test_503_retry_after_http_date_becomes_seconds(
     """An HTTP-date Retry-After is turned into the seconds from now."""
     when = email.utils.format_datetime(dt.datetime.now(dt.UTC) + dt.timedelta(seconds=120), usegmt=True)
     result = await run(make_registry, call, tool({"url": f"{server.base}/status/503", "query": {"retry_after": when}}))
-    assert result.error == "HTTP 503 Service Unavailable"
+    assert result.error == "Error: HTTP 503 Service Unavailable"
     assert result.extra["retryable"] is True
     assert 100 < result.extra["retry_after"] <= 120
 
@@ -345,7 +348,7 @@ async def test_503_without_retry_after(server: Server, make_registry: MakeRegist
 async def test_500_is_not_retryable_by_default(server: Server, make_registry: MakeRegistry, call: Call) -> None:
     """Only the ``retry_status`` statuses are flagged retryable."""
     plain = await run(make_registry, call, tool(f"{server.base}/status/500"))
-    assert plain.error == "HTTP 500 Internal Server Error"
+    assert plain.error == "Error: HTTP 500 Internal Server Error"
     assert "retryable" not in plain.extra
     custom = await run(make_registry, call, tool({"url": f"{server.base}/status/500", "retry_status": [500]}))
     assert custom.extra["retryable"] is True
@@ -364,7 +367,7 @@ async def test_connection_refused_names_the_error_class(
     """Nothing listening: a retryable failure naming httpx's error class and the request."""
     result = await run(make_registry, call, tool(refused_url))
     assert not result.success
-    assert (result.error or "").startswith("ConnectError: ")
+    assert (result.error or "").startswith("Error: ConnectError: ")
     assert (result.error or "").endswith(f"(GET {refused_url})")
     assert result.extra["retryable"] is True
 
@@ -404,7 +407,7 @@ async def test_response_json_mode_requires_json(server: Server, make_registry: M
     """``response: json`` makes a non-JSON body a failure; ``response: text`` never parses."""
     strict = await run(make_registry, call, tool({"url": f"{server.base}/text", "response": "json"}))
     assert not strict.success
-    assert (strict.error or "").startswith("the response is not JSON: ")
+    assert (strict.error or "").startswith("Error: the response is not JSON: ")
     text = await run(make_registry, call, tool({"url": f"{server.base}/echo", "response": "text"}))
     assert isinstance(text.data, str)
 
@@ -416,7 +419,7 @@ async def test_redirects_are_followed_unless_turned_off(
     followed = await run(make_registry, call, tool(f"{server.base}/redirect"))
     assert followed.data["path"] == "/echo/redirected"
     kept = await run(make_registry, call, tool({"url": f"{server.base}/redirect", "follow_redirects": False}))
-    assert kept.error == "HTTP 302 Found"
+    assert kept.error == "Error: HTTP 302 Found"
     assert kept.extra["headers"]["location"] == "/echo/redirected"
 
 
@@ -425,9 +428,9 @@ async def test_response_size_is_capped(server: Server, make_registry: MakeRegist
     small = await run(make_registry, call, tool({"url": f"{server.base}/bytes/1000", "max_bytes": 1000}))
     assert small.success
     big = await run(make_registry, call, tool({"url": f"{server.base}/bytes/1001", "max_bytes": 1000}))
-    assert big.error == f"the response of GET {server.base}/bytes/1001 is larger than 1000 bytes"
+    assert big.error == f"Error: the response of GET {server.base}/bytes/1001 is larger than 1000 bytes"
     chunked = await run(make_registry, call, tool({"url": f"{server.base}/chunked/1001", "max_bytes": 1000}))
-    assert chunked.error == f"the response of GET {server.base}/chunked/1001 is larger than 1000 bytes"
+    assert chunked.error == f"Error: the response of GET {server.base}/chunked/1001 is larger than 1000 bytes"
     fits = await run(make_registry, call, tool({"url": f"{server.base}/chunked/1000", "max_bytes": 1000}))
     assert fits.data == "x" * 1000
 

@@ -127,7 +127,7 @@ async def test_redirects_are_bounded(server: Server, make_registry: MakeRegistry
     """A redirect loop ends after 20 hops with a failure naming it."""
     result = await run(make_registry, call, tool(f"{server.base}/loop"))
     assert not result.success
-    assert result.error == f"TooManyRedirects: more than 20 redirects (GET {server.base}/loop)"
+    assert result.error == f"Error: TooManyRedirects: more than 20 redirects (GET {server.base}/loop)"
     assert len(server.requests) == 21
 
 
@@ -158,7 +158,7 @@ async def test_metadata_and_link_local_addresses_are_refused(url: str, make_regi
     """Link-local and cloud-metadata addresses, in any spelling, are refused before a connection is tried."""
     result = await run(make_registry, call, tool({"url": url, "timeout": "5s"}))
     assert not result.success
-    assert (result.error or "").startswith("address not allowed: "), result.error
+    assert (result.error or "").startswith("Error: address not allowed: "), result.error
     assert result.extra.get("retryable") is False
 
 
@@ -168,7 +168,9 @@ async def test_a_redirect_to_the_metadata_service_is_refused(
     """Every hop is checked: an allowed server cannot redirect the tool to a metadata address."""
     url = f"{server.base}/goto/302?to=http://169.254.169.254/latest/meta-data/iam/"
     result = await run(make_registry, call, tool(url))
-    assert (result.error or "").startswith("address not allowed: '169.254.169.254' is not an address"), result.error
+    assert (result.error or "").startswith("Error: address not allowed: '169.254.169.254' is not an address"), (
+        result.error
+    )
     assert len(server.requests) == 1
 
 
@@ -177,7 +179,7 @@ async def test_the_error_does_not_say_where_a_name_leads(make_registry: MakeRegi
     result = await run(make_registry, call, tool({"url": "http://localhost:9/", "deny_addresses": ["loopback"]}))
     assert (
         result.error
-        == "address not allowed: 'localhost' is not an address this tool may connect to (GET http://localhost:9/)"
+        == "Error: address not allowed: 'localhost' is not an address this tool may connect to (GET http://localhost:9/)"
     )
 
 
@@ -185,7 +187,7 @@ async def test_loopback_is_allowed_unless_denied(server: Server, make_registry: 
     """Local APIs work by default; ``deny_addresses`` refuses them, ``allow_addresses`` makes exceptions."""
     assert (await run(make_registry, call, tool(f"{server.base}/echo"))).success
     denied = await run(make_registry, call, tool({"url": f"{server.base}/echo", "deny_addresses": ["loopback"]}))
-    assert (denied.error or "").startswith("address not allowed: ")
+    assert (denied.error or "").startswith("Error: address not allowed: ")
     by_network = await run(make_registry, call, tool({"url": f"{server.base}/echo", "deny_addresses": ["127.0.0.0/8"]}))
     assert not by_network.success
     excepted = {"url": f"{server.base}/echo", "deny_addresses": ["loopback"], "allow_addresses": ["127.0.0.1"]}
@@ -197,7 +199,7 @@ async def test_a_link_local_exception_can_be_made(make_registry: MakeRegistry, c
     """``allow_addresses`` lifts the default refusal for one address (the connection then simply fails here)."""
     http = {"url": "http://169.254.170.2:9/", "allow_addresses": ["169.254.170.2"], "timeout": "200ms"}
     result = await run(make_registry, call, tool(http))
-    assert not (result.error or "").startswith("address not allowed"), result.error
+    assert not (result.error or "").startswith("Error: address not allowed"), result.error
 
 
 def test_a_bad_address_entry_fails_the_build(make_registry: MakeRegistry) -> None:
@@ -264,7 +266,7 @@ async def test_a_name_with_any_denied_address_is_refused(
     trio.socket.set_custom_hostname_resolver(resolver)
     port = server.base.rsplit(":", 1)[1]
     result = await run(make_registry, call, tool(f"http://mixed.test:{port}/echo"))
-    assert (result.error or "").startswith("address not allowed: 'mixed.test'"), result.error
+    assert (result.error or "").startswith("Error: address not allowed: 'mixed.test'"), result.error
     assert server.requests == []
 
 
@@ -273,7 +275,7 @@ async def test_metadata_names_are_refused_before_they_are_resolved(make_registry
     resolver = _Resolver({"metadata.google.internal": [["127.0.0.1"]]})
     trio.socket.set_custom_hostname_resolver(resolver)
     result = await run(make_registry, call, tool("http://metadata.google.internal/computeMetadata/v1/"))
-    assert (result.error or "").startswith("address not allowed: ")
+    assert (result.error or "").startswith("Error: address not allowed: ")
     assert resolver.asked == []
 
 
@@ -286,7 +288,7 @@ async def test_proxies_from_the_environment_are_not_used(
     direct = await run(make_registry, call, tool(f"{server.base}/echo/direct"))
     assert direct.data["path"] == "/echo/direct"
     refused = await run(make_registry, call, tool("http://169.254.169.254/latest/meta-data/"))
-    assert (refused.error or "").startswith("address not allowed: ")
+    assert (refused.error or "").startswith("Error: address not allowed: ")
     assert other_server.requests == []
 
 
