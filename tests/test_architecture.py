@@ -87,6 +87,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "toolflow._history",
             "toolflow._loop_texts",
             "toolflow._loop_records",
+            "toolflow._deliberate",
+            "toolflow._restart",
             "toolflow._loop",
         ),
     ),

@@ -2,7 +2,8 @@
 
 Random transcripts (calls of quick, failing, slow, dangerous, terminal, unknown and approval-needing
 tools; provider errors; malformed output; calls with repeated or missing ids) run under a random
-policy and approver (yes, no, raising, never answering), with a stop, a kill or a cancellation
+policy and approver (yes, no, raising, never answering), with results asking to restart the turn
+(issue 20) and a stop, a kill or a cancellation
 from outside at a random moment, in the OpenAI and Anthropic formats, whose providers reject
 orphaned tool calls and results that answer ids the assistant message does not have.
 """
@@ -27,7 +28,7 @@ from toolflow._loop import Agent
 from toolflow._policy import Policy
 from toolflow.default_plugins._scripted import open_scripted
 
-_CALL = st.sampled_from(["look", "fail", "slow", "poke", "say", "shout", "nope", "notify"]).map(
+_CALL = st.sampled_from(["look", "fail", "slow", "poke", "say", "shout", "nope", "notify", "recheck"]).map(
     lambda name: {"name": name, "arguments": {}}
 )
 _TURN = st.one_of(
@@ -65,6 +66,14 @@ _ODD_IDS = {  # ids that parsing renames (repeated) or invents (missing)
         ],
     },
 }
+# A tool whose result asks to restart the turn (issue 20, section 3): the turn leaves the history.
+_RECHECK = """\
+  recheck:
+    description: Asks to restart the turn.
+    template:
+      source: '{"success": true, "data": "checked", "restart": {"context": "look again"}}'
+      output: json
+"""
 _ACTION = st.one_of(st.none(), st.tuples(st.sampled_from(["stop", "kill", "cancel"]), st.floats(0, 30)))
 
 
@@ -110,6 +119,7 @@ def _check(messages: tuple[Mapping[str, Any], ...], fmt: str) -> int:
     max_errors=st.integers(1, 4),
     action=_ACTION,
     approval=st.sampled_from(["yes", "no", "raise", "never"]),
+    max_restarts=st.integers(0, 2),
 )
 def test_every_tool_call_gets_exactly_one_result(
     tmp_path_factory: Any,
@@ -119,10 +129,11 @@ def test_every_tool_call_gets_exactly_one_result(
     max_errors: int,
     action: tuple[str, float] | None,
     approval: str,
+    max_restarts: int,
 ) -> None:
-    """Whatever ends the loop (answer, terminal, caps, tokens, stop, kill, provider error, cancellation), the history is whole."""
+    """Whatever ends the loop (answer, terminal, caps, tokens, stop, kill, provider error, cancellation, restarts), the history is whole."""
     tmp_path: Path = tmp_path_factory.mktemp("loop")
-    setup = Setup(tmp_path)
+    setup = Setup(tmp_path, _RECHECK)
     verbatim = {"malformed": _MALFORMED[fmt], "odd_ids": _ODD_IDS[fmt]}
     script = [{"message": verbatim[turn]} if isinstance(turn, str) else turn for turn in turns]
     (tmp_path / "t.yaml").write_text(yaml.safe_dump({"turns": script}), encoding="utf-8")
@@ -132,6 +143,7 @@ def test_every_tool_call_gets_exactly_one_result(
             "max_consecutive_errors": max_errors,
             "tokens": {"context_window": 1000},
             "categories": {"notify": {"approval": True}},
+            "max_restarts": max_restarts,
         },
         base=setup.policy,
     )
@@ -165,7 +177,10 @@ def test_every_tool_call_gets_exactly_one_result(
         if result is None:  # run() was cancelled: the history is whole all the same
             return
         assert result.messages == agent.messages
-        assert calls == sum(len(turn.entries) for turn in result.turns)
+        restarted = [turn for turn in result.turns if turn.decision.reason == "restart"]
+        assert len(restarted) <= max_restarts
+        # A restarted turn's calls ran, but neither they nor their results are in the history.
+        assert calls == sum(len(turn.entries) for turn in result.turns if turn not in restarted)
         assert len(result.turns) <= max_iterations + 1
         if action is None:
             assert result.reason not in {"stopped", "killed"}

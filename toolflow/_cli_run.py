@@ -139,6 +139,8 @@ def print_turn(turn: TurnRecord, stdout: TextIO, shown: Callable[[Any], Any]) ->
     tokens = f" · {turn.usage.total_tokens:,} tokens" if turn.usage is not None else ""
     tools = "" if turn.tools_offered else " · no tools offered"
     stdout.write(f"turn {turn.turn}{tokens}{tools} · {turn.duration * 1000:.0f} ms\n")
+    # Seed 002's hidden trigger notice: for the operator, never the model.
+    stdout.writelines(f"  deliberate: {trigger.describe()}\n" for trigger in turn.triggers)
     if turn.text and turn.entries:
         stdout.write(f"  model: {turn.text}\n")
     for entry in turn.entries:
@@ -150,6 +152,8 @@ def print_turn(turn: TurnRecord, stdout: TextIO, shown: Callable[[Any], Any]) ->
             advisory = result.extra.get(key)
             if isinstance(advisory, Mapping):
                 stdout.write(f"    advisory: {advisory.get('message')}\n")
+    if turn.decision.reason == "restart":
+        stdout.write(f"  restart: {turn.decision.message}; the turn leaves the history\n")
     stdout.flush()
 
 

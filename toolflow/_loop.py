@@ -23,7 +23,9 @@ Each turn of :meth:`Agent.run`:
    (``max_consecutive_errors`` failed calls in a row, across all tools; calls refused by a
    ``per_turn`` limit or kept from running by a stop count neither way), ``token_critical``
    (the model first gets one last turn without tools to answer, even after the last
-   iteration), ``max_iterations``, else ``token_warning`` or ``normal``.
+   iteration), ``max_iterations``, else ``token_warning`` or ``normal``; or ``restart``, when a
+   result asks for it and the loop would go on: the model's message leaves the history and the
+   tool's context comes in as a user message (``toolflow._restart``).
 
 :meth:`Agent.request_stop` lets the calls in flight finish and ends the loop after them;
 :meth:`Agent.kill` cancels them (and a provider request in flight) at once. Either ends a wait
@@ -48,6 +50,7 @@ from toolflow._approval import Approver
 from toolflow._batch import entry as _entry
 from toolflow._calls import MalformedCall, ParsedCall, parse_tool_calls
 from toolflow._calls import with_call_id as _with_id
+from toolflow._deliberate import DeliberateTools
 from toolflow._errors import UsageError, expect, expect_count
 from toolflow._executor import Abort, Engine, HistoryEntry
 from toolflow._history import HistoryFormat, get_format
@@ -68,6 +71,7 @@ from toolflow._providers import (
     ModelResponse,
     ProviderError,
 )
+from toolflow._restart import Restarts
 from toolflow._results import ToolResult
 from toolflow._retrying import Decision, next_delay
 from toolflow._rules import describe_rules
@@ -126,7 +130,8 @@ class Agent:
         policy: The loop policy (default: :meth:`Policy` defaults).
         format: The history format: ``openai``, ``anthropic``, ``fallback`` or ``text``.
         system: The system prompt (default: the policy's ``system_prompt``).
-        deliberate: Deliberate mode: expose only the policy's ``deliberate`` allowlist.
+        deliberate: Deliberate mode: expose only the policy's ``deliberate`` allowlist, a tool
+            with ``triggers`` only once a user message asks for it (``toolflow._deliberate``).
         approve: Decides on calls whose category requires approval; it becomes the engine's
             approver (:attr:`Engine.approve`), asked before the plugins'
             ``toolflow_approve_call`` hook; when nobody answers, the call is refused. The
@@ -187,6 +192,10 @@ class Agent:
         """The system prompt, written by the first :meth:`run` or :meth:`reflect`."""
         self._answer_system = ""
         self._definitions = tuple(self.format.tool_definitions(self._specs))
+        # Deliberate mode's triggers hide tools until a user message asks for them; restarts (toolflow._restart).
+        self._deliberate = DeliberateTools.of(self.policy, self._allowlist, deliberate=deliberate)
+        self._hide(self._deliberate.hidden())
+        self._restarts = Restarts.of(engine.registry, self.policy.max_restarts)
         engine.policy = self.policy
         if approve is not None:
             engine.approve = approve
@@ -231,6 +240,13 @@ class Agent:
 
     # --- the loop --------------------------------------------------------------------------
 
+    def _hide(self, hidden: frozenset[str]) -> None:
+        """Offer the model the exposed tools but *hidden* (deliberate mode's triggers) from now on."""
+        self._hidden = hidden
+        self._offerable = self._allowlist - hidden if hidden else self._allowlist
+        # The engine's gate lists what is offered: a refusal must not name a hidden tool.
+        self._engine_allowlist = self._offerable if self._restricted or hidden else None
+
     async def _write_system_prompts(self) -> None:
         """Write the system prompts, once: the text format renders its template in a template worker.
 
@@ -244,12 +260,15 @@ class Agent:
         self._answer_system = await self.format.system_prompt(self._base_system, ())
         self._prompted = True
 
-    async def _start(self, prompt: str) -> None:
-        """Begin a :meth:`run`: the system prompts, a new loop for the engine, the user's *prompt*."""
+    async def _start(self, prompt: str) -> RunState:
+        """Begin a :meth:`run`: the tools *prompt* exposes, the system prompts, a new loop, the user's *prompt*."""
         self._stop = self._killed = False
+        state = RunState(triggers=self._deliberate.hear(prompt))
+        self._hide(self._deliberate.hidden())
         await self._write_system_prompts()
         self.engine.new_loop()
         self._messages.append(self.format.user_message(prompt))
+        return state
 
     async def run(self, prompt: str) -> LoopResult:
         """Run the loop on the user's *prompt* until the policy ends it.
@@ -260,8 +279,7 @@ class Agent:
         raises :class:`~toolflow.UsageError` when the text format's template fails to render.
         """
         with operation_scope(self._wrappers, model_operation(INVOKE_AGENT, self.provider.name, self.model)) as op:
-            await self._start(prompt)
-            state = RunState()
+            state = await self._start(prompt)
             decision = None
             while decision is None:
                 decision = await self._turn(state)
@@ -318,6 +336,7 @@ class Agent:
             duration=duration,
             tools_offered=tools_offered,
             ended_by=ended_by,
+            triggers=state.triggers if iteration == 1 else (),
         )
         state.turns.append(record)
         if self.on_turn is not None:
@@ -344,9 +363,14 @@ class Agent:
         try:
             if state.tools_offered:
                 entries, uncounted = await self._run_calls(calls)
+                self._deliberate.retain(entries)
             else:  # the turn without tools: none of them runs, but those a before_exit rule waits for
                 entries, uncounted = await self._last_calls(state, calls)
             decision, ended_by = self._decide(state, entries, response, uncounted)
+            restart = self._restarts.take(entries, decision, state, self.max_result_chars)
+            if restart is not None:  # the model's message leaves the history, and its results never enter it
+                self._messages[-1:] = [self.format.user_message(restart.note)]
+                return entries, restart.decision, restart.call_ids
             entries = self._advise(entries, decision)
             self._messages.extend(self.format.result_messages(entries, max_chars=self.max_result_chars))
         except BaseException:
@@ -458,18 +482,18 @@ class Agent:
         return offer
 
     def _offered(self) -> frozenset[str] | None:
-        """The exposed tools the rules allow as the next turn's first call; ``None``: every one."""
+        """The exposed tools offered (deliberate mode) that the rules allow as a turn's first call; ``None``: all."""
         rules = self.engine.rules
-        if rules is None:
-            return None
-        allowed = rules.allowed(self._allowlist, new_turn=True)
+        allowed = self._offerable if rules is None else rules.allowed(self._offerable, new_turn=True)
         return None if len(allowed) == len(self._allowlist) else allowed
 
     def _required(self) -> frozenset[str]:
         """The exposed tools of the ``before_exit`` rules still unmet."""
         rules = self.engine.rules
         missing = () if rules is None else rules.missing()
-        return frozenset(name for rule in missing for name in rule.tools if name in self._allowlist)
+        return frozenset(
+            name for rule in missing for name in rule.tools if name in self._allowlist and name not in self._hidden
+        )
 
     def _last_words(self, state: RunState) -> str | None:
         """The user message that asks for the answer in the turn without tools (``None`` in the others)."""
@@ -576,7 +600,7 @@ class Agent:
         engine.tick()
         if self._stop:
             engine.request_stop()
-        engine.allowlist = self._allowlist if self._restricted else None
+        engine.allowlist = self._engine_allowlist
         engine.dangerous_per_tick = None  # the category gate applies the policy's per_turn
         to_run, decided, uncounted = self._gate(calls)
         outcome = await engine.execute_batch(to_run) if to_run else ()
@@ -627,6 +651,10 @@ class Agent:
             known = self._categories.get(call.name)
             if known is None or call.name not in self._allowlist:
                 to_run.append(call)  # the engine's look-up and gate answer it
+                continue
+            hidden = self._deliberate.refusal(call.name)
+            if hidden is not None:  # deliberate mode: no user message asked for it
+                decided[call.id] = _entry(call, hidden)
                 continue
             category, behaviour = known
             if behaviour.per_turn is not None:

@@ -12,6 +12,7 @@ import attrs
 
 from toolflow._batch import HistoryEntry
 from toolflow._calls import ToolCall
+from toolflow._deliberate import Trigger
 from toolflow._policy import LoopDecision, LoopReason
 from toolflow._providers import Usage
 
@@ -32,7 +33,11 @@ class TurnRecord:
         reflection: Whether the turn ran in reflection mode (outside the history).
         tools_offered: Whether the model was offered tools this turn.
         ended_by: The ids of the calls whose category ended the loop (``decision.reason`` is
-            ``terminal``), in call order; empty otherwise.
+            ``terminal``), or whose results restarted the turn (``restart``: the turn's model
+            message and results left the history), in call order; empty otherwise.
+        triggers: On a run's first turn in deliberate mode, the tools with triggers that the
+            user's message exposed, each with the phrase that did (or ``None``: kept by a recent
+            successful call). Recorded for the trace, never shown to the model.
     """
 
     turn: int
@@ -44,6 +49,7 @@ class TurnRecord:
     reflection: bool = False
     tools_offered: bool = True
     ended_by: tuple[str, ...] = ()
+    triggers: tuple[Trigger, ...] = ()
 
 
 @attrs.frozen(kw_only=True)
@@ -97,6 +103,10 @@ class RunState:
     errors: int = 0
     """Failed calls in a row (see ``max_consecutive_errors``)."""
     final_answer: str = ""
+    restarts: int = 0
+    """Turns restarted so far (see ``max_restarts``)."""
+    triggers: tuple[Trigger, ...] = ()
+    """What deliberate mode's triggers made of the run's user message (its first turn's record)."""
     usage: Usage = attrs.Factory(Usage)
     turns: list[TurnRecord] = attrs.Factory(list)
 
@@ -114,6 +124,7 @@ def _turn_dict(turn: TurnRecord) -> dict[str, Any]:
         "reflection": turn.reflection,
         "tools_offered": turn.tools_offered,
         "ended_by": list(turn.ended_by),
+        "triggers": [trigger.to_dict() for trigger in turn.triggers],
         "duration_ms": round(turn.duration * 1000, 3),
         "usage": _usage_dict(turn.usage),
         "decision": turn.decision.to_dict(),

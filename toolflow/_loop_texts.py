@@ -17,6 +17,8 @@ __all__ = [
     "KILLED_WHILE_RUNNING",
     "LAST_TURN",
     "NO_TOOLS_NOW",
+    "RESTART_CONTEXT",
+    "RESTART_NOTE",
     "STOPPED_BEFORE",
     "exit_refused",
     "must_call_last",
@@ -80,3 +82,11 @@ KILLED_BEFORE = ToolResult.failure(
 ENDED = ToolResult.failure(
     "Error: cancelled - the turn ended before this call was answered", extra={"status": "cancelled"}
 )
+
+RESTART_NOTE = (
+    "{tools} asked to restart your turn with more context, so the tool calls of that turn are not shown "
+    "(they ran). Decide again what to do, with this context:\n\n{contexts}"
+)
+"""The user message that replaces a restarted turn (``toolflow._restart``): *tools* and their *contexts*."""
+RESTART_CONTEXT = "[context from {tool!r}]\n{context}"
+"""One tool's context in :data:`RESTART_NOTE`."""
