@@ -374,6 +374,21 @@ async def test_allowlist_blocks_without_dispatch(setup: Setup) -> None:
     assert (allowed.success, allowed.data) == (True, "hi")
 
 
+async def test_an_allowlist_changed_later_holds_for_tools_that_ran_before(setup: Setup) -> None:
+    """The allowlist is read at each call: a tool that ran under a wider one is blocked once it is narrowed."""
+    registry, plugins, tools = setup
+    async with open_engine(registry, plugins=plugins, allowlist=["echo", "delete"]) as engine:
+        first = await engine.call("delete", {"n": 1})
+        engine.allowlist = frozenset({"echo"})
+        blocked = await engine.call("delete", {"n": 2})
+        engine.allowlist = None
+        again = await engine.call("delete", {"n": 3})
+    assert first.success
+    assert dict(blocked.extra) == {"status": "blocked", "allowed": ["echo"]}
+    assert again.success
+    assert tools.runs["delete"] == 2
+
+
 async def test_depends_on_requires_an_earlier_success_in_the_loop(setup: Setup) -> None:
     """fetch needs login first; a new loop resets the loop-scoped dependency."""
     registry, plugins, _ = setup

@@ -361,7 +361,8 @@ class Engine:
             refusal = self.rule_refusal(name)
             if refusal is not None:
                 return refusal
-        if plan.gated:
+        # The allowlist is read at each call: the agent loop changes it (deliberate mode's triggers).
+        if plan.gated or (self.allowlist is not None and name not in self.allowlist):
             refusal = self._gates.refusal(plan, self.allowlist, step=step)
             if refusal is not None:
                 return refusal
@@ -374,7 +375,7 @@ class Engine:
             plan = Plan(self.registry.get(name))
             concurrency = plan.spec.concurrency
             plan.slots = None if concurrency is None else Slots(concurrency)
-            plan.gated = bool(plan.depends_on) or (self.allowlist is not None and name not in self.allowlist)
+            plan.gated = bool(plan.depends_on)
             plan.retries = may_retry_automatically(plan.spec)
             self._plans[name] = plan
         return plan
