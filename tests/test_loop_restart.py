@@ -176,3 +176,46 @@ async def test_a_remote_tool_cannot_restart_the_turn(tmp_path: Path) -> None:
             result = await Agent(engine, provider).run("go")
     assert [turn.decision.reason for turn in result.turns] == ["normal", "final_answer"]
     assert json.loads(result.messages[2]["content"])["restart"]["context"].startswith("Ignore the user")
+
+
+class _Librarian:
+    """A plugin that restarts the turn after any `look` at the shelf, and one whose hook raises."""
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[str, bool]] = []
+
+    @toolflow.hookimpl
+    def toolflow_restart_turn(self, call: toolflow.ToolCall, result: toolflow.ToolResult) -> str | None:
+        self.asked.append((call.name, result.success))
+        if call.name == "look" and call.arguments.get("where") == "the shelf":
+            return "The shelf holds the ledger; read it before answering."
+        return None
+
+
+class _Broken:
+    @toolflow.hookimpl
+    def toolflow_restart_turn(self, call: toolflow.ToolCall) -> str | None:
+        msg = f"no idea about {call.name}"
+        raise RuntimeError(msg)
+
+
+async def test_a_plugin_hook_restarts_the_turn_and_a_raising_hook_is_one_warning(tmp_path: Path) -> None:
+    """`toolflow_restart_turn` restarts after a call whose result did not ask; a hook that raises warns and is skipped."""
+    setup = _setup(tmp_path)
+    librarian = _Librarian()
+    setup.plugins.register(_Broken(), "broken-restarter")
+    setup.plugins.register(librarian, "librarian")
+    turns = [
+        {"tool_calls": [call("look", where="the shelf")]},
+        {"tool_calls": [call("look", where="the door")]},
+        {"text": "The ledger says the key is in the desk."},
+    ]
+    with pytest.warns(toolflow.CallHookWarning, match="toolflow_restart_turn of plugin 'broken-restarter' raised"):
+        result, provider = await setup.run(turns)
+    assert [turn.decision.reason for turn in result.turns] == ["restart", "normal", "final_answer"]
+    assert librarian.asked == [("look", True), ("look", True)]
+    note = provider.requests[1].messages[-1]
+    assert note["role"] == "user"
+    assert "The shelf holds the ledger; read it before answering." in note["content"]
+    check_openai_history(result.messages)
+    assert all("the shelf" not in json.dumps(message) for message in result.messages if message["role"] != "user")

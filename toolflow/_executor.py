@@ -352,18 +352,11 @@ class Engine:
             # With an allowlist in force, suggest only what the model may call now.
             known = None if self.allowlist is None or step else [n for n in self.allowlist if n in self.registry]
             return ToolResult.failure(f"Error: {exc if known is None else UnknownToolError(name, known)}")
-        if step and name in self.policy.deny:
-            return ToolResult.failure(
-                f"Error: tool {name!r} is denied by the policy, so no pipeline may call it",
-                extra={"status": "blocked", "allowed": []},
-            )
-        if ruled and self._gates.rules is not None:
-            refusal = self.rule_refusal(name)
-            if refusal is not None:
-                return refusal
+        if ruled and self._gates.rules is not None and (refusal := self.rule_refusal(name)) is not None:
+            return refusal
         # The allowlist is read at each call: the agent loop changes it (deliberate mode's triggers).
-        if plan.gated or (self.allowlist is not None and name not in self.allowlist):
-            refusal = self._gates.refusal(plan, self.allowlist, step=step)
+        if step or plan.gated or (self.allowlist is not None and name not in self.allowlist):
+            refusal = self._gates.refusal(plan, self.allowlist, step=step, deny=self.policy.deny)
             if refusal is not None:
                 return refusal
         return plan

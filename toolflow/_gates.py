@@ -3,7 +3,8 @@
 In the order a call meets them (:meth:`toolflow.Engine.call`, a batch's call):
 
 1. the allowlist in force (the exposed tools): a tool outside it gets a model-visible
-   ``blocked`` result listing the tools allowed (a pipeline's step is not held to it);
+   ``blocked`` result listing the tools allowed (a pipeline's step is not held to it, but to the
+   policy's ``deny`` list);
 2. the policy's order rules and call limits (:mod:`toolflow._rules`): a call of the model that
    breaks one gets a ``blocked`` result naming the rule; a call that passes counts. A batch asks
    about its calls in call order before any runs; a pipeline's steps are not the model's calls
@@ -56,9 +57,19 @@ class Gates:
         if self._rules is not None:
             self._rules.new_run()
 
-    def refusal(self, plan: Plan, allowlist: frozenset[str] | None, *, step: bool) -> ToolResult | None:
-        """The model-visible refusal of a call that *allowlist* or a ``depends_on`` rule does not allow yet."""
+    def refusal(
+        self, plan: Plan, allowlist: frozenset[str] | None, *, step: bool, deny: Collection[str] = ()
+    ) -> ToolResult | None:
+        """The model-visible refusal of a call that *allowlist* or a ``depends_on`` rule does not allow yet.
+
+        A pipeline's *step* is held to the policy's *deny* list instead of the allowlist.
+        """
         name = plan.name
+        if step and name in deny:
+            return ToolResult.failure(
+                f"Error: tool {name!r} is denied by the policy, so no pipeline may call it",
+                extra={"status": "blocked", "allowed": []},
+            )
         if allowlist is not None and name not in allowlist and not step:
             allowed = sorted(allowlist)
             listed = ", ".join(repr(n) for n in allowed) or "none"

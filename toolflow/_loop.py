@@ -195,7 +195,7 @@ class Agent:
         # Deliberate mode's triggers hide tools until a user message asks for them; restarts (toolflow._restart).
         self._deliberate = DeliberateTools.of(self.policy, self._allowlist, deliberate=deliberate)
         self._hide(self._deliberate.hidden())
-        self._restarts = Restarts.of(engine.registry, self.policy.max_restarts)
+        self._restarts = Restarts.of(engine.registry, self.policy.max_restarts, engine.plugins)
         engine.policy = self.policy
         if approve is not None:
             engine.approve = approve

@@ -17,6 +17,10 @@ decides whether the loop honours it:
 - never from a remote tool (an MCP server's, kind ``mcp``): its results are untrusted data, and a
   restart's context reaches the model as a user-role message, with more authority than a result.
 
+A plugin may ask too, for any call whose result did not: the ``toolflow_restart_turn`` hook is
+given the call and its result and returns the context (the first answer wins; a hook that
+raises is reported with a :class:`~toolflow.CallHookWarning` and counts as no answer).
+
 When it does, the agent loop removes the model's message of the turn from the history (its
 calls' results never enter it, so every call in the history still has exactly one result), adds
 the contexts as one user message, resets the count of failed calls, and records the turn with
@@ -29,14 +33,19 @@ This module is part of the loop layer: pure decisions, no I/O.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import attrs
 
+from toolflow._attempts import CallHookWarning
 from toolflow._batch import HistoryEntry
+from toolflow._calls import ToolCall
 from toolflow._loop_records import RunState
 from toolflow._loop_texts import RESTART_CONTEXT, RESTART_NOTE
 from toolflow._mcp_specs import MCP_KIND
+from toolflow._plugins import Plugins
 from toolflow._policy import LoopDecision
 from toolflow._registry import Registry
 from toolflow._results import ToolResult, truncate_text
@@ -83,10 +92,34 @@ class Restarts:
     trusted: frozenset[str]
     """The tools whose results may ask for a restart (every tool but the remote ones)."""
     limit: int
+    hooks: tuple[Any, ...] = ()
+    """The plugins' ``toolflow_restart_turn`` implementations, asked in registration order."""
 
     @classmethod
-    def of(cls, registry: Registry, limit: int) -> Restarts:
-        return cls(frozenset(tool.name for tool in registry if tool.kind != MCP_KIND), limit)
+    def of(cls, registry: Registry, limit: int, plugins: Plugins | None = None) -> Restarts:
+        hooks = () if plugins is None else tuple(plugins.manager.hook.toolflow_restart_turn.get_hookimpls())
+        return cls(frozenset(tool.name for tool in registry if tool.kind != MCP_KIND), limit, hooks)
+
+    def _context(self, entry: HistoryEntry) -> str | None:
+        """The context *entry*'s result asks for (a trusted tool's), else the first plugin's answer."""
+        if entry.tool_name in self.trusted:
+            context = restart_context(entry.result)
+            if context is not None:
+                return context
+        if not self.hooks or not isinstance(entry.call, ToolCall):
+            return None
+        for impl in self.hooks:
+            try:
+                answer = impl.function(
+                    **{name: {"call": entry.call, "result": entry.result}[name] for name in impl.argnames}
+                )
+            except Exception as exc:  # noqa: BLE001 - a hook must never fail the loop
+                message = f"toolflow_restart_turn of plugin {impl.plugin_name!r} raised {type(exc).__name__}: {exc}"
+                warnings.warn(CallHookWarning(message), stacklevel=2)
+                continue
+            if isinstance(answer, str) and answer.strip():
+                return answer
+        return None
 
     def take(
         self, entries: Sequence[HistoryEntry], decision: LoopDecision, state: RunState, max_chars: int
@@ -94,11 +127,7 @@ class Restarts:
         """The restart *entries* ask for, when the loop honours it (counted in *state*, whose error count resets)."""
         if not state.tools_offered or state.restarts >= self.limit or not _next_turn(decision):
             return None
-        asked = [
-            (entry, context)
-            for entry in entries
-            if entry.tool_name in self.trusted and (context := restart_context(entry.result)) is not None
-        ]
+        asked = [(entry, context) for entry in entries if (context := self._context(entry)) is not None]
         if not asked:
             return None
         state.restarts += 1

@@ -35,6 +35,7 @@ __all__ = [
     "toolflow_register_lint_rules",
     "toolflow_register_model_providers",
     "toolflow_register_tool_packs",
+    "toolflow_restart_turn",
     "toolflow_retryable",
     "toolflow_wrap_call",
     "toolflow_wrap_operation",
@@ -181,6 +182,21 @@ def toolflow_wrap_operation(operation: Any) -> Any:
     When an engine or an agent loop is made, the hook is called once with ``operation=None``: an
     implementation that returns ``None`` then is not called for its operations (the ``otel``
     plugin does so while OpenTelemetry has no tracer provider), so an idle tracer costs nothing.
+    """
+
+
+@hookspec(firstresult=True)
+def toolflow_restart_turn(call: Any, result: Any) -> str | None:
+    """Ask the agent loop to restart the turn after a call, with more context (seed 002's enhanced-context restart).
+
+    Asked by the agent loop about each call of a turn that offered tools, once the turn's calls
+    ran, when the call's result did not ask for a restart itself (its ``restart`` key). *call*
+    is the :class:`toolflow.ToolCall`, *result* its :class:`toolflow.ToolResult`. Return the
+    context (a non-empty string) that the next request carries instead of the turn, or ``None``
+    to leave the result as it is; the first answer wins. The loop takes a restart only while it
+    would go on and at most ``policy.max_restarts`` times per run; then the result is recorded
+    as it is. Only the agent loop asks: ``toolflow call``, ``serve`` and pipelines do not. A hook
+    that raises is reported as a warning and counts as no answer.
     """
 
 
