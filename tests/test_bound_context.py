@@ -439,3 +439,27 @@ async def test_validation_hook_runs_after_the_schema_and_speaks_the_validators_f
     assert checks.seen[0] == ("my_orders", {"status": "open", "user_id": "u1", "channel": "#help"})
     assert [name for name, _ in checks.seen].count("open_orders") == 1
     assert invoked.error == refused.error  # toolflow.invoke fills the context and asks the hook too
+
+
+# --- remote tools (mcp_servers) ------------------------------------------------------------------
+
+
+async def test_overrides_bind_a_remote_tools_parameter() -> None:
+    """`overrides: {echo: {context: {text: user.name}}}`: listed without it, filled before the call is sent."""
+    server = tf.McpServer(
+        name="remote",
+        command=(sys.executable, str(Path(__file__).with_name("_mcp_remote_server.py")), "stdio"),
+        overrides={"echo": {"context": {"text": "user.name"}}},
+    )
+    specs = tf.LoadResult(files=(tf.SpecFile(path="specs/remote.yaml", mcp_servers=(server,)),))
+    with trio.fail_after(60):
+        async with tf.open_registry(specs) as registry, open_engine(registry) as engine:
+            with providing_context(USER):
+                echoed = await engine.call("echo", {})
+                forged = await engine.call("echo", {"text": "Bob"})
+            spec = registry.get("echo").spec
+    assert (echoed.success, echoed.data) == (True, "Ada")
+    assert forged.error == (
+        "Error: echo: the parameter 'text' is set by the application, not by you; call echo again without it."
+    )
+    assert export_tools([spec], "mcp")[0]["inputSchema"].get("properties") == {}
