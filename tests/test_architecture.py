@@ -68,6 +68,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "toolflow._approval",
             "toolflow._attempts",
             "toolflow._batch",
+            "toolflow._bound",
             "toolflow._gates",
             "toolflow._invoke",
             "toolflow._mcp_sources",

@@ -107,6 +107,7 @@ EXPECTED = [
     "parse_template",
     "parse_tool_call",
     "parse_tool_calls",
+    "providing_context",
     "render_template",
     "retry_after_seconds",
     "run_in_template_worker",

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from toolflow._approval import ApprovalReason, ApprovalWarning, Approver, asking_approval
     from toolflow._cache import CacheBackend, CacheWarning
     from toolflow._calls import MalformedCall, ToolCall, parse_tool_call, parse_tool_calls
-    from toolflow._context import CallContext
+    from toolflow._context import CallContext, providing_context
     from toolflow._diagnostics import Diagnostic, Severity, Span
     from toolflow._errors import ConfigError, SpecError, ToolflowError, UsageError
     from toolflow._executor import Abort, BatchOutcome, Engine, HistoryEntry, open_engine
@@ -183,6 +183,7 @@ _EXPORTS = {
     "parse_template": "toolflow._templates",
     "parse_tool_call": "toolflow._calls",
     "parse_tool_calls": "toolflow._calls",
+    "providing_context": "toolflow._context",
     "render_template": "toolflow._rendering",
     "retry_after_seconds": "toolflow._retrying",
     "run_in_template_worker": "toolflow._rendering",
@@ -290,6 +291,7 @@ __all__ = [
     "parse_template",
     "parse_tool_call",
     "parse_tool_calls",
+    "providing_context",
     "render_template",
     "retry_after_seconds",
     "run_in_template_worker",

@@ -29,7 +29,9 @@ from typing import Any, cast
 import attrs
 import trio
 
+from toolflow._bound import bind
 from toolflow._calls import ToolCall
+from toolflow._checking import ARGUMENTS, ParameterError
 from toolflow._context import CallContext, wants_context
 from toolflow._model import CacheScope, Category
 from toolflow._model import format_duration as _seconds
@@ -38,6 +40,7 @@ from toolflow._provenance import Redactor
 from toolflow._registry import RegisteredTool
 from toolflow._results import ToolResult, without_prefix
 from toolflow._retrying import RETRY_AFTER_CEILING, classify, next_delay
+from toolflow._validation import ValidationResult
 
 __all__ = [
     "KILLED",
@@ -107,7 +110,7 @@ class Hooks:
     for a hook to see.
     """
 
-    __slots__ = ("after", "before", "plugins", "records", "retryable", "wraps")
+    __slots__ = ("after", "before", "plugins", "records", "retryable", "validates", "wraps")
 
     def __init__(self, plugins: Plugins | None) -> None:
         self.plugins = plugins
@@ -116,6 +119,7 @@ class Hooks:
         self.after = bool(hooks and hooks.toolflow_after_call.get_hookimpls())
         self.wraps = bool(hooks and hooks.toolflow_wrap_call.get_hookimpls())
         self.retryable = bool(hooks and hooks.toolflow_retryable.get_hookimpls())
+        self.validates = bool(hooks and hooks.toolflow_validate_arguments.get_hookimpls())
         self.records = self.before or self.after or self.wraps or self.retryable
 
     def observe(self, hook_name: str, **kwargs: Any) -> None:
@@ -129,6 +133,26 @@ class Hooks:
                 message = f"{hook_name} of plugin {impl.plugin_name!r} raised {type(exc).__name__}: {exc}"
                 warnings.warn(CallHookWarning(message), stacklevel=2)
 
+    def argument_errors(self, call: ToolCall) -> tuple[ParameterError, ...]:
+        """What the plugins' ``toolflow_validate_arguments`` find wrong with *call*'s arguments, in plugin order."""
+        errors: list[ParameterError] = []
+        for impl in cast("Plugins", self.plugins).manager.hook.toolflow_validate_arguments.get_hookimpls():
+            try:
+                found = impl.function(
+                    **{name: {"call": call, "arguments": call.arguments}[name] for name in impl.argnames}
+                )
+            except Exception as exc:  # noqa: BLE001 - reported, and the call fails: an unchecked call must not run
+                message = (
+                    f"toolflow_validate_arguments of plugin {impl.plugin_name!r} raised {type(exc).__name__}: {exc}"
+                )
+                warnings.warn(CallHookWarning(message), stacklevel=2)
+                errors.append(
+                    ParameterError(parameter=ARGUMENTS, message="the tool's own check of the arguments failed")
+                )
+                continue
+            errors.extend(_argument_errors(found))
+        return tuple(errors)
+
     def wrappers(self, call: ToolCall) -> Iterator[Any]:
         """The wrap_call context managers for *call*, first registered first (outermost)."""
         if self.plugins is None:
@@ -137,6 +161,18 @@ class Hooks:
             wrapper = impl.function(**{name: call for name in impl.argnames if name == "call"})
             if wrapper is not None:
                 yield wrapper
+
+
+def _argument_errors(found: object) -> Iterator[ParameterError]:
+    """A ``toolflow_validate_arguments`` answer as errors: none, a string, strings, or ``{parameter: message}``."""
+    if not found:
+        return
+    if isinstance(found, str):
+        yield ParameterError(parameter=ARGUMENTS, message=found)
+    elif isinstance(found, Mapping):
+        yield from (ParameterError(parameter=str(name), message=str(message)) for name, message in found.items())
+    else:
+        yield from (ParameterError(parameter=ARGUMENTS, message=str(message)) for message in cast("Any", found))
 
 
 def record(call_id: str, name: str, arguments: Mapping[str, Any]) -> ToolCall:
@@ -210,6 +246,7 @@ class Plan:
 
     __slots__ = (
         "awaited",
+        "bound",
         "cache_scope",
         "category",
         "dangerous",
@@ -248,6 +285,7 @@ class Plan:
         self.ttl = None if spec.cache is None else spec.cache.ttl
         self.depends_on = spec.depends_on
         self.needs = frozenset(dependency.tool for dependency in spec.depends_on) if spec.depends_on else _NONE
+        self.bound = bool(spec.context)  # parameters filled from the caller's context (toolflow._bound)
         self.pipeline = tool.pipeline  # an engine runs a pipeline's steps itself (toolflow._pipelines)
         # An engine's, set by the engine: the tool's ``concurrency``, its gates, whether it retries.
         self.slots: Slots | None = None
@@ -268,14 +306,33 @@ class Plan:
         return self.function
 
 
-def checked_arguments(plan: Plan, arguments: object) -> tuple[Mapping[str, Any], tuple[str, ...]] | ToolResult:
-    """The validated arguments and their warnings, or the failure that answers invalid ones (step 3)."""
+def checked_arguments(
+    plan: Plan, arguments: object, hooks: Hooks | None = None, call_id: str = "call_0"
+) -> tuple[Mapping[str, Any], tuple[str, ...]] | ToolResult:
+    """The validated arguments and their warnings, or the failure that answers invalid ones (step 3).
+
+    Parameters the tool binds to the caller's context are filled first (``toolflow._bound``);
+    the plugins' ``toolflow_validate_arguments`` check what the schema and the rules passed.
+    """
+    if plan.bound:
+        arguments = bind(plan.spec, arguments)
+        if isinstance(arguments, ToolResult):
+            return arguments
+    cleaned: Mapping[str, Any]
+    warnings: tuple[str, ...]
     if plan.is_clean(arguments):  # validate()'s happy path, without its result object
-        return cast("dict[str, Any]", arguments), ()
-    validation = plan.validate(arguments)
-    if not validation.valid:
-        return ToolResult.failure(validation.format_for_llm(plan.name), warnings=validation.warnings)
-    return validation.cleaned, validation.warnings
+        cleaned, warnings = cast("dict[str, Any]", arguments), ()
+    else:
+        validation = plan.validate(arguments)
+        if not validation.valid:
+            return ToolResult.failure(validation.format_for_llm(plan.name), warnings=validation.warnings)
+        cleaned, warnings = validation.cleaned, validation.warnings
+    if hooks is not None and hooks.validates:
+        errors = hooks.argument_errors(record(call_id, plan.name, cleaned))
+        if errors:
+            refused = ValidationResult(valid=False, errors=errors, warnings=warnings)
+            return ToolResult.failure(refused.format_for_llm(plan.name), warnings=warnings)
+    return cleaned, warnings
 
 
 def finished(plan: Plan, result: ToolResult, warnings: tuple[str, ...]) -> ToolResult:
@@ -551,7 +608,7 @@ async def call_once(
     """
     plan = Plan(tool)
     hooks = Hooks(plugins)
-    checked = checked_arguments(plan, arguments)
+    checked = checked_arguments(plan, arguments, hooks, call_id)
     if isinstance(checked, ToolResult):
         raw = dict(arguments) if isinstance(arguments, dict) else {}
         return after_call(hooks, plan, finished(plan, checked, ()), call_id, raw)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from toolflow._cli_support import (
     add_cap_options,
+    add_context_option,
     add_output_format,
     current_spellings,
     deprecated_spellings,
@@ -278,6 +279,7 @@ def _add_call_parser(commands: Any) -> None:
     )
     add_output_format(call, ("json",), what="the result as JSON, the only format")
     add_cap_options(call, result_chars=False)  # the result is printed whole, for a person
+    add_context_option(call)
     _add_grace_option(call, "the call")
     call.set_defaults(handler=_cmd_call)
 
@@ -336,6 +338,7 @@ def _add_run_parser(commands: Any) -> None:
     run.add_argument("--no-stream", action="store_true", help="openai, anthropic: ask for whole responses, not streams")
     _add_grace_option(run, "the calls")
     add_cap_options(run)
+    add_context_option(run)
     run.add_argument(
         "--response-timeout",
         type=float,

@@ -30,6 +30,7 @@ from toolflow._cli_support import (
     spec_paths,
     with_caps,
 )
+from toolflow._context import providing_context
 from toolflow._errors import UsageError
 from toolflow._executor import open_engine
 from toolflow._loader import load_specs
@@ -169,7 +170,7 @@ def command(args: argparse.Namespace, request: CallRequest, plugins: Plugins, st
                 ):
                     started = time.perf_counter()
                     try:
-                        with attempt:
+                        with attempt, providing_context(args.context):
                             result = await engine.call(name, arguments, call_id=call_id)
                     finally:
                         elapsed = time.perf_counter() - started

@@ -219,6 +219,7 @@ def command(args: argparse.Namespace, plugins: Plugins, stdout: TextIO, stderr: 
                     approve=approve,
                     model=args.model.partition(":")[2],
                     on_turn=(lambda turn: print_turn(turn, stdout, shown)) if text else None,
+                    context=args.context,
                 )
                 grace = interrupts.grace_text()
                 stopping = f"stopping after the calls in flight (at most {grace}; a second signal kills them)"

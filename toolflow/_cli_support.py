@@ -93,6 +93,33 @@ def add_cap_options(parser: argparse.ArgumentParser, *, result_chars: bool = Tru
     )
 
 
+def add_context_option(parser: argparse.ArgumentParser) -> None:
+    """Add ``--context JSON``: the caller's context, which fills the parameters tools bind under ``context:``.
+
+    A value that is not a JSON object is a usage error (exit 2).
+    """
+    parser.add_argument(
+        "--context",
+        type=_context_json,
+        metavar="JSON",
+        help='the caller\'s context, a JSON object (e.g. \'{"user": {"id": "u1"}}\'): fills the parameters '
+        "tools bind under 'context:', which the model never sets",
+    )
+
+
+def _context_json(text: str) -> dict[str, Any]:
+    """``--context``'s value: a JSON object."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        msg = f"not valid JSON: {exc}"
+        raise argparse.ArgumentTypeError(msg) from None
+    if not isinstance(value, dict):
+        msg = f"expected a JSON object, got {type(value).__name__}"
+        raise argparse.ArgumentTypeError(msg)
+    return value
+
+
 def _positive_count(text: str) -> int:
     """A cap's value: a whole number of at least 1."""
     try:

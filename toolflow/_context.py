@@ -13,6 +13,15 @@ request that asked for progress). The sink lives in a :class:`contextvars.Contex
 reaches the engine's task and the worker threads of sync tools (``trio.to_thread`` copies the
 context); a context captures the sink when it is made, so a report from a thread the
 implementation starts itself still arrives. Without a sink a report does nothing.
+
+The caller's context (issue 21): the JSON-like mapping of the application that makes the calls
+(the user, the channel; in ``toolflow serve`` the authenticated principal), set with
+:func:`providing_context` around the calls and read by :func:`current_context`. It lives in a
+:class:`contextvars.ContextVar` like the progress sink, not on the engine: one engine serves
+concurrent callers (``toolflow serve``'s requests), each with its own context, and the tasks
+and worker threads of a call inherit their caller's. The engine fills a tool's parameters bound
+under ``context:`` from it (``toolflow._bound``), and :attr:`CallContext.context` hands it to
+implementations.
 """
 
 from __future__ import annotations
@@ -22,7 +31,8 @@ import contextvars
 import inspect
 import math
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from types import MappingProxyType
 from typing import Any, TypeAlias
 
 import attrs
@@ -32,7 +42,9 @@ __all__ = [
     "CONTEXT_PARAMETER",
     "CallContext",
     "ProgressSink",
+    "current_context",
     "current_progress_sink",
+    "providing_context",
     "reporting_progress",
     "wants_context",
 ]
@@ -46,6 +58,40 @@ ProgressSink: TypeAlias = Callable[[float, "float | None", "str | None"], None]
 _progress_sink: contextvars.ContextVar[ProgressSink | None] = contextvars.ContextVar(
     "toolflow_progress_sink", default=None
 )
+
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+_caller_context: contextvars.ContextVar[Mapping[str, Any]] = contextvars.ContextVar(
+    "toolflow_caller_context", default=_EMPTY
+)
+
+
+@contextlib.contextmanager
+def providing_context(context: Mapping[str, Any] | None) -> Iterator[None]:
+    """Make *context* the caller's context of the calls started inside the ``with`` block.
+
+    Parameters a tool binds under ``context:`` are filled from it (and never from the model), and
+    implementations that declare ``ctx`` read it as :attr:`CallContext.context`. ``None`` is the
+    empty context. The mapping is not copied: do not change it while calls run.
+
+    Raises:
+        TypeError: *context* is not a mapping (nor ``None``).
+    """
+    if context is None:
+        context = _EMPTY
+    elif not isinstance(context, Mapping):
+        msg = f"the caller's context must be a mapping (a JSON object), got {type(context).__name__!r}"
+        raise TypeError(msg)
+    token = _caller_context.set(context)
+    try:
+        yield
+    finally:
+        _caller_context.reset(token)
+
+
+def current_context() -> Mapping[str, Any]:
+    """The caller's context in force where the caller runs (empty when none was provided)."""
+    return _caller_context.get()
 
 
 @contextlib.contextmanager
@@ -78,12 +124,15 @@ class CallContext:
         attempt: Which attempt this is, from 1; a retry gets a new context.
         deadline: When the attempt times out, in trio time (``trio.current_time()``);
             ``math.inf`` when it has no timeout.
+        context: The caller's context (:func:`providing_context`: ``Agent(context=...)``,
+            ``--context JSON``, the principal in ``toolflow serve``); empty when none was given.
     """
 
     call_id: str
     tool: str
     attempt: int
     deadline: float
+    context: Mapping[str, Any] = attrs.field(default=_EMPTY, eq=False)
     _clock: trio.abc.Clock = attrs.field(alias="clock", repr=False, eq=False)
     _progress: ProgressSink | None = attrs.field(alias="progress", default=None, repr=False, eq=False)
 
@@ -97,6 +146,7 @@ class CallContext:
             deadline=deadline,
             clock=trio.lowlevel.current_clock(),
             progress=_progress_sink.get(),
+            context=_caller_context.get(),
         )
 
     def report_progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:

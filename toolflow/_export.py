@@ -114,11 +114,32 @@ _NO_PARAMETERS: Mapping[str, Any] = {"type": "object"}
 
 
 def input_schema(spec: ToolSpec) -> dict[str, Any]:
-    """A copy of the tool's parameter schema as it is sent to models and clients (strings from ``${...}`` masked)."""
+    """A copy of the tool's parameter schema as it is sent to models and clients (strings from ``${...}`` masked).
+
+    The parameters the tool binds to the caller's context (``context:``) are left out of
+    ``properties`` and ``required``: the engine fills them, never the model. Every export (and
+    the text and fallback formats' descriptions) reads the parameters here.
+    """
     if spec.parameters == _NO_PARAMETERS:
         return {"type": "object", "properties": {}, "additionalProperties": False}
     schema: dict[str, Any] = masked(spec.parameters)
+    if spec.context:
+        _unbind(schema, spec.context)
     return schema
+
+
+def _unbind(schema: dict[str, Any], bound: Mapping[str, str]) -> None:
+    """Take the *bound* parameters out of *schema*'s ``properties`` and ``required`` (in place: it is a copy)."""
+    properties = schema.get("properties")
+    if isinstance(properties, dict):
+        schema["properties"] = {name: sub for name, sub in properties.items() if name not in bound}
+    required = schema.get("required")
+    if isinstance(required, list):
+        kept = [name for name in required if name not in bound]
+        if kept:
+            schema["required"] = kept
+        else:
+            del schema["required"]
 
 
 def description(spec: ToolSpec) -> str:

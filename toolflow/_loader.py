@@ -588,6 +588,7 @@ class _Builder:
             ),
             expose=bool(body.get("expose", True)),
             approval=body.get("approval"),
+            context=dict(body.get("context", {})),
             file=self.path,
             pointer=pointer,
             locator=self.locator,

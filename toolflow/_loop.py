@@ -50,6 +50,7 @@ from toolflow._approval import Approver
 from toolflow._batch import entry as _entry
 from toolflow._calls import MalformedCall, ParsedCall, parse_tool_calls
 from toolflow._calls import with_call_id as _with_id
+from toolflow._context import providing_context
 from toolflow._deliberate import DeliberateTools
 from toolflow._errors import UsageError, expect, expect_count
 from toolflow._executor import Abort, Engine, HistoryEntry
@@ -95,6 +96,7 @@ _ARGUMENT_TYPES: tuple[tuple[str, type | tuple[type, ...], str], ...] = (
     ("deliberate", bool, "True or False"),
     ("model", str, "a string"),
     ("provider_retry", RetryPolicy, "a toolflow.RetryPolicy"),
+    ("context", (Mapping, type(None)), "a mapping (a JSON object) or None"),
 )
 
 
@@ -141,6 +143,8 @@ class Agent:
         max_result_chars: The longest result text the model is shown (default: the policy's).
         provider_retry: How retryable provider errors are retried.
         on_turn: Called with each :class:`TurnRecord` as the turn ends (for live traces).
+        context: The caller's context (the user, the channel): fills the parameters tools bind
+            under ``context:``, which the model is never shown (``toolflow._bound``).
 
     Raises:
         TypeError: An argument of the wrong type (the message names it and what it must be).
@@ -163,6 +167,7 @@ class Agent:
         max_result_chars: int | None = None,
         provider_retry: RetryPolicy = PROVIDER_RETRY,
         on_turn: Callable[[TurnRecord], None] | None = None,
+        context: Mapping[str, Any] | None = None,
     ) -> None:
         _check_arguments(locals())  # the parameters, by name
         expect_count(max_result_chars, "Agent: max_result_chars", minimum=1, optional=True)
@@ -203,6 +208,7 @@ class Agent:
         self.max_result_chars = self.policy.max_result_chars if max_result_chars is None else max_result_chars
         self.provider_retry = provider_retry
         self.on_turn = on_turn
+        self.context = context
         self._wrappers = active_wrappers(engine.plugins)  # toolflow_wrap_operation: runs and requests in their scopes
         self._messages: list[Mapping[str, Any]] = []
         self._stop = False
@@ -603,7 +609,8 @@ class Agent:
         engine.allowlist = self._engine_allowlist
         engine.dangerous_per_tick = None  # the category gate applies the policy's per_turn
         to_run, decided, uncounted = self._gate(calls)
-        outcome = await engine.execute_batch(to_run) if to_run else ()
+        with providing_context(self.context):  # a context variable: the engine may serve other callers
+            outcome = await engine.execute_batch(to_run) if to_run else ()
         if isinstance(outcome, Abort):
             self._aborted(outcome, to_run, decided, uncounted)
         elif not decided:

@@ -22,6 +22,7 @@ from toolflow._provenance import Interpolated
 
 __all__ = [
     "BUILTIN_CATEGORIES",
+    "CONTEXT_PATH",
     "DEFAULT_RETRY_ON",
     "CachePolicy",
     "CacheScope",
@@ -257,6 +258,10 @@ class Pipeline:
         return next((step for step in self.steps if step.name == name), None)
 
 
+CONTEXT_PATH = re.compile(r"[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*")
+"""What a path of a tool's ``context:`` is (``fullmatch``): dot-separated keys (a key of digits also indexes a list)."""
+
+
 @attrs.frozen(kw_only=True)
 class ToolSpec:
     """One tool as declared in a spec file, with the file's defaults applied."""
@@ -283,6 +288,9 @@ class ToolSpec:
     """The tool's own approval: ``True`` (every call), a template over the arguments (the calls for
     which it is true), ``False`` or ``None`` (not written): none of its own. It only adds to its
     category's (the policy's) approval: ``False`` never takes that away."""
+    context: Mapping[str, str] = attrs.field(factory=dict)
+    """Parameters bound to the caller's context: ``{parameter: dotted path}`` (``{"user_id": "user.id"}``).
+    They are filled from the context, never from the model, and left out of every export."""
     file: str = ""
     pointer: str = ""
     locator: Locator | None = attrs.field(default=None, eq=False, repr=False)

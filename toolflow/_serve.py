@@ -80,7 +80,7 @@ from toolflow import __version__
 from toolflow._approval import ApprovalReason, ApprovalWarning, asking_approval
 from toolflow._cache import CacheWarning
 from toolflow._calls import ToolCall
-from toolflow._context import reporting_progress
+from toolflow._context import providing_context, reporting_progress
 from toolflow._errors import UsageError
 from toolflow._executor import Engine, open_engine
 from toolflow._export import mcp_tool
@@ -90,7 +90,7 @@ from toolflow._plugins import Plugins
 from toolflow._policy import Policy
 from toolflow._registry import Registry
 from toolflow._results import DEFAULT_MAX_RESULT_CHARS, ToolResult, _to_json, truncate_text
-from toolflow._serve_http import HTTPSettings, Listener, listen, principal_of, serve_http
+from toolflow._serve_http import HTTPSettings, Listener, Principal, listen, principal_of, serve_http
 from toolflow._serve_stdio import serve_stdio
 from toolflow._shutdown import DEFAULT_GRACE, Interrupts, open_signal_watch
 from toolflow._telemetry import remote_parent
@@ -355,7 +355,11 @@ class ToolService:
         engine.tick()  # one request is one turn
         call_id = f"mcp_{ctx.request_id}"
         client = _ClientApproval(ctx, params)
-        with asking_approval(client), remote_parent(_meta(ctx)):  # the client's span, if it sent one
+        with (
+            asking_approval(client),
+            providing_context(principal_context(principal_of(ctx))),
+            remote_parent(_meta(ctx)),  # the client's span, if it sent one
+        ):
             if _progress_token(ctx) is None:
                 result = await engine.call(name, arguments, call_id=call_id)
             else:
@@ -365,6 +369,17 @@ class ToolService:
                 input_requests={APPROVAL_INPUT: client.question}, request_state=_APPROVAL_STATE
             )
         return call_result(result, structured=name in self._structured, max_chars=self.max_result_chars)
+
+
+def principal_context(principal: Principal | None) -> dict[str, Any]:
+    """The caller's context of a ``tools/call`` request: ``{"principal": {"id", "claims"}}``, or empty.
+
+    Empty over stdio and over HTTP without tokens: a tool that requires a parameter bound to
+    ``principal.id`` is then refused, never called with a value the client chose.
+    """
+    if principal is None:
+        return {}
+    return {"principal": {"id": principal.id, "claims": dict(principal.claims)}}
 
 
 class _ClientApproval:

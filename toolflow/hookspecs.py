@@ -37,6 +37,7 @@ __all__ = [
     "toolflow_register_tool_packs",
     "toolflow_restart_turn",
     "toolflow_retryable",
+    "toolflow_validate_arguments",
     "toolflow_wrap_call",
     "toolflow_wrap_operation",
 ]
@@ -141,6 +142,23 @@ def toolflow_approve_call(call: Any, category: str) -> bool | None:
     about calls that passed the gates, validation and the cache. A tool's own ``approval:``
     asks the same way; *category* is then a :class:`toolflow.ApprovalReason` (the category's
     name, saying why).
+    """
+
+
+@hookspec
+def toolflow_validate_arguments(call: Any, arguments: Any) -> Any:
+    """Check a call's arguments in ways the tool's schema cannot (seed 000's third validation stage).
+
+    Asked by the engine (and ``toolflow.invoke``) for every call, from every front end and
+    pipeline step, after the schema and the parameter rules passed, before the cache, approval
+    and the call run. *call* is the :class:`toolflow.ToolCall`; *arguments* the validated
+    arguments (defaults filled in, parameters bound to the caller's context filled; do not
+    change them). Return ``None`` (or an empty value) when they are fine, else what is wrong: a
+    string, a list of strings, or a mapping of parameter name to message. Every plugin is asked;
+    their errors together fail the call in the validator's format, which the model reads and
+    corrects (``Parameter validation failed for 'tool':`` then ``  - name: message`` lines). A
+    hook that raises is reported as a :class:`toolflow.CallHookWarning` and fails the call
+    (a check that cannot run does not let the call through).
     """
 
 

@@ -98,6 +98,7 @@ def _tool(tool: ToolSpec, text: str) -> ToolSummary:
         if tool.approval is not False
         else Place.of(tool.file, tool.locator, f"{tool.pointer}/approval"),
         exposed=tool.expose,
+        bound=tuple(tool.context),
     )
 
 

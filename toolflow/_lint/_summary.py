@@ -218,6 +218,7 @@ class ToolSummary:
             category's approval).
         exposed: False for ``expose: false``: it serves only as a pipeline step, never offered
             to a model.
+        bound: The parameters its ``context:`` binds to the caller's context.
     """
 
     name: str
@@ -233,6 +234,7 @@ class ToolSummary:
     pipeline: PipelineSummary | None = None
     approval_off: Place | None = None
     exposed: bool = True
+    bound: tuple[str, ...] = ()
 
     @property
     def file(self) -> str:

@@ -91,7 +91,10 @@ def check(summary: ProjectSummary) -> Iterator[Diagnostic]:
                             f"tool {target.name!r}{did_you_mean(argument.name, target.parameters)}"
                         )
                         yield RULE.diag_at(argument.place, message)
-            missing = [n for n in target.required if n not in given and n not in target.defaulted]
+            # A parameter bound to the caller's context is filled from it (TF255 reports setting one).
+            missing = [
+                n for n in target.required if n not in given and n not in target.defaulted and n not in target.bound
+            ]
             if missing:
                 listed = ", ".join(repr(n) for n in missing)
                 noun = "parameter" if len(missing) == 1 else "parameters"
