@@ -2,14 +2,16 @@
 
 ``BACKENDS`` maps a name to a factory taking the test's fake clock and the URL of the test's
 Redis server (``None`` for the backends that need none); the Redis backend joins it when it
-exists. ``LIMITS`` does the same for the fleet-wide limits alone, which a Redis implementation
-may have first. The engine does not use them yet: these
+exists. ``LIMITS`` does the same for the fleet-wide limits alone, which Redis already has
+(:class:`toolflow._state_redis.RedisLimits`, against a real ``redis-server``: the
+``redis_server`` fixture, skipped where there is none). The engine does not use them yet: these
 tests are the contract the wiring will rely on.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from typing import TypeVar
 
 import pytest
 from _redis import RedisServer
@@ -26,6 +28,7 @@ from toolflow._state import (
     seal,
     unseal,
 )
+from toolflow._state_redis import RedisLimits
 
 
 class Clock:
@@ -43,8 +46,10 @@ BACKENDS: dict[str, Callable[[Clock, str | None], StateBackend]] = {
 }
 LIMITS: dict[str, Callable[[Clock, str | None], Limits]] = {
     **BACKENDS,
+    "redis": lambda clock, url: RedisLimits(str(url), clock=clock, timeout=10),
 }
 NEEDS_REDIS = {"redis"}
+L = TypeVar("L", bound=Limits)
 
 
 @pytest.fixture
@@ -60,24 +65,26 @@ def _url(request: pytest.FixtureRequest) -> str | None:
     return server.url
 
 
-@pytest.fixture(params=sorted(BACKENDS))
-def backend(request: pytest.FixtureRequest, clock: Clock) -> Iterator[StateBackend]:
-    state = BACKENDS[request.param](clock, _url(request))
-    assert isinstance(state, StateBackend)
+def _opened(request: pytest.FixtureRequest, clock: Clock, factories: Mapping[str, Callable[..., L]]) -> Iterator[L]:
+    state = factories[request.param](clock, _url(request))
     try:
         yield state
     finally:
         state.close()
+
+
+@pytest.fixture(params=sorted(BACKENDS))
+def backend(request: pytest.FixtureRequest, clock: Clock) -> Iterator[StateBackend]:
+    for state in _opened(request, clock, BACKENDS):
+        assert isinstance(state, StateBackend)
+        yield state
 
 
 @pytest.fixture(params=sorted(LIMITS))
 def limits(request: pytest.FixtureRequest, clock: Clock) -> Iterator[Limits]:
-    state = LIMITS[request.param](clock, _url(request))
-    assert isinstance(state, Limits)
-    try:
+    for state in _opened(request, clock, LIMITS):
+        assert isinstance(state, Limits)
         yield state
-    finally:
-        state.close()
 
 
 RESULT = ToolResult(success=True, data={"items": ["kettle", "knife"], "text": "caf\u00e9 \ud800"})
