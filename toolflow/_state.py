@@ -217,8 +217,12 @@ class MemoryState:
 
     def cache_get(self, namespace: str, key: str) -> ToolResult | None:
         with self._lock:
-            sealed = self._caches.get(namespace, {}).get(key)
-        return None if sealed is None else unseal(key, sealed, self._clock())
+            entries = self._caches.get(namespace, {})
+            sealed = entries.get(key)
+            result = None if sealed is None else unseal(key, sealed, self._clock())
+            if result is None and sealed is not None:
+                del entries[key]  # expired (nothing else goes wrong in memory): Redis's expiry does the same
+        return result
 
     def cache_set(self, namespace: str, key: str, result: ToolResult, ttl: float | None) -> None:
         if ttl is not None and ttl <= 0:
