@@ -105,6 +105,8 @@ def test() -> None:
     ensure_venv("-e", ".[test]", *(arg for p in PLUGINS for arg in ("-e", p)))
     # The completion tests run the scripts in real shells; they skip, saying why, where these are missing.
     os.environ["TOOLFLOW_TEST_MISSING_PACKAGES"] = system_packages("zsh", "fish")
+    # The state backend's tests (issue 19) run a real Redis server; they skip, saying why, without it.
+    os.environ["TOOLFLOW_TEST_MISSING_REDIS"] = system_packages("redis-server")
     sh(BIN / "ruff", "check", ".")
     sh(BIN / "ruff", "format", "--check", ".")
     sh(BIN / "mypy")

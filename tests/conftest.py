@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from _corpus import COUNTS
 
-pytest_plugins = ["toolflow.testing"]
+pytest_plugins = ["toolflow.testing", "_redis"]  # _redis: the redis_server fixture (issue 19)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

@@ -60,6 +60,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "toolflow._export",
             "toolflow._retrying",
             "toolflow._cache",
+            "toolflow._state",
+            "toolflow._state_redis",
         ),
     ),
     (

@@ -1,0 +1,362 @@
+"""The state backend: what a fleet of ``toolflow serve`` replicas would share (issue 19; proposed, not wired in).
+
+Today each engine keeps its state in its own memory (the ``session`` and ``tick`` caches, the
+``depends_on`` successes and the rules' counts in :class:`toolflow._gates.Gates`, the per-tool
+``concurrency`` slots) and the persistent cache is a local SQLite file. Issue 19 puts all of it
+behind one interface, :class:`StateBackend`, with two implementations: :class:`MemoryState` for
+one process, and Redis for a fleet (planned; docs/design.md "State backends"). Nothing in the
+engine uses this module yet: it is the contract that the Redis implementation and the engine's
+wiring will be written against, and ``tests/test_state.py`` runs the contract's tests over every
+backend.
+
+The interface is synchronous: the engine calls a backend from worker threads, as it calls the
+persistent store, because the chosen client (redis-py, measured against coredis in
+``tests/bench/bench_redis.py``) is synchronous. Every operation is one round trip to the store
+(a Redis Lua script where it must be atomic).
+
+What it covers:
+
+- **caches** (:meth:`StateBackend.cache_get`, :meth:`StateBackend.cache_set`): the persistent
+  cache (namespace :data:`PERSISTENT`) and each conversation's session cache (its conversation
+  id as the namespace). Values are sealed with a checksum of their key, expiry and bytes
+  (:func:`seal`), and an entry that does not verify is a miss.
+- **conversation state** (:meth:`StateBackend.load`, :meth:`StateBackend.store`): a small JSON
+  document per conversation (the tick, the ``depends_on`` successes, the rules' counts, and what
+  later issues keep per conversation), versioned: a store names the version it read and fails if
+  another replica stored since (compare-and-set), so two replicas never silently lose each
+  other's counts; the caller reads again and retries.
+- **leases** (:meth:`StateBackend.acquire`, :meth:`StateBackend.release`): a tool's
+  ``concurrency`` across the fleet. A lease expires on its own (a replica that dies holds its
+  leases only until then).
+- **rate counters** (:meth:`StateBackend.admit_rate`): at most *limit* calls of a tool in any
+  *period* seconds across the fleet (a sliding window).
+- **the keys of conversation handles** (:class:`HandleKeys`): from a secret the fleet shares,
+  never from the store (whoever can read the store must not be able to forge handles); two keys
+  at once for rotation.
+
+This module is in the registry layer beside :mod:`toolflow._cache`: no trio, no I/O of its own.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import math
+import secrets
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol, runtime_checkable
+
+import attrs
+
+from toolflow._cache import MAX_STORED_BYTES, _checksum, _encode, _result_from_json, _stored_json
+from toolflow._results import ToolResult
+
+__all__ = [
+    "PERSISTENT",
+    "Conversation",
+    "HandleKeys",
+    "Limits",
+    "MemoryState",
+    "StateBackend",
+    "new_conversation_id",
+    "seal",
+    "unseal",
+]
+
+PERSISTENT = "persistent"
+"""The cache namespace of the persistent cache; any other namespace is a conversation's id."""
+
+_HEADER = 16  # the checksum's length at the head of a sealed value
+_NO_EXPIRY = "-"
+
+
+# --------------------------------------------------------------------------- sealed values
+
+
+def seal(key: str, result: ToolResult, expires: float | None) -> bytes | None:
+    """*result* as stored bytes that :func:`unseal` verifies; ``None`` if it must not be stored.
+
+    Failures, results that are not JSON and results over the cache's size cap are not stored.
+    The bytes are the checksum (BLAKE2b-128 of key, expiry and value, as the SQLite store's
+    rows), the expiry and the result's JSON: a value read under another key, with another expiry
+    or damaged anywhere does not verify.
+    """
+    if not result.success:
+        return None
+    try:
+        value = _encode(_stored_json(result.to_dict()))
+    except (TypeError, ValueError, RecursionError):
+        return None
+    if len(value) > MAX_STORED_BYTES:
+        return None
+    stamp = _NO_EXPIRY if expires is None else repr(float(expires))
+    return _checksum(_encode(key), value, expires) + stamp.encode("ascii") + b"\n" + value
+
+
+def unseal(key: str, sealed: bytes, now: float) -> ToolResult | None:
+    """The live result sealed under *key*, or ``None`` (damaged, another key's, expired)."""
+    stamp, newline, value = sealed[_HEADER:].partition(b"\n")
+    if not newline:
+        return None
+    try:
+        expires = None if stamp == _NO_EXPIRY.encode() else float(stamp.decode("ascii"))
+    except (UnicodeDecodeError, ValueError):
+        return None
+    if expires is not None and not math.isfinite(expires):
+        return None
+    if not hmac.compare_digest(sealed[:_HEADER], _checksum(_encode(key), value, expires)):
+        return None
+    if expires is not None and now >= expires:
+        return None
+    return _result_from_json(value)
+
+
+# --------------------------------------------------------------------------- the interface
+
+
+@attrs.frozen
+class Conversation:
+    """A conversation's state as a backend stored it: *data* (a JSON object) at *version*.
+
+    Version 0 with empty data is a conversation that nothing has been stored for (or that expired).
+    """
+
+    version: int
+    data: Mapping[str, Any]
+
+
+@runtime_checkable
+class Limits(Protocol):
+    """Fleet-wide limits: ``concurrency`` leases and ``rate_limit`` counters (:class:`StateBackend`'s half of them).
+
+    A store that is unavailable raises the built-in :class:`ConnectionError` (a client library's
+    own errors are translated), so that the caller applies the spec's choice: fail closed or open.
+    """
+
+    def acquire(self, name: str, limit: int, holder: str, ttl: float) -> bool:
+        """Take one of *limit* leases of *name* for *holder* for *ttl* seconds; ``False`` if all are held.
+
+        A holder that already holds one renews it (its expiry moves on) and keeps it.
+        """
+        ...
+
+    def release(self, name: str, holder: str) -> None:
+        """Give back *holder*'s lease of *name* (nothing if it holds none, or it expired)."""
+        ...
+
+    def admit_rate(self, name: str, limit: int, period: float) -> bool:
+        """Count a call of *name* if fewer than *limit* were counted in the last *period* seconds."""
+        ...
+
+    def close(self) -> None:
+        """Release the store's connections; the object is not used afterwards."""
+        ...
+
+
+@runtime_checkable
+class StateBackend(Limits, Protocol):
+    """The shared state of the engines of one process or a fleet (see the module's docstring).
+
+    A store that is unavailable never fails a cache operation: it is a miss or a no-op. The
+    others raise the built-in :class:`ConnectionError` (a client library's own errors are
+    translated), so that the caller applies the spec's choice: a limit fails closed or open.
+    """
+
+    def cache_get(self, namespace: str, key: str) -> ToolResult | None:
+        """The live, verified result under *key* in *namespace*, or ``None``."""
+        ...
+
+    def cache_set(self, namespace: str, key: str, result: ToolResult, ttl: float | None) -> None:
+        """Keep the successful *result* under *key* for *ttl* seconds (``None``: no expiry; <= 0: not at all)."""
+        ...
+
+    def load(self, conversation: str) -> Conversation:
+        """The state of *conversation* (version 0 and no data if there is none)."""
+        ...
+
+    def store(self, conversation: str, data: Mapping[str, Any], version: int, ttl: float) -> bool:
+        """Replace *conversation*'s data if its version is still *version*; it then expires *ttl* seconds on.
+
+        Returns whether it was stored (``False``: someone stored since; load again).
+        """
+        ...
+
+    def forget(self, conversation: str) -> None:
+        """Drop *conversation*'s state and session cache (the session ended)."""
+        ...
+
+    def close(self) -> None:
+        """Release the store's connections; the backend is not used afterwards."""
+        ...
+
+
+# --------------------------------------------------------------------------- memory
+
+
+class MemoryState:
+    """The state of one process, in its memory: what every engine has today, behind the interface.
+
+    Thread-safe (the engine calls backends from worker threads).
+
+    Args:
+        clock: Returns the current time in seconds (``time.time``; tests pass a fake clock).
+    """
+
+    def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._caches: dict[str, dict[str, bytes]] = {}
+        self._conversations: dict[str, tuple[float, Conversation]] = {}
+        self._leases: dict[str, dict[str, float]] = {}
+        self._calls: dict[str, deque[float]] = {}
+
+    def cache_get(self, namespace: str, key: str) -> ToolResult | None:
+        with self._lock:
+            entries = self._caches.get(namespace, {})
+            sealed = entries.get(key)
+            result = None if sealed is None else unseal(key, sealed, self._clock())
+            if result is None and sealed is not None:
+                del entries[key]  # expired (nothing else goes wrong in memory): Redis's expiry does the same
+        return result
+
+    def cache_set(self, namespace: str, key: str, result: ToolResult, ttl: float | None) -> None:
+        if ttl is not None and ttl <= 0:
+            return
+        sealed = seal(key, result, None if ttl is None else self._clock() + ttl)
+        if sealed is not None:
+            with self._lock:
+                self._caches.setdefault(namespace, {})[key] = sealed
+
+    def load(self, conversation: str) -> Conversation:
+        with self._lock:
+            entry = self._conversations.get(conversation)
+            if entry is None or self._clock() >= entry[0]:
+                return Conversation(0, {})
+            return entry[1]
+
+    def store(self, conversation: str, data: Mapping[str, Any], version: int, ttl: float) -> bool:
+        # Stored as JSON text and read back: the data a caller gets is the data Redis would give it.
+        copied = json.loads(json.dumps(dict(data)))
+        with self._lock:
+            now = self._clock()
+            entry = self._conversations.get(conversation)
+            current = 0 if entry is None or now >= entry[0] else entry[1].version
+            if current != version:
+                return False
+            self._conversations[conversation] = (now + ttl, Conversation(version + 1, copied))
+            return True
+
+    def forget(self, conversation: str) -> None:
+        with self._lock:
+            self._conversations.pop(conversation, None)
+            self._caches.pop(conversation, None)
+
+    def acquire(self, name: str, limit: int, holder: str, ttl: float) -> bool:
+        with self._lock:
+            now = self._clock()
+            holders = self._leases.setdefault(name, {})
+            for expired in [h for h, expires in holders.items() if expires <= now]:
+                del holders[expired]
+            if holder not in holders and len(holders) >= limit:
+                return False
+            holders[holder] = now + ttl
+            return True
+
+    def release(self, name: str, holder: str) -> None:
+        with self._lock:
+            self._leases.get(name, {}).pop(holder, None)
+
+    def admit_rate(self, name: str, limit: int, period: float) -> bool:
+        with self._lock:
+            now = self._clock()
+            calls = self._calls.setdefault(name, deque())
+            while calls and calls[0] <= now - period:
+                calls.popleft()
+            if len(calls) >= limit:
+                return False
+            calls.append(now)
+            return True
+
+    def close(self) -> None:
+        with self._lock:
+            self._caches.clear()
+            self._conversations.clear()
+            self._leases.clear()
+            self._calls.clear()
+
+
+# --------------------------------------------------------------------------- handles
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+@attrs.frozen
+class HandleKeys:
+    """The keys that sign conversation handles (MCP 2026-07-28: the state's key, echoed in ``_meta``).
+
+    The handle a client echoes is attacker-controlled: it is an HMAC-SHA256-signed text naming
+    the conversation, the principal it is bound to and its expiry. :meth:`sign` uses the first
+    key; :meth:`verify` accepts any (rotation: the fleet accepts the new and the old secret while
+    every replica moves to the new one).
+
+    Args:
+        keys: The current key, then the ones still accepted.
+    """
+
+    keys: tuple[bytes, ...] = attrs.field()
+
+    @keys.validator
+    def _check(self, _attribute: Any, value: tuple[bytes, ...]) -> None:
+        if not value or any(type(key) is not bytes or len(key) < 32 for key in value):
+            msg = "HandleKeys: keys must be at least one key of 32 bytes or more"
+            raise ValueError(msg)
+
+    @classmethod
+    def from_secrets(cls, *shared: str) -> HandleKeys:
+        """Keys derived from the fleet's shared secrets (the current one first), each of 16 characters or more."""
+        if not shared or any(type(s) is not str or len(s) < 16 for s in shared):
+            msg = "HandleKeys: a shared secret must be a text of 16 characters or more"
+            raise ValueError(msg)
+        return cls(tuple(hashlib.sha256(b"toolflow conversation handle\0" + s.encode()).digest() for s in shared))
+
+    @classmethod
+    def random(cls) -> HandleKeys:
+        """A key of this process alone (one replica: its handles are good only where they were minted)."""
+        return cls((secrets.token_bytes(32),))
+
+    def sign(self, conversation: str, principal: str | None, expires: float) -> str:
+        """A handle for *conversation*, bound to *principal* (``None``: none authenticated), valid until *expires*."""
+        payload = json.dumps([conversation, principal, float(expires)], separators=(",", ":")).encode()
+        return _b64(payload) + "." + _b64(hmac.new(self.keys[0], payload, hashlib.sha256).digest())
+
+    def verify(self, handle: object, principal: str | None, now: float) -> str | None:
+        """The conversation of *handle* if a key signed it for *principal* and it has not expired, else ``None``."""
+        if type(handle) is not str or len(handle) > 1024:
+            return None
+        encoded, dot, mac = handle.partition(".")
+        try:
+            payload, tag = _unb64(encoded), _unb64(mac)
+        except ValueError:
+            return None
+        if not dot or not any(
+            hmac.compare_digest(tag, hmac.new(key, payload, hashlib.sha256).digest()) for key in self.keys
+        ):
+            return None
+        conversation, bound, expires = json.loads(payload)
+        return conversation if bound == principal and now < expires else None
+
+
+def new_conversation_id() -> str:
+    """A fresh, unguessable conversation id."""
+    return secrets.token_urlsafe(18)
