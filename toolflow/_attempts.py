@@ -82,24 +82,30 @@ class CallHookWarning(UserWarning):
     """A plugin's call hook raised; the call went on without it."""
 
 
-def first_verdict(plugins: Plugins | None, hook_name: str, **kwargs: Any) -> bool | None:
-    """The first ``True``/``False`` of a ``firstresult`` decision hook, in registration order.
+def first_answer(plugins: Plugins | None, hook_name: str, accept: Callable[[Any], bool], **kwargs: Any) -> Any:
+    """The first answer of a ``firstresult`` hook that *accept* takes, asking in registration order.
 
     A hook implementation that raises is reported with a :class:`CallHookWarning` naming its
-    plugin and counts as no answer; ``None`` when nobody decides.
+    plugin and counts as no answer; ``None`` when nobody answers.
     """
     if plugins is None:
         return None
     for impl in getattr(plugins.manager.hook, hook_name).get_hookimpls():
         try:
-            verdict = impl.function(**{name: kwargs[name] for name in impl.argnames})
+            answer = impl.function(**{name: kwargs[name] for name in impl.argnames})
         except Exception as exc:  # noqa: BLE001 - a hook must never fail the call or the loop
             message = f"{hook_name} of plugin {impl.plugin_name!r} raised {type(exc).__name__}: {exc}"
             warnings.warn(CallHookWarning(message), stacklevel=3)
             continue
-        if isinstance(verdict, bool):
-            return verdict
+        if accept(answer):
+            return answer
     return None
+
+
+def first_verdict(plugins: Plugins | None, hook_name: str, **kwargs: Any) -> bool | None:
+    """The first ``True``/``False`` of a ``firstresult`` decision hook (see :func:`first_answer`)."""
+    verdict: bool | None = first_answer(plugins, hook_name, lambda answer: isinstance(answer, bool), **kwargs)
+    return verdict
 
 
 class Hooks:

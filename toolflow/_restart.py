@@ -33,13 +33,11 @@ This module is part of the loop layer: pure decisions, no I/O.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import attrs
 
-from toolflow._attempts import CallHookWarning
+from toolflow._attempts import first_answer
 from toolflow._batch import HistoryEntry
 from toolflow._calls import ToolCall
 from toolflow._loop_records import RunState
@@ -51,6 +49,10 @@ from toolflow._registry import Registry
 from toolflow._results import ToolResult, truncate_text
 
 __all__ = ["Restart", "Restarts", "restart_context"]
+
+
+def _is_context(answer: object) -> bool:
+    return isinstance(answer, str) and bool(answer.strip())
 
 
 def restart_context(result: ToolResult) -> str | None:
@@ -92,13 +94,15 @@ class Restarts:
     trusted: frozenset[str]
     """The tools whose results may ask for a restart (every tool but the remote ones)."""
     limit: int
-    hooks: tuple[Any, ...] = ()
-    """The plugins' ``toolflow_restart_turn`` implementations, asked in registration order."""
+    plugins: Plugins | None = None
+    """Whose ``toolflow_restart_turn`` is asked, when any plugin implements it."""
 
     @classmethod
     def of(cls, registry: Registry, limit: int, plugins: Plugins | None = None) -> Restarts:
-        hooks = () if plugins is None else tuple(plugins.manager.hook.toolflow_restart_turn.get_hookimpls())
-        return cls(frozenset(tool.name for tool in registry if tool.kind != MCP_KIND), limit, hooks)
+        hooked = plugins is not None and bool(plugins.manager.hook.toolflow_restart_turn.get_hookimpls())
+        return cls(
+            frozenset(tool.name for tool in registry if tool.kind != MCP_KIND), limit, plugins if hooked else None
+        )
 
     def _context(self, entry: HistoryEntry) -> str | None:
         """The context *entry*'s result asks for (a trusted tool's), else the first plugin's answer."""
@@ -106,20 +110,12 @@ class Restarts:
             context = restart_context(entry.result)
             if context is not None:
                 return context
-        if not self.hooks or not isinstance(entry.call, ToolCall):
+        if self.plugins is None or not isinstance(entry.call, ToolCall):
             return None
-        for impl in self.hooks:
-            try:
-                answer = impl.function(
-                    **{name: {"call": entry.call, "result": entry.result}[name] for name in impl.argnames}
-                )
-            except Exception as exc:  # noqa: BLE001 - a hook must never fail the loop
-                message = f"toolflow_restart_turn of plugin {impl.plugin_name!r} raised {type(exc).__name__}: {exc}"
-                warnings.warn(CallHookWarning(message), stacklevel=2)
-                continue
-            if isinstance(answer, str) and answer.strip():
-                return answer
-        return None
+        answer: str | None = first_answer(
+            self.plugins, "toolflow_restart_turn", _is_context, call=entry.call, result=entry.result
+        )
+        return answer
 
     def take(
         self, entries: Sequence[HistoryEntry], decision: LoopDecision, state: RunState, max_chars: int
