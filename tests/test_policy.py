@@ -53,6 +53,25 @@ def test_policy_from_spec_files_merges_in_load_order(tmp_path: Path) -> None:
     assert policy.category("notify") == CategoryPolicy(ends_loop="always", per_turn=2)
 
 
+def test_background_deferred_and_on_exit_come_from_the_spec_files(tmp_path: Path) -> None:
+    """Issue 21's keys: a category's ``background`` and ``deferred``, the policy's ``on_exit``, a tool's ``deferred``."""
+    specs = _load(
+        tmp_path,
+        "policy:\n  on_exit: cancel\n  categories:\n    async_required: {background: true}\n"
+        "    review: {deferred: true}\n"
+        "tools:\n  ask_human:\n    description: Asks a person.\n    deferred: true\n    template: '?'\n",
+    )
+    policy = Policy.from_specs(specs)
+    assert policy.on_exit == "cancel"
+    assert policy.category("async_required").background
+    assert not policy.category("async_required").deferred
+    assert policy.category("review") == CategoryPolicy(deferred=True)
+    assert [tool.deferred for tool in specs.tools] == [True]
+    assert Policy().on_exit == "wait"
+    with pytest.raises(ValueError, match="on_exit"):
+        Policy(on_exit="later")  # type: ignore[arg-type]
+
+
 def test_policy_errors_are_positioned_diagnostics(tmp_path: Path) -> None:
     """A wrong policy key or value is a TF1xx diagnostic with file:line:col, not an exception."""
     (tmp_path / "a.yaml").write_text("toolflow: 1\npolicy:\n  max_iterations: 0\n  colour: red\n", encoding="utf-8")

@@ -588,6 +588,7 @@ class _Builder:
             ),
             expose=bool(body.get("expose", True)),
             approval=body.get("approval"),
+            deferred=bool(body.get("deferred", False)),
             context=dict(body.get("context", {})),
             file=self.path,
             pointer=pointer,

@@ -288,6 +288,10 @@ class ToolSpec:
     """The tool's own approval: ``True`` (every call), a template over the arguments (the calls for
     which it is true), ``False`` or ``None`` (not written): none of its own. It only adds to its
     category's (the policy's) approval: ``False`` never takes that away."""
+    deferred: bool = False
+    """Whether the agent loop leaves the tool's calls to the caller: the run ends with ``deferred``
+    and the calls wait in its saved state for their results (so does every tool of a ``deferred``
+    category)."""
     context: Mapping[str, str] = attrs.field(factory=dict)
     """Parameters bound to the caller's context: ``{parameter: dotted path}`` (``{"user_id": "user.id"}``).
     They are filled from the context, never from the model, and left out of every export."""

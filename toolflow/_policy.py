@@ -62,8 +62,14 @@ LoopReason: TypeAlias = Literal[
     "provider_error",
     "before_exit",
     "restart",
+    "deferred",
 ]
-"""Why the loop goes on (``normal``, ``token_warning``, ``before_exit``, ``restart``) or ends (everything else)."""
+"""Why the loop goes on (``normal``, ``token_warning``, ``before_exit``, ``restart``) or ends (everything else).
+
+``deferred``: the run ended with calls the loop does not run (a ``deferred`` tool or category)
+pending in its saved state, waiting for their results."""
+
+OnExit: TypeAlias = Literal["wait", "cancel"]
 
 EndsLoop: TypeAlias = Literal["never", "on_success", "always"]
 
@@ -78,12 +84,20 @@ class CategoryPolicy:
         per_turn: At most this many calls of the category run per turn; ``None``: no limit.
         approval: Whether each call must be approved before it runs.
         description: What the category is for.
+        background: In the agent loop, calls run in the background: the model is answered at
+            once with a ``started`` result and a task id, and the outcome reaches it at a later
+            turn boundary (``toolflow call``, ``invoke`` and pipeline steps run them in the
+            foreground).
+        deferred: The agent loop does not run the calls: the run ends with ``deferred`` and the
+            calls wait in its saved state for results supplied on resume.
     """
 
     ends_loop: EndsLoop = "never"
     per_turn: int | None = None
     approval: bool = False
     description: str = ""
+    background: bool = False
+    deferred: bool = False
 
     def __attrs_post_init__(self) -> None:
         if self.ends_loop not in ("never", "on_success", "always"):
@@ -91,6 +105,8 @@ class CategoryPolicy:
             raise ValueError(msg)
         expect_count(self.per_turn, "CategoryPolicy: per_turn", minimum=1, optional=True)
         expect(self.approval, bool, "CategoryPolicy: approval", "True or False")
+        expect(self.background, bool, "CategoryPolicy: background", "True or False")
+        expect(self.deferred, bool, "CategoryPolicy: deferred", "True or False")
         expect(self.description, str, "CategoryPolicy: description", "a string")
 
     def ends(self, *, success: bool) -> bool:
@@ -109,6 +125,7 @@ DEFAULT_CATEGORY_POLICIES: Mapping[str, CategoryPolicy] = MappingProxyType(
 """Seeds 000 and 001's behaviour of the built-in categories."""
 
 _OTHER = CategoryPolicy()
+_CATEGORY_KEYS = ("ends_loop", "per_turn", "approval", "description", "background", "deferred")
 
 
 @attrs.frozen(kw_only=True)
@@ -247,6 +264,9 @@ class Policy:
         categories: Behaviour per category, the defaults merged with the spec files' overrides.
         answer_at_limit: At ``max_iterations``, give the model one more turn, without tools, to
             answer with what it found (as at the token budget's critical level); default off.
+        on_exit: What a stop or a final answer does with background calls still running:
+            ``wait`` (they finish and the model gets their outcomes) or ``cancel``. A kill
+            always cancels.
     """
 
     max_iterations: int = 10
@@ -267,6 +287,7 @@ class Policy:
     text_protocol: str | None = None
     categories: Mapping[str, CategoryPolicy] = DEFAULT_CATEGORY_POLICIES
     answer_at_limit: bool = False
+    on_exit: OnExit = "wait"
 
     @property
     def soft_warn_at(self) -> int:
@@ -284,6 +305,9 @@ class Policy:
         expect(self.system_prompt, str, "Policy: system_prompt", "a string")
         expect(self.text_protocol, (str, type(None)), "Policy: text_protocol", "a template or None")
         expect(self.answer_at_limit, bool, "Policy: answer_at_limit", "True or False")
+        if self.on_exit not in ("wait", "cancel"):
+            msg = f"Policy: on_exit must be 'wait' or 'cancel', got {self.on_exit!r}"
+            raise ValueError(msg)
         expect_count(self.retain_turns, "Policy: retain_turns", minimum=0)
         expect_count(self.max_restarts, "Policy: max_restarts", minimum=0)
         expect_count(self.max_result_chars, "Policy: max_result_chars", minimum=1)
@@ -313,6 +337,7 @@ class Policy:
                 "system_prompt",
                 "text_protocol",
                 "answer_at_limit",
+                "on_exit",
                 "max_restarts",
                 "max_result_chars",
                 "max_argument_bytes",
@@ -337,7 +362,7 @@ class Policy:
             categories = dict(policy.categories)
             for name, settings in declared.items():
                 own = settings if isinstance(settings, Mapping) else {}
-                fields = {key: own[key] for key in ("ends_loop", "per_turn", "approval", "description") if key in own}
+                fields = {key: own[key] for key in _CATEGORY_KEYS if key in own}
                 categories[str(name)] = attrs.evolve(categories.get(str(name), _OTHER), **fields)
             changes["categories"] = MappingProxyType(categories)
         return attrs.evolve(policy, **changes)
