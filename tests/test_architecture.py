@@ -104,6 +104,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "toolflow._cli_graph",
             "toolflow._cli_init",
             "toolflow._cli_lint_connect",
+            "toolflow._cli_parsers",
             "toolflow._cli_tables",
             "toolflow._cli_run",
             "toolflow._cli_support",
