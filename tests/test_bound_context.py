@@ -463,3 +463,122 @@ async def test_overrides_bind_a_remote_tools_parameter() -> None:
         "Error: echo: the parameter 'text' is set by the application, not by you; call echo again without it."
     )
     assert export_tools([spec], "mcp")[0]["inputSchema"].get("properties") == {}
+
+
+# --- the gaps closed after section 4 landed: rules, the ignore policy, examples and test files ----
+
+RULED_SPEC = """\
+toolflow: 1
+tools:
+  ticket:
+    description: Open a ticket.
+    context: {user_id: user.id}
+    parameters:
+      type: object
+      properties:
+        user_id: {type: string, description: Who opens it}
+        title: {type: string, description: What it is about}
+        urgent: {type: boolean, description: Whether it is urgent}
+        team: {type: string, description: Which team handles it}
+      required: [title]
+    parameter_rules:
+      - when: urgent
+        require: [user_id]
+      - when: urgent
+        require: [team]
+    template: "{{ title }} by {{ user_id }}"
+"""
+
+
+def test_rules_about_bound_parameters_are_not_shown_to_the_model(tmp_path: Path) -> None:
+    """A parameter rule naming a bound parameter is left out of every export; the engine still checks it."""
+    spec_file = tmp_path / "tools.yaml"
+    spec_file.write_text(RULED_SPEC, encoding="utf-8")
+    spec = tf.load_registry([spec_file], plugins=tf.load_plugins(entry_points=False)).get("ticket").spec
+    openai, anthropic, mcp = (export_tools([spec], fmt)[0] for fmt in ("openai", "anthropic", "mcp"))
+    for description in (openai["function"]["description"], anthropic["description"]):
+        assert "`team`" in description
+        assert "user_id" not in description
+    assert "user_id" not in json.dumps(mcp["inputSchema"])
+    assert "team" in json.dumps(mcp["inputSchema"]["allOf"])
+
+
+async def test_policy_may_ignore_a_bound_argument_instead_of_refusing(setup: tuple[tf.Registry, tf.Plugins]) -> None:
+    """``bound_arguments: ignore``: the model's value is dropped, the context's is used, the call runs."""
+    registry, plugins = setup
+    policy = tf.Policy(bound_arguments="ignore")
+    async with open_engine(registry, plugins=plugins, policy=policy) as engine:
+        with providing_context(USER):
+            result = await engine.call("my_orders", {"status": "open", "user_id": "admin"})
+    assert result.success, result.error
+    assert result.data == "orders of u1 (open) in #help"
+    with pytest.raises(ValueError, match="bound_arguments"):
+        tf.Policy(bound_arguments="obey")  # type: ignore[arg-type]
+
+
+EXAMPLES_SPEC = """\
+toolflow: 1
+tools:
+  my_orders:
+    description: The user's orders.
+    context: {user_id: user.id}
+    parameters:
+      type: object
+      properties:
+        user_id: {type: string, description: Whose orders}
+        status: {type: string, description: Which orders}
+      required: [user_id, status]
+    template: "orders of {{ user_id }} ({{ status }})"
+    examples:
+      - args: {status: open}
+        context: {user: {id: u1}}
+        expect: orders of u1 (open)
+"""
+
+
+def test_examples_run_under_their_own_context(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`toolflow test` runs an example under its ``context``; lint fills the bound parameters from it."""
+    make_project(tmp_path, monkeypatch, EXAMPLES_SPEC)
+    code, out, err = toolflow("test")
+    assert code == 0, out + err
+    assert "1 passed" in out
+    code, out, err = toolflow("lint", "specs")
+    assert code == 0, out + err
+
+
+def test_lint_reports_examples_that_set_or_lack_a_bound_parameter(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """TF210: an example whose args set a bound parameter, or that gives no context for a required one."""
+    bad = EXAMPLES_SPEC.replace(
+        "      - args: {status: open}\n        context: {user: {id: u1}}\n",
+        "      - args: {status: open, user_id: u1}\n        context: {user: {id: u1}}\n      - args: {status: open}\n",
+    )
+    make_project(tmp_path, monkeypatch, bad)
+    code, out, _ = toolflow("lint", "specs")
+    assert code == 1
+    lines = [line for line in out.splitlines() if "TF210" in line]
+    assert len(lines) == 2, out
+    assert "examples[0] args set 'user_id'" in lines[0]
+    assert "specs/tools.yaml:14:" in lines[0]
+    assert "examples[1] has no value for the bound parameter 'user_id'" in lines[1]
+
+
+def test_a_session_test_file_gives_the_loop_its_context(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ``*.toolflow.yaml`` test's ``context`` is the agent's: the model's call is filled from it."""
+    terminal = EXAMPLES_SPEC.split("    examples:")[0].replace("    context:", "    category: terminal\n    context:")
+    project = make_project(tmp_path, monkeypatch, terminal)
+    (project / "tests").mkdir()
+    test = {
+        "context": {"user": {"id": "u7"}},
+        "prompt": "my open orders",
+        "turns": [{"tool_calls": [{"name": "my_orders", "arguments": {"status": "open"}}]}],
+        "expect": {"reason": "terminal", "tools": ["my_orders"], "answer_contains": "orders of u7 (open)"},
+    }
+    (project / "tests" / "orders.toolflow.yaml").write_text(yaml.safe_dump(test), encoding="utf-8")
+    code, out, err = toolflow("test")
+    assert code == 0, out + err
+    (project / "tests" / "orders.toolflow.yaml").write_text(yaml.safe_dump({**test, "context": "u7"}), encoding="utf-8")
+    code, out, _ = toolflow("test")
+    assert code == 1
+    assert "'context' must be a mapping" in out

@@ -313,15 +313,16 @@ class Plan:
 
 
 def checked_arguments(
-    plan: Plan, arguments: object, hooks: Hooks | None = None, call_id: str = "call_0"
+    plan: Plan, arguments: object, hooks: Hooks | None = None, call_id: str = "call_0", *, ignore_bound: bool = False
 ) -> tuple[Mapping[str, Any], tuple[str, ...]] | ToolResult:
     """The validated arguments and their warnings, or the failure that answers invalid ones (step 3).
 
-    Parameters the tool binds to the caller's context are filled first (``toolflow._bound``);
-    the plugins' ``toolflow_validate_arguments`` check what the schema and the rules passed.
+    Parameters the tool binds to the caller's context are filled first (``toolflow._bound``;
+    *ignore_bound*: values the arguments set for them are dropped rather than refused); the
+    plugins' ``toolflow_validate_arguments`` check what the schema and the rules passed.
     """
     if plan.bound:
-        arguments = bind(plan.spec, arguments)
+        arguments = bind(plan.spec, arguments, ignore_sent=ignore_bound)
         if isinstance(arguments, ToolResult):
             return arguments
     cleaned: Mapping[str, Any]

@@ -7,7 +7,8 @@ from any door (``toolflow call``, ``run``, ``serve``, pipelines' steps, the Pyth
 through :func:`bind` before its arguments are validated:
 
 - arguments that set a bound parameter are refused (a model-readable ``Error: `` result naming
-  it): the context is never overridden, by the model or by a pipeline step's ``with:``;
+  it), or their values dropped under the policy's ``bound_arguments: ignore``: the context is
+  never overridden, by the model or by a pipeline step's ``with:``;
 - each bound parameter whose path has a value in the context gets it; the value is then validated
   with the rest, against the tool's schema;
 - a bound parameter the schema requires whose path has no value refuses the call: the caller gave
@@ -16,28 +17,30 @@ through :func:`bind` before its arguments are validated:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Mapping
 
 from toolflow._context import current_context
-from toolflow._model import ToolSpec
+from toolflow._model import MISSING, ToolSpec, look_up
 from toolflow._results import ToolResult
 
-__all__ = ["bind", "look_up"]
-
-_MISSING: Any = object()
+__all__ = ["bind"]
 
 
-def bind(spec: ToolSpec, arguments: object) -> object:
+def bind(spec: ToolSpec, arguments: object, *, ignore_sent: bool = False) -> object:
     """*arguments* with the parameters *spec* binds filled from the caller's context, or the refusal.
 
-    Arguments that are not a JSON object are returned as they are (validation answers them).
-    Returns a new dict (the caller's is not changed) or a failure :class:`ToolResult`.
+    Arguments that set a bound parameter are refused, or with *ignore_sent* (the policy's
+    ``bound_arguments: ignore``) have those values dropped: either way the context's value is
+    the one the tool gets. Arguments that are not a JSON object are returned as they are
+    (validation answers them). Returns a new dict (the caller's is not changed) or a failure
+    :class:`ToolResult`.
     """
     if not isinstance(arguments, Mapping):
         return arguments
     sent = [name for name in spec.context if name in arguments]
-    if sent:
+    if sent and ignore_sent:
+        arguments = {name: value for name, value in arguments.items() if name not in spec.context}
+    elif sent:
         listed = ", ".join(repr(name) for name in sent)
         noun = "parameter" if len(sent) == 1 else "parameters"
         return ToolResult.failure(
@@ -49,7 +52,7 @@ def bind(spec: ToolSpec, arguments: object) -> object:
     required = spec.parameters.get("required", ())
     for name, path in spec.context.items():
         value = look_up(context, path)
-        if value is not _MISSING:
+        if value is not MISSING:
             filled[name] = value
         elif isinstance(required, list) and name in required:
             return ToolResult.failure(
@@ -57,21 +60,3 @@ def bind(spec: ToolSpec, arguments: object) -> object:
                 f"application's context ({path!r}), and the caller gave no value there."
             )
     return filled
-
-
-def look_up(context: Mapping[str, Any], path: str) -> Any:
-    """The value at the dotted *path* of *context*, or the module's missing marker.
-
-    A key of digits indexes a list; a ``None`` value counts as missing (no principal, no user).
-    """
-    value: Any = context
-    for key in path.split("."):
-        if isinstance(value, Mapping):
-            value = value.get(key, _MISSING)
-        elif isinstance(value, Sequence) and not isinstance(value, str) and key.isdigit() and int(key) < len(value):
-            value = value[int(key)]
-        else:
-            return _MISSING
-        if value is _MISSING or value is None:
-            return _MISSING
-    return value

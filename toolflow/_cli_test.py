@@ -37,6 +37,7 @@ import yaml
 from toolflow._calls import ToolCall
 from toolflow._cli_support import approver, run_trio, spec_paths
 from toolflow._cli_test_report import Case, Outcome, outcome_line, render
+from toolflow._context import providing_context
 from toolflow._errors import SpecError, ToolflowError, UsageError
 from toolflow._executor import open_engine
 from toolflow._loader import SPEC_SUFFIXES, TEST_SUFFIXES, load_specs
@@ -63,8 +64,10 @@ __all__ = [
     "session_cases",
 ]
 
-TEST_KEYS = frozenset({"description", "specs", "format", "approve", "session", "system", "prompt", "turns", "expect"})
-SESSIONS_FILE_KEYS = frozenset({"description", "specs", "format", "approve", "sessions"})
+TEST_KEYS = frozenset(
+    {"description", "specs", "format", "approve", "context", "session", "system", "prompt", "turns", "expect"}
+)
+SESSIONS_FILE_KEYS = frozenset({"description", "specs", "format", "approve", "context", "sessions"})
 """The keys of a test file that lists its sessions; each entry has ``name`` and the keys of a one-session file."""
 EXPECT_KEYS = frozenset({"reason", "tools", "answer_contains", "turns"})
 _TRANSCRIPT_KEYS = ("system", "prompt", "turns")
@@ -261,7 +264,7 @@ def _listed_sessions(path: str, text: str, document: Mapping[str, Any]) -> list[
     if not (isinstance(entries, list) and entries and all(isinstance(e, Mapping) for e in entries)):
         return [attrs.evolve(whole, problem="'sessions' must be a list of sessions, each a mapping with a 'name'")]
     names = [entry.get("name") for entry in entries]
-    shared = {key: document[key] for key in ("specs", "format", "approve") if key in document}
+    shared = {key: document[key] for key in ("specs", "format", "approve", "context") if key in document}
     cases = []
     for index, entry in enumerate(entries):
         name = entry.get("name")
@@ -293,6 +296,8 @@ def _document_problem(document: object) -> str | None:
         return "'system' and 'prompt' belong in the session file named by 'session'"
     if "approve" in document and not isinstance(document["approve"], bool):
         return "'approve' must be yes or no"
+    if "context" in document and not isinstance(document["context"], Mapping):
+        return "'context' must be a mapping: the caller's context the session runs under ({user: {id: u1}})"
     specs = document.get("specs")
     if specs is not None and not (isinstance(specs, list) and all(isinstance(s, str) for s in specs)):
         return "'specs' must be a list of spec files or directories, relative to the test file"
@@ -347,7 +352,8 @@ class _Runner:
         async with open_engine(
             registry, plugins=self.plugins, policy=unruled, approve=approve, cache_path=self._cache_path()
         ) as engine:
-            result = await engine.call(case.tool.name, dict(case.example.args), call_id="example")
+            with providing_context(case.example.context):  # the example's own: fills bound parameters
+                result = await engine.call(case.tool.name, dict(case.example.args), call_id="example")
         failure = example_failure(case.example, result)
         return Outcome(case=case, passed=failure is None, message=failure or "", duration=time.perf_counter() - started)
 
@@ -378,6 +384,7 @@ class _Runner:
                 system=policy.system_prompt or provider.system,
                 approve=_approver(mode),
                 model="scripted",
+                context=document.get("context"),
             )
             result = await agent.run(provider.prompt)
         failure = session_failure(document["expect"], result)

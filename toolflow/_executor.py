@@ -452,7 +452,8 @@ class Engine:
         if missed is not None:
             cleaned, warnings, cache, key = missed.cleaned, missed.warnings, missed, missed.key
         else:
-            checked = checked_arguments(plan, arguments, self._hooks, call_id)
+            ignore = self._policy.bound_arguments == "ignore"
+            checked = checked_arguments(plan, arguments, self._hooks, call_id, ignore_bound=ignore)
             if isinstance(checked, ToolResult):
                 raw = dict(arguments) if isinstance(arguments, dict) else {}
                 return self._finish(plan, checked, call_id, raw, None, ())

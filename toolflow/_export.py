@@ -148,11 +148,29 @@ def description(spec: ToolSpec) -> str:
     return text
 
 
+def model_rules(spec: ToolSpec) -> tuple[ParameterRule, ...]:
+    """The tool's parameter rules as models and clients are shown them: those about bound parameters are left out.
+
+    A rule naming a parameter the tool binds to the caller's context (in ``params``, ``when`` or
+    ``when_values``) is about a value the model never gives; the engine still checks it after
+    filling the context.
+    """
+    if not spec.context:
+        return spec.parameter_rules
+    bound = spec.context.keys()
+    return tuple(
+        rule
+        for rule in spec.parameter_rules
+        if bound.isdisjoint(rule.params) and rule.when not in bound and bound.isdisjoint(rule.when_values or ())
+    )
+
+
 def mcp_input_schema(spec: ToolSpec) -> dict[str, Any]:
     """The parameter schema with the parameter rules as JSON Schema under ``allOf`` (MCP takes any JSON Schema)."""
-    if not spec.parameter_rules:
+    rules = model_rules(spec)
+    if not rules:
         return input_schema(spec)
-    schema: dict[str, Any] = masked(validation_schema(input_schema(spec), spec.parameter_rules))
+    schema: dict[str, Any] = masked(validation_schema(input_schema(spec), rules))
     return schema
 
 
@@ -162,7 +180,7 @@ def described_with_rules(spec: ToolSpec) -> str:
     ``Parameter rules: give exactly one of `name` or `dbref`; if `mode` is "full", also give `depth`.``
     """
     text = description(spec)
-    sentences = rule_sentences(spec.parameter_rules)
+    sentences = rule_sentences(model_rules(spec))
     if not sentences:
         return text
     rules = f"Parameter rules: {'; '.join(sentences)}."

@@ -574,6 +574,7 @@ class _Builder:
                     expect_null="expect" in e and e["expect"] is None,
                     expect_contains=e.get("expect_contains"),
                     expect_error=e.get("expect_error"),
+                    context=e.get("context"),
                 )
                 for i, e in enumerate(body.get("examples", []))
             ),

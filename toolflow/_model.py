@@ -24,6 +24,7 @@ __all__ = [
     "BUILTIN_CATEGORIES",
     "CONTEXT_PATH",
     "DEFAULT_RETRY_ON",
+    "MISSING",
     "CachePolicy",
     "CacheScope",
     "Category",
@@ -42,6 +43,7 @@ __all__ = [
     "ToolSpec",
     "Toolset",
     "format_duration",
+    "look_up",
     "parse_duration",
 ]
 
@@ -196,6 +198,8 @@ class Example:
     expect_null: bool = False
     expect_contains: Any = None
     expect_error: str | None = None
+    context: Mapping[str, Any] | None = None
+    """The caller's context the example runs under, which fills the tool's bound parameters."""
 
     @property
     def has_expect(self) -> bool:
@@ -260,6 +264,27 @@ class Pipeline:
 
 CONTEXT_PATH = re.compile(r"[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*")
 """What a path of a tool's ``context:`` is (``fullmatch``): dot-separated keys (a key of digits also indexes a list)."""
+
+MISSING: Any = object()
+"""What :func:`look_up` finds where a context has no value."""
+
+
+def look_up(context: Mapping[str, Any], path: str) -> Any:
+    """The value at the dotted *path* of *context*, or :data:`MISSING`.
+
+    A key of digits indexes a list; a ``None`` value counts as missing (no principal, no user).
+    """
+    value: Any = context
+    for key in path.split("."):
+        if isinstance(value, Mapping):
+            value = value.get(key, MISSING)
+        elif isinstance(value, list | tuple) and key.isdigit() and int(key) < len(value):
+            value = value[int(key)]
+        else:
+            return MISSING
+        if value is MISSING or value is None:
+            return MISSING
+    return value
 
 
 @attrs.frozen(kw_only=True)

@@ -267,6 +267,9 @@ class Policy:
         on_exit: What a stop or a final answer does with background calls still running:
             ``wait`` (they finish and the model gets their outcomes) or ``cancel``. A kill
             always cancels.
+        bound_arguments: What the engine does with arguments that set a parameter the tool
+            binds to the caller's context: ``refuse`` the call (a model-readable error) or
+            ``ignore`` the value. The context's value is used either way.
     """
 
     max_iterations: int = 10
@@ -288,6 +291,7 @@ class Policy:
     categories: Mapping[str, CategoryPolicy] = DEFAULT_CATEGORY_POLICIES
     answer_at_limit: bool = False
     on_exit: OnExit = "wait"
+    bound_arguments: Literal["refuse", "ignore"] = "refuse"
 
     @property
     def soft_warn_at(self) -> int:
@@ -307,6 +311,9 @@ class Policy:
         expect(self.answer_at_limit, bool, "Policy: answer_at_limit", "True or False")
         if self.on_exit not in ("wait", "cancel"):
             msg = f"Policy: on_exit must be 'wait' or 'cancel', got {self.on_exit!r}"
+            raise ValueError(msg)
+        if self.bound_arguments not in ("refuse", "ignore"):
+            msg = f"Policy: bound_arguments must be 'refuse' or 'ignore', got {self.bound_arguments!r}"
             raise ValueError(msg)
         expect_count(self.retain_turns, "Policy: retain_turns", minimum=0)
         expect_count(self.max_restarts, "Policy: max_restarts", minimum=0)
@@ -338,6 +345,7 @@ class Policy:
                 "text_protocol",
                 "answer_at_limit",
                 "on_exit",
+                "bound_arguments",
                 "max_restarts",
                 "max_result_chars",
                 "max_argument_bytes",

@@ -7,7 +7,10 @@ coerced to the declared types (unless the tool is `strict`), defaults filled
 in, undeclared keys dropped (or rejected where `additionalProperties` is
 `false`), then `parameters` with `format` asserted and ECMA-262 `pattern`s,
 then the `parameter_rules` (unless the example declares `expect_error`: it shows
-a call that fails, and `toolflow test` checks that it does). Its `result`, when given, is checked as a result's
+a call that fails, and `toolflow test` checks that it does). Parameters the tool
+binds to the caller's context (`context:`) come from the example's own `context`,
+as a call's come from its caller's: `args` that set one, or no value for a
+required one, are reported as the engine would refuse the call. Its `result`, when given, is checked as a result's
 data is, against `output_schema`, when declared. Reports one problem per
 example, the first error in the validator's own words, at the failing argument
 when the error names one.
@@ -66,7 +69,7 @@ from toolflow._checking import ARGUMENTS, CompiledSchema, ErrorExplainer, Parame
 from toolflow._diagnostics import Diagnostic, Severity
 from toolflow._lint._rule import LintContext, Rule
 from toolflow._lint._schema_facts import has_remote_ref
-from toolflow._model import Example, ToolSpec
+from toolflow._model import MISSING, Example, ToolSpec, look_up
 from toolflow._results import ToolResult
 from toolflow._schemas import json_pointer
 
@@ -92,7 +95,14 @@ def _check_args(ctx: LintContext, tool: ToolSpec) -> Iterator[Diagnostic]:
     for i, example in enumerate(tool.examples):
         if example.expect_error is not None:
             continue  # it shows a call that fails, which rejected arguments do: `toolflow test` checks how
-        outcome = validator.validate(example.args)
+        args = example.args
+        if tool.context:
+            bound = _bound_problem(tool, i, example)
+            if bound is not None:
+                yield _at(tool, example, *bound, key=True)
+                continue
+            args = _filled(tool, example)
+        outcome = validator.validate(args)
         if outcome.valid:
             continue
         first = outcome.errors[0]
@@ -100,6 +110,36 @@ def _check_args(ctx: LintContext, tool: ToolSpec) -> Iterator[Diagnostic]:
         unknown = bool(path) and (first.constraint or "").startswith(_UNKNOWN_KEY)
         message = f"examples[{i}] args are rejected: {first.describe()}{_more(outcome.errors)}"
         yield _at(tool, example, "args", path, message, key=unknown or not path)
+
+
+def _bound_problem(tool: ToolSpec, i: int, example: Example) -> tuple[str, list[str | int], str] | None:
+    """Where and why example *i* of a tool with bound parameters would be refused before validation, if it would."""
+    for name in tool.context:
+        if name in example.args:
+            message = (
+                f"examples[{i}] args set {name!r}, which the tool binds to the caller's context: "
+                f"the call would be refused; give it under the example's 'context' ({tool.context[name]!r})"
+            )
+            return "args", [name], message
+    required = tool.parameters.get("required", ())
+    for name, path in tool.context.items():
+        if isinstance(required, list) and name in required and look_up(example.context or {}, path) is MISSING:
+            message = (
+                f"examples[{i}] has no value for the bound parameter {name!r}: "
+                f"add 'context' with {path!r} to the example"
+            )
+            return "args", [], message
+    return None
+
+
+def _filled(tool: ToolSpec, example: Example) -> dict[str, object]:
+    """The example's arguments with the tool's bound parameters filled from the example's context."""
+    filled = dict(example.args)
+    for name, path in tool.context.items():
+        value = look_up(example.context or {}, path)
+        if value is not MISSING:
+            filled[name] = value
+    return filled
 
 
 def _check_results(ctx: LintContext, tool: ToolSpec) -> Iterator[Diagnostic]:
