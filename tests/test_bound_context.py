@@ -566,7 +566,9 @@ def test_lint_reports_examples_that_set_or_lack_a_bound_parameter(
 
 def test_a_session_test_file_gives_the_loop_its_context(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A ``*.toolflow.yaml`` test's ``context`` is the agent's: the model's call is filled from it."""
-    terminal = EXAMPLES_SPEC.split("    examples:")[0].replace("    context:", "    category: terminal\n    context:")
+    terminal = EXAMPLES_SPEC.split("    examples:", maxsplit=1)[0].replace(
+        "    context:", "    category: terminal\n    context:"
+    )
     project = make_project(tmp_path, monkeypatch, terminal)
     (project / "tests").mkdir()
     test = {

@@ -368,6 +368,26 @@ async def test_stateless_requests_record_their_principal(
     assert served.principals == [Principal(id="alice")]
 
 
+async def test_stateless_mode_issues_no_session_and_each_request_stands_alone(
+    tmp_path: Path, slow_autojump_clock: trio.testing.MockClock
+) -> None:
+    """``--stateless``: no ``Mcp-Session-Id``; a 2025-11-25 client's calls each get an engine of their own."""
+    headers = {**HTTP_HEADERS, "MCP-Protocol-Version": "2025-11-25"}
+    with trio.fail_after(60):
+        async with (
+            serving(tmp_path, HTTPSettings(port=0, stateless=True)) as served,
+            httpx.AsyncClient() as client,
+        ):
+            opened = await client.post(served.url, json=INITIALIZE, headers=HTTP_HEADERS)
+            first = await client.post(served.url, json=call(1, "greet", {"name": "Ada"}), headers=headers)
+            second = await client.post(served.url, json=call(2, "greet", {"name": "Bo"}), headers=headers)
+    assert opened.status_code == 200
+    assert "mcp-session-id" not in opened.headers
+    assert answers(first)[0]["result"]["content"][0]["text"] == "Hello, Ada!"
+    assert answers(second)[0]["result"]["content"][0]["text"] == "Hello, Bo!"
+    assert served.engines == ["opened", "closed", "opened", "closed"]  # one engine per request
+
+
 async def test_sessions_over_the_limit_get_503_with_retry_after(
     tmp_path: Path, slow_autojump_clock: trio.testing.MockClock
 ) -> None:

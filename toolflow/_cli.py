@@ -563,4 +563,5 @@ def _http_settings(args: argparse.Namespace, stderr: TextIO) -> HTTPSettings:
         insecure_no_auth=args.insecure_no_auth,
         max_sessions=args.max_sessions or config.max_sessions or DEFAULT_MAX_SESSIONS,
         session_idle_timeout=idle,
+        stateless=args.stateless,
     )

@@ -83,6 +83,11 @@ def _add_http_options(serve: argparse.ArgumentParser) -> None:
         metavar="DURATION",
         help="a session without requests for this long is closed (default: 30m)",
     )
+    http.add_argument(
+        "--stateless",
+        action="store_true",
+        help="keep no sessions: no Mcp-Session-Id, every request stands alone (replicas behind a load balancer)",
+    )
 
 
 def add_call_parser(commands: Any) -> argparse.ArgumentParser:

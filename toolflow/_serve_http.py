@@ -271,6 +271,10 @@ class HTTPSettings:
         insecure_no_auth: Serve a non-loopback address without authentication.
         max_sessions: Concurrent sessions; the next one gets 503 with ``Retry-After``.
         session_idle_timeout: Seconds a session may go without a request in flight.
+        stateless: Keep no protocol session: no ``Mcp-Session-Id`` is issued and every request
+            stands alone, with an engine of its own (no session cache, ``depends_on`` history or
+            rules' counts carry from one request to the next), so that any replica behind a load
+            balancer can answer any request.
     """
 
     host: str = DEFAULT_HOST
@@ -281,6 +285,7 @@ class HTTPSettings:
     insecure_no_auth: bool = False
     max_sessions: int = DEFAULT_MAX_SESSIONS
     session_idle_timeout: float = DEFAULT_SESSION_IDLE_TIMEOUT
+    stateless: bool = False
 
 
 @attrs.define(kw_only=True)
@@ -504,6 +509,7 @@ def build_app(server: Server[Any], listener: Listener) -> ASGIApp:
         transport_security=listener.security,
         max_sessions=settings.max_sessions,
         session_idle_timeout=settings.session_idle_timeout,
+        stateless_http=settings.stateless,
         auth=auth,
         token_verifier=settings.tokens,
     )
