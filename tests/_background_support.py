@@ -89,7 +89,7 @@ tools:
       properties:
         message: {type: string, description: What}
       required: [message]
-    template: "You say {{ message }}"
+    implementation: t.say
 policy:
   categories:
     async_required:
@@ -143,6 +143,9 @@ class Tools:
             await trio.sleep(1)
             return f"value of {key}"
 
+        async def say(message: str) -> str:
+            return f"You say {message}"
+
         async def mine(user_id: str) -> str:
             await trio.sleep(1)
             return f"data of {user_id}"
@@ -156,17 +159,18 @@ class Tools:
             "t.flaky": flaky,
             "t.remember": remember,
             "t.mine": mine,
+            "t.say": say,
         }
         for name, function in functions.items():
             register(name, function)
 
 
 class Setup:
-    """Registry, plugins and tools of SPEC (with *extra* appended) in a temporary directory."""
+    """Registry, plugins and tools of SPEC in a temporary directory: *tools* added, *policy* appended."""
 
-    def __init__(self, tmp_path: Path, extra: str = "") -> None:
+    def __init__(self, tmp_path: Path, policy: str = "", *, tools: str = "") -> None:
         spec = tmp_path / "tools.yaml"
-        spec.write_text(SPEC + extra, encoding="utf-8")
+        spec.write_text(SPEC.replace("policy:\n", tools + "policy:\n") + policy, encoding="utf-8")
         self.tmp_path = tmp_path
         self.tools = Tools()
         self.plugins = toolflow.load_plugins(entry_points=False)

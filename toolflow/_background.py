@@ -213,12 +213,11 @@ class BackgroundCalls:
         kills = engine.kills
         began = trio.current_time()
         done: HistoryEntry | None = None
-        try:
-            with scope, providing_context(self._context):
-                done = await engine.run_entry(call)
-        finally:
-            self._running.pop(task_id, None)
-            self._changed.set()
+        with scope, providing_context(self._context):
+            done = await engine.run_entry(call)
+        # A cancellation from outside the run leaves the task in _running, for abandon() to note.
+        self._running.pop(task_id, None)
+        self._changed.set()
         if self._abandoned:
             return  # abandon() noted it cancelled already
         if engine.kills != kills:
