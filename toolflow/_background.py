@@ -125,6 +125,7 @@ class BackgroundCalls:
         self._running: dict[str, tuple[ToolCall, trio.CancelScope]] = {}
         self._changed = trio.Event()
         self._abandoned = False
+        self._last: tuple[int, tuple[TaskOutcome, ...]] = (0, ())
         self.finished: list[TaskOutcome] = []
         """Outcomes that finished and are not in the history yet, in the order they finished."""
         self.exit_outcomes: tuple[TaskOutcome, ...] = ()
@@ -164,7 +165,7 @@ class BackgroundCalls:
         error: Exception | None = None
         async with trio.open_nursery() as nursery:
             self._nursery, self._engine, self._context = nursery, engine, context
-            self._abandoned, self.exit_outcomes = False, ()
+            self._abandoned, self.exit_outcomes, self._last = False, (), (0, ())
             try:
                 yield
             except Exception as exc:  # noqa: BLE001 - raised again below, outside the nursery
@@ -245,6 +246,7 @@ class BackgroundCalls:
             return ()
         outcomes = tuple(sorted(self.finished, key=_number))
         self.finished.clear()
+        self._last = (state.iteration, outcomes)
         for outcome in outcomes:
             if not any(outcome.result is result for result in _USERS):
                 state.errors = 0 if outcome.entry.success else state.errors + 1
@@ -269,7 +271,8 @@ class BackgroundCalls:
         A kill, or ``on_exit: cancel``, cancels the running tasks; ``wait`` waits for them.
         After a final answer or a terminal call, with ``wait``, outcomes the model has not seen
         and a turn left (``max_iterations``), the loop goes on: the next turn delivers them.
-        Otherwise the outcomes not yet in the history are noted now (:attr:`exit_outcomes`).
+        Otherwise the outcomes not yet in the history are noted now (:attr:`exit_outcomes`, with
+        those delivered before a model request that failed or was killed, whose turn has no record).
         """
         if self._running:
             if decision.reason == "killed" or self.on_exit == "cancel":
@@ -278,7 +281,9 @@ class BackgroundCalls:
         waits = self.on_exit == "wait" and decision.reason in ("final_answer", "terminal")
         if waits and self.finished and decision.iterations_remaining > 0:
             return None
-        self.exit_outcomes = self.deliver(state, max_chars)
+        iteration, last = self._last
+        carried = last if last and not (state.turns and state.turns[-1].turn == iteration) else ()
+        self.exit_outcomes = (*carried, *self.deliver(state, max_chars))
         return decision
 
     def abandon(self, max_chars: int) -> None:
