@@ -10,7 +10,9 @@ Each turn of :meth:`Agent.run`:
    model is told what to call first and gets another turn (``before_exit``);
 3. gate the calls by category: calls beyond a category's ``per_turn`` and calls that need an
    approval nobody gives get a model-visible result and are not run;
-4. run the rest as one batch through the engine (:meth:`toolflow.Engine.execute_batch`);
+4. run the rest as one batch through the engine (:meth:`toolflow.Engine.execute_batch`); calls
+   of a ``background`` category are answered ``started`` and run on as tasks of the run, their
+   outcomes noted before a later request (:mod:`toolflow._background`);
 5. append one result per call to the history (a token or iteration advisory rides on the last
    result of the turn), whatever happened: a killed batch gives each call a ``cancelled``
    result, a stop gives the calls that were not run a ``stopped`` result, and an exception or a

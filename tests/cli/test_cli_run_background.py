@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import select
@@ -9,8 +10,11 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import yaml
+
+from toolflow._cli import run
 
 SPECS = """\
 toolflow: 1
@@ -102,3 +106,16 @@ def test_the_json_document_has_the_outcome_on_its_turn(tmp_path: Path) -> None:
     ]
     notes = [m for m in document["history"] if m["role"] == "user" and m["content"].startswith("Background task")]
     assert len(notes) == 1
+
+
+def test_toolflow_call_runs_a_background_tool_in_the_foreground(tmp_path: Path, monkeypatch: Any) -> None:
+    """`toolflow call` waits for the call of a background category and prints its result, not `started`."""
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs" / "tools.yaml").write_text(SPECS.replace("while [ ! -e go ]; do sleep 0.05; done; ", ""))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TOOLFLOW_LOAD_PLUGINS", "none")
+    out, err = io.StringIO(), io.StringIO()
+    code = run(["call", "fetch", "{}", "--specs", "specs"], stdout=out, stderr=err)
+    assert code == 0, err.getvalue()
+    result = json.loads(out.getvalue())
+    assert result["data"]["stdout"] == "fetched\n"
