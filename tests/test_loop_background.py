@@ -367,3 +367,28 @@ async def test_call_invoke_and_pipeline_steps_run_background_tools_in_the_foregr
     with trio.fail_after(60):
         invoked = await toolflow.invoke(setup.registry.get("fetch"), {"seconds": 1, "text": "invoked"})
     assert invoked.data == "invoked"
+
+
+async def test_background_calls_that_need_approval_are_asked_about_one_at_a_time(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    """As in a batch: the approver never has two questions of background calls open at once."""
+    setup = Setup(tmp_path)
+    open_questions: list[int] = []
+    asked = 0
+
+    async def approve(call: toolflow.ToolCall, category: str) -> bool:
+        nonlocal asked
+        asked += 1
+        open_questions.append(asked)
+        assert len(open_questions) == 1, open_questions
+        await trio.sleep(5)
+        open_questions.pop()
+        return True
+
+    policy = setup.policy_with(categories={"async_required": {"approval": True}})
+    turns = [{"tool_calls": [call("fetch", seconds=1), call("fetch", seconds=1)]}, {"text": "x"}, {"text": "y"}]
+    with trio.fail_after(120):
+        result, _, _ = await setup.run(turns, clock=mock_clock, policy=policy, approve=approve)
+    assert asked == 2
+    assert [o.result.success for t in result.turns for o in t.outcomes] == [True, True]

@@ -124,6 +124,7 @@ class BackgroundCalls:
         self._queued: list[tuple[str, ToolCall]] = []
         self._running: dict[str, tuple[ToolCall, trio.CancelScope]] = {}
         self._changed = trio.Event()
+        self._alone = trio.Lock()
         self._abandoned = False
         self._last: tuple[int, tuple[TaskOutcome, ...]] = (0, ())
         self.finished: list[TaskOutcome] = []
@@ -215,7 +216,12 @@ class BackgroundCalls:
         began = trio.current_time()
         done: HistoryEntry | None = None
         with scope, providing_context(self._context):
-            done = await engine.run_entry(call)
+            if engine.runs_alone(call.name):
+                # As in a batch: dangerous calls and calls that need approval one at a time (one question at a time).
+                async with self._alone:
+                    done = await engine.run_entry(call)
+            else:
+                done = await engine.run_entry(call)
         # A cancellation from outside the run leaves the task in _running, for abandon() to note.
         self._running.pop(task_id, None)
         self._changed.set()
