@@ -92,6 +92,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "toolflow._loop_records",
             "toolflow._deliberate",
             "toolflow._restart",
+            "toolflow._loop_checks",
+            "toolflow._background",
             "toolflow._loop",
         ),
     ),

@@ -71,6 +71,7 @@ EXPECTED = [
     "SpecError",
     "SpecFile",
     "StepRecord",
+    "TaskOutcome",
     "TemplateError",
     "TemplateProblem",
     "TokenBudget",

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from toolflow._lint._rule import LintContext, LintRule
     from toolflow._loader import load_specs, validate_specs
     from toolflow._loop import Agent, LoopResult, TurnRecord
+    from toolflow._loop_records import TaskOutcome
     from toolflow._mcp_sources import open_registry
     from toolflow._mcp_specs import ToolSourceError, ToolSourceWarning
     from toolflow._model import (
@@ -148,6 +149,7 @@ _EXPORTS = {
     "StepRecord": "toolflow._results",
     "DEFAULT_TEMPLATE_BUDGET": "toolflow._templates",
     "TEMPLATE_GLOBALS": "toolflow._templates",
+    "TaskOutcome": "toolflow._loop_records",
     "TemplateError": "toolflow._templates",
     "TemplateProblem": "toolflow._templates",
     "TokenBudget": "toolflow._policy",
@@ -255,6 +257,7 @@ __all__ = [
     "SpecError",
     "SpecFile",
     "StepRecord",
+    "TaskOutcome",
     "TemplateError",
     "TemplateProblem",
     "TokenBudget",

@@ -18,7 +18,7 @@ and a call that has not started yet sees the stop that a kill requests.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Literal, Protocol, TypeAlias, cast
 
 import attrs
@@ -148,8 +148,14 @@ class Runner(Protocol):
         """Admit and run one call; ``None`` when a stop kept it from running."""
 
 
-async def execute_batch(runner: Runner, calls: Sequence[ParsedCall]) -> BatchOutcome:
-    """Run the parsed calls of one model turn through *runner*; see the module's docstring."""
+async def execute_batch(
+    runner: Runner, calls: Sequence[ParsedCall], aside: Callable[[ToolCall], HistoryEntry | None] | None = None
+) -> BatchOutcome:
+    """Run the parsed calls of one model turn through *runner*; see the module's docstring.
+
+    *aside* is asked about each call the policy's rules admitted, in call order: a call it answers
+    (the agent loop's background calls) takes that entry and is not run by the batch.
+    """
     announce(calls)
     entries: list[HistoryEntry | None] = [None] * len(calls)
     concurrent: list[tuple[int, ToolCall]] = []
@@ -163,6 +169,8 @@ async def execute_batch(runner: Runner, calls: Sequence[ParsedCall]) -> BatchOut
             entries[index] = entry(item, item.to_result())
         elif (refused := runner.rule_refusal(item.name)) is not None:
             entries[index] = entry(item, refused)
+        elif aside is not None and (answer := aside(item)) is not None:
+            entries[index] = answer
         else:
             (one_by_one if runner.runs_alone(item.name) else concurrent).append((index, item))
     kills = runner.kills

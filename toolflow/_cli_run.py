@@ -29,6 +29,7 @@ from toolflow._errors import UsageError
 from toolflow._executor import Engine, open_engine
 from toolflow._loader import load_specs
 from toolflow._loop import Agent, LoopResult, TurnRecord
+from toolflow._loop_records import TaskOutcome
 from toolflow._plugins import Plugins
 from toolflow._policy import Policy
 from toolflow._providers import ModelProvider, load_provider
@@ -134,6 +135,15 @@ def _step_lines(records: tuple[StepRecord, ...], indent: str, shown: Callable[[A
             yield from _step_lines(result.steps, indent + "  ", shown)
 
 
+def _task_lines(outcomes: tuple[TaskOutcome, ...]) -> Iterator[str]:
+    """A line per background outcome the model was told of: ``  background task-1 → fetch {...}: ok: ... (15 s)``."""
+    for outcome in outcomes:
+        result = outcome.result
+        arguments = _arguments(outcome.entry.call)
+        shown = _one_line(_outcome(result)) + _details(result, outcome.entry.duration)
+        yield f"  background {outcome.task_id} → {outcome.tool_name} {arguments}: {shown}\n"
+
+
 def print_turn(turn: TurnRecord, stdout: TextIO, shown: Callable[[Any], Any]) -> None:
     """Write the trace of one turn; *shown* is how the steps of pipeline calls show values (``shown_in_traces``)."""
     tokens = f" · {turn.usage.total_tokens:,} tokens" if turn.usage is not None else ""
@@ -141,6 +151,7 @@ def print_turn(turn: TurnRecord, stdout: TextIO, shown: Callable[[Any], Any]) ->
     stdout.write(f"turn {turn.turn}{tokens}{tools} · {turn.duration * 1000:.0f} ms\n")
     # Seed 002's hidden trigger notice: for the operator, never the model.
     stdout.writelines(f"  deliberate: {trigger.describe()}\n" for trigger in turn.triggers)
+    stdout.writelines(_task_lines(turn.outcomes))  # told to the model before this turn's request
     if turn.text and turn.entries:
         stdout.write(f"  model: {turn.text}\n")
     for entry in turn.entries:
@@ -169,6 +180,7 @@ def print_end(result: LoopResult, stdout: TextIO) -> None:
                 data = entry.result.data
                 shown = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False, default=str)
                 stdout.write(f"{entry.tool_name}: {_shorten(shown)}\n")
+    stdout.writelines(_task_lines(result.outcomes))  # noted after the last turn (policy on_exit)
     turns = "turn" if len(result.turns) == 1 else "turns"
     noun = "tool call" if calls == 1 else "tool calls"
     stdout.write(

@@ -294,6 +294,11 @@ def _document_problem(document: object) -> str | None:
         return "give the session either inline ('turns', with 'system' and 'prompt') or as 'session: FILE'"
     if "session" in document and ("system" in document or "prompt" in document):
         return "'system' and 'prompt' belong in the session file named by 'session'"
+    return _setting_problem(document)
+
+
+def _setting_problem(document: Mapping[str, Any]) -> str | None:
+    """What is wrong with a test file's settings (``approve``, ``context``, ``specs``), if anything."""
     if "approve" in document and not isinstance(document["approve"], bool):
         return "'approve' must be yes or no"
     if "context" in document and not isinstance(document["context"], Mapping):

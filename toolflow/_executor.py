@@ -552,7 +552,9 @@ class Engine:
         outcome = await self.execute_batch([raw_call])
         return outcome if isinstance(outcome, Abort) else outcome[0]
 
-    async def execute_batch(self, raw_calls: Iterable[object] | None) -> BatchOutcome:
+    async def execute_batch(
+        self, raw_calls: Iterable[object] | None, *, aside: Callable[[ToolCall], HistoryEntry | None] | None = None
+    ) -> BatchOutcome:
         """Run the tool calls of one model turn; return seed 002's discriminated outcome.
 
         *raw_calls* are raw calls or calls parsed already (:func:`toolflow.parse_tool_calls`
@@ -564,8 +566,10 @@ class Engine:
         first ``dangerous`` call of the tick is dispatched. A pending stop aborts calls not yet
         dispatched (including calls still waiting for a concurrency slot); a kill cancels the
         whole batch (raw calls parsed under the policy's ``max_argument_bytes``). Only outside cancellation escapes.
+        *aside*: the calls it answers after the rules (the agent loop's background calls) are not run here.
         """
-        return await execute_batch(self, parse_tool_calls(raw_calls, max_argument_bytes=self.policy.max_argument_bytes))
+        calls = parse_tool_calls(raw_calls, max_argument_bytes=self.policy.max_argument_bytes)
+        return await execute_batch(self, calls, aside)
 
     # What a batch needs of its runner (toolflow._batch.Runner).
 

@@ -10,7 +10,9 @@ Each turn of :meth:`Agent.run`:
    model is told what to call first and gets another turn (``before_exit``);
 3. gate the calls by category: calls beyond a category's ``per_turn`` and calls that need an
    approval nobody gives get a model-visible result and are not run;
-4. run the rest as one batch through the engine (:meth:`toolflow.Engine.execute_batch`);
+4. run the rest as one batch through the engine (:meth:`toolflow.Engine.execute_batch`); calls
+   of a ``background`` category are answered ``started`` and run on as tasks of the run, their
+   outcomes noted before a later request (:mod:`toolflow._background`);
 5. append one result per call to the history (a token or iteration advisory rides on the last
    result of the turn), whatever happened: a killed batch gives each call a ``cancelled``
    result, a stop gives the calls that were not run a ``stopped`` result, and an exception or a
@@ -38,6 +40,7 @@ neither the prompt, the model's answer nor the results enter the history.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -47,14 +50,16 @@ import attrs
 import trio
 
 from toolflow._approval import Approver
+from toolflow._background import BackgroundCalls
 from toolflow._batch import entry as _entry
 from toolflow._calls import MalformedCall, ParsedCall, parse_tool_calls
 from toolflow._calls import with_call_id as _with_id
 from toolflow._context import providing_context
 from toolflow._deliberate import DeliberateTools
-from toolflow._errors import UsageError, expect, expect_count
+from toolflow._errors import expect_count
 from toolflow._executor import Abort, Engine, HistoryEntry
 from toolflow._history import HistoryFormat, get_format
+from toolflow._loop_checks import check_arguments, check_format
 from toolflow._loop_records import LoopResult, RunState, TurnRecord, add_usage
 from toolflow._loop_texts import ENDED as _ENDED
 from toolflow._loop_texts import KILLED_BEFORE as _KILLED_BEFORE
@@ -65,7 +70,6 @@ from toolflow._model import RetryPolicy
 from toolflow._policy import LoopDecision, LoopReason, Policy, check_loop_continuation
 from toolflow._provenance import masked
 from toolflow._providers import (
-    HISTORY_FORMATS,
     HistoryView,
     ModelProvider,
     ModelRequest,
@@ -86,40 +90,6 @@ PROVIDER_RETRY = RetryPolicy(attempts=4, initial=1.0, max=30.0)
 """How often and how patiently a retryable provider error is retried by default."""
 
 _NOTHING: frozenset[str] = frozenset()
-
-
-_ARGUMENT_TYPES: tuple[tuple[str, type | tuple[type, ...], str], ...] = (
-    ("engine", Engine, "a toolflow.Engine (from toolflow.open_engine())"),
-    ("provider", ModelProvider, "a toolflow.ModelProvider (from toolflow.load_provider())"),
-    ("policy", (Policy, type(None)), "a toolflow.Policy or None"),
-    ("system", (str, type(None)), "a string or None"),
-    ("deliberate", bool, "True or False"),
-    ("model", str, "a string"),
-    ("provider_retry", RetryPolicy, "a toolflow.RetryPolicy"),
-    ("context", (Mapping, type(None)), "a mapping (a JSON object) or None"),
-)
-
-
-def _check_arguments(arguments: Mapping[str, object]) -> None:
-    """The type checks of :class:`Agent`'s *arguments* (a wrong one would fail later, deep in a turn)."""
-    for name, types, what in _ARGUMENT_TYPES:
-        expect(arguments[name], types, f"Agent: {name}", what)
-    for name in ("approve", "on_turn"):
-        if arguments[name] is not None and not callable(arguments[name]):
-            msg = f"Agent: {name} must be a function or None, got {type(arguments[name]).__name__!r}"
-            raise TypeError(msg)
-
-
-def _check_format(name: str, provider: ModelProvider) -> None:
-    """Refuse a history format that does not exist or that *provider* cannot speak."""
-    if name not in HISTORY_FORMATS:
-        msg = f"unknown history format {name!r}; expected one of {', '.join(HISTORY_FORMATS)}"
-        raise UsageError(msg)
-    if name not in provider.formats:
-        msg = (
-            f"the {provider.name!r} provider cannot speak the {name!r} format; it speaks {', '.join(provider.formats)}"
-        )
-        raise UsageError(msg)
 
 
 class Agent:
@@ -169,9 +139,9 @@ class Agent:
         on_turn: Callable[[TurnRecord], None] | None = None,
         context: Mapping[str, Any] | None = None,
     ) -> None:
-        _check_arguments(locals())  # the parameters, by name
+        check_arguments(locals())  # the parameters, by name
         expect_count(max_result_chars, "Agent: max_result_chars", minimum=1, optional=True)
-        _check_format(format, provider)
+        check_format(format, provider)
         self.engine = engine
         self.provider = provider
         self.policy = policy if policy is not None else Policy()
@@ -183,8 +153,10 @@ class Agent:
         self._categories = {tool.name: (tool.category, self.policy.category(tool.category)) for tool in engine.registry}
         self._restricted = len(self._allowlist) != len(engine.registry)
         # The tools whose successful (failed) calls end the loop, and the first turn to advise on.
-        self._end_on_success = frozenset(n for n, (_, b) in self._categories.items() if b.ends(success=True))
-        self._end_on_failure = frozenset(n for n, (_, b) in self._categories.items() if b.ends(success=False))
+        # A background call's result says only that it started: it ends nothing (TF258).
+        ends = {n: b.ends for n, (_, b) in self._categories.items() if not b.background}
+        self._end_on_success = frozenset(n for n, b in ends.items() if b(success=True))
+        self._end_on_failure = frozenset(n for n, b in ends.items() if b(success=False))
         self._soft_warn_at = self.policy.soft_warn_at
         self._writes_ids = self.format.name in ("openai", "anthropic", "gemini")  # fallback and text have no call ids
         self._base_system = masked(system if system is not None else self.policy.system_prompt)
@@ -211,6 +183,9 @@ class Agent:
         self.context = context
         self._wrappers = active_wrappers(engine.plugins)  # toolflow_wrap_operation: runs and requests in their scopes
         self._messages: list[Mapping[str, Any]] = []
+        self._background = BackgroundCalls.of(
+            self.policy, self._categories, self._allowlist, self.format, self._messages
+        )
         self._stop = False
         self._killed = False
         self._provider_scope: trio.CancelScope | None = None
@@ -239,6 +214,8 @@ class Agent:
         self._stop = True
         self._killed = True
         self.engine.kill()
+        if self._background is not None:
+            self._background.cancel()
         if self._provider_scope is not None:
             self._provider_scope.cancel()
         if self._wait_scope is not None:
@@ -287,8 +264,11 @@ class Agent:
         with operation_scope(self._wrappers, model_operation(INVOKE_AGENT, self.provider.name, self.model)) as op:
             state = await self._start(prompt)
             decision = None
-            while decision is None:
-                decision = await self._turn(state)
+            async with self._tasks():  # the run's background calls (toolflow._background)
+                while decision is None:
+                    decision = await self._turn(state)
+                    if decision is not None and self._background is not None:
+                        decision = await self._background.settle(decision, state, self.max_result_chars)
             op.result = LoopResult(
                 final_answer=state.final_answer,
                 reason=decision.reason,
@@ -298,8 +278,15 @@ class Agent:
                 system=self.system,
                 format=self.format.name,
                 usage=state.usage,
+                outcomes=self._background.exit_outcomes if self._background is not None else (),
             )
         return op.result  # type: ignore[no-any-return]
+
+    def _tasks(self) -> contextlib.AbstractAsyncContextManager[None]:
+        """The nursery of the run's background calls; nothing without a background category."""
+        if self._background is None:
+            return contextlib.nullcontext()
+        return self._background.open(self.engine, self.context, self.max_result_chars)
 
     async def _turn(self, state: RunState) -> LoopDecision | None:
         """One turn of :meth:`run`: ask the model, run its calls, decide; ``None``: the model gets another turn.
@@ -312,6 +299,7 @@ class Agent:
         started = time.perf_counter()
         if self._stop:
             return self._stopped(iteration - 1)
+        outcomes = self._background.deliver(state, self.max_result_chars) if self._background is not None else ()
         try:
             offer = await self._offer(state)
             response = await self._ask(self._request(iteration, offer, then=self._last_words(state)))
@@ -343,6 +331,7 @@ class Agent:
             tools_offered=tools_offered,
             ended_by=ended_by,
             triggers=state.triggers if iteration == 1 else (),
+            outcomes=outcomes,
         )
         state.turns.append(record)
         if self.on_turn is not None:
@@ -609,11 +598,14 @@ class Agent:
         engine.allowlist = self._engine_allowlist
         engine.dangerous_per_tick = None  # the category gate applies the policy's per_turn
         to_run, decided, uncounted = self._gate(calls)
+        aside = self._background.admit if self._background is not None else None
         with providing_context(self.context):  # a context variable: the engine may serve other callers
-            outcome = await engine.execute_batch(to_run) if to_run else ()
+            outcome = await engine.execute_batch(to_run, aside=aside) if to_run else ()
+        if self._background is not None:  # a started call counts when its outcome comes
+            uncounted.update(self._background.launch(killed=isinstance(outcome, Abort) and outcome.reason == "killed"))
         if isinstance(outcome, Abort):
             self._aborted(outcome, to_run, decided, uncounted)
-        elif not decided:
+        elif not decided and not uncounted:
             return outcome, _NOTHING  # every call ran, and the engine answers in call order
         else:
             decided.update((entry.call_id, entry) for entry in outcome)

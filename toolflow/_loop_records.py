@@ -15,8 +15,50 @@ from toolflow._calls import ToolCall
 from toolflow._deliberate import Trigger
 from toolflow._policy import LoopDecision, LoopReason
 from toolflow._providers import Usage
+from toolflow._results import ToolResult
 
-__all__ = ["LoopResult", "RunState", "TurnRecord", "add_usage"]
+__all__ = ["LoopResult", "RunState", "TaskOutcome", "TurnRecord", "add_usage"]
+
+
+@attrs.frozen(kw_only=True)
+class TaskOutcome:
+    """How a background call ended: its task and the entry it would have had in a batch.
+
+    Attributes:
+        task_id: ``task-1``, ``task-2``, ... (numbered across the runs of one agent).
+        entry: The call and its result (``duration``: from the task's start to its end).
+    """
+
+    task_id: str
+    entry: HistoryEntry
+
+    @property
+    def call_id(self) -> str:
+        """The id of the call (its ``started`` result answers it)."""
+        return self.entry.call_id
+
+    @property
+    def tool_name(self) -> str:
+        """The tool called."""
+        return self.entry.tool_name
+
+    @property
+    def result(self) -> ToolResult:
+        """The call's result, as the note shows it."""
+        return self.entry.result
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready record (``toolflow run --output-format json``)."""
+        duration = self.entry.duration
+        call = self.entry.call
+        return {
+            "task_id": self.task_id,
+            "id": self.call_id,
+            "tool": self.tool_name,
+            "arguments": dict(call.arguments) if isinstance(call, ToolCall) else None,
+            "result": self.result.to_dict(),
+            "duration_ms": None if duration is None else round(duration * 1000, 3),
+        }
 
 
 @attrs.frozen(kw_only=True)
@@ -38,6 +80,8 @@ class TurnRecord:
         triggers: On a run's first turn in deliberate mode, the tools with triggers that the
             user's message exposed, each with the phrase that did (or ``None``: kept by a recent
             successful call). Recorded for the trace, never shown to the model.
+        outcomes: The outcomes of background calls that entered the history before this turn's
+            model request, as one note (``toolflow._background``), in task order.
     """
 
     turn: int
@@ -50,6 +94,7 @@ class TurnRecord:
     tools_offered: bool = True
     ended_by: tuple[str, ...] = ()
     triggers: tuple[Trigger, ...] = ()
+    outcomes: tuple[TaskOutcome, ...] = ()
 
 
 @attrs.frozen(kw_only=True)
@@ -65,6 +110,8 @@ class LoopResult:
         system: The system prompt that was sent.
         format: The history format.
         usage: Tokens summed over all responses.
+        outcomes: The outcomes of background calls noted in the history after the last turn:
+            those the run ended with (``policy.on_exit``), in task order.
     """
 
     final_answer: str
@@ -75,6 +122,7 @@ class LoopResult:
     system: str
     format: str
     usage: Usage
+    outcomes: tuple[TaskOutcome, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """The result as one JSON-ready document (``toolflow run --output json``)."""
@@ -85,6 +133,7 @@ class LoopResult:
             "format": self.format,
             "usage": _usage_dict(self.usage),
             "turns": [_turn_dict(turn) for turn in self.turns],
+            "outcomes": [outcome.to_dict() for outcome in self.outcomes],
             "system": self.system,
             "history": [dict(message) for message in self.messages],
         }
@@ -125,6 +174,7 @@ def _turn_dict(turn: TurnRecord) -> dict[str, Any]:
         "tools_offered": turn.tools_offered,
         "ended_by": list(turn.ended_by),
         "triggers": [trigger.to_dict() for trigger in turn.triggers],
+        "outcomes": [outcome.to_dict() for outcome in turn.outcomes],
         "duration_ms": round(turn.duration * 1000, 3),
         "usage": _usage_dict(turn.usage),
         "decision": turn.decision.to_dict(),

@@ -188,7 +188,7 @@ def _policy(spec_file: SpecFile) -> PolicySummary | None:
         toolset=Named(name=toolset, place=place("/policy/toolset")) if isinstance(toolset, str) else None,
         lists=_lists(policy, place),
         categories=tuple(str(name) for name in categories) if isinstance(categories, Mapping) else (),
-        settings=_settings(categories),
+        settings=_settings(categories, place),
         place=place("/policy", key=True),
         keys={key: place(f"/policy/{key}", key=True) for key in ("allow", "deliberate") if key in policy},
         rules=tuple(_rules(rules, place)) if isinstance(rules, list) else None,
@@ -211,17 +211,26 @@ def _lists(policy: Mapping[str, Any], place: Callable[[str], Place]) -> tuple[tu
     return tuple(lists)
 
 
-def _settings(categories: Any) -> tuple[CategorySettings, ...]:
-    """The ``approval`` and ``per_turn`` of each ``policy.categories`` entry, as written."""
-    return tuple(
-        CategorySettings(
-            name=str(name),
-            approval=own.get("approval") if isinstance(own.get("approval"), bool) else None,
-            per_turn=own.get("per_turn") if _is_count(own.get("per_turn")) else None,
+def _settings(categories: Any, place: Callable[..., Place]) -> tuple[CategorySettings, ...]:
+    """What each ``policy.categories`` entry sets, as written."""
+    settings = []
+    for name, own in categories.items() if isinstance(categories, Mapping) else ():
+        if not isinstance(own, Mapping):
+            continue
+        flags = {key: own[key] if isinstance(own.get(key), bool) else None for key in ("background", "deferred")}
+        ends_loop = own.get("ends_loop")
+        written = [key for key in ("background", "ends_loop", "deferred") if key in own]
+        settings.append(
+            CategorySettings(
+                name=str(name),
+                approval=own.get("approval") if isinstance(own.get("approval"), bool) else None,
+                per_turn=own.get("per_turn") if _is_count(own.get("per_turn")) else None,
+                ends_loop=ends_loop if isinstance(ends_loop, str) else None,
+                places={key: place(f"/policy/categories{json_pointer([name, key])}") for key in written},
+                **flags,
+            )
         )
-        for name, own in (categories.items() if isinstance(categories, Mapping) else ())
-        if isinstance(own, Mapping)
-    )
+    return tuple(settings)
 
 
 def _named(names: list[Any], pointer: str, place: Callable[[str], Place]) -> tuple[Named, ...]:

@@ -255,11 +255,18 @@ class ToolsetSummary:
 
 @attrs.frozen(kw_only=True)
 class CategorySettings:
-    """What a ``policy.categories`` entry sets of the properties pipelines are checked on; ``None``: not set."""
+    """What a ``policy.categories`` entry sets of the properties lint checks; ``None``: not set.
+
+    ``places`` holds where the entry writes ``background``, ``ends_loop`` and ``deferred`` (TF258).
+    """
 
     name: str
     approval: bool | None = None
     per_turn: int | None = None
+    background: bool | None = None
+    ends_loop: str | None = None
+    deferred: bool | None = None
+    places: Mapping[str, Place] = attrs.field(factory=dict)
 
 
 @attrs.frozen(kw_only=True)
