@@ -117,6 +117,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "toolflow.default_plugins",
             "toolflow._serve",
             "toolflow._serve_http",
+            "toolflow._serve_progress",
             "toolflow._serve_stdio",
             "toolflow._shutdown",
         ),

@@ -59,7 +59,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import math
 import sys
 import warnings
 from collections import Counter
@@ -80,7 +79,7 @@ from toolflow import __version__
 from toolflow._approval import ApprovalReason, ApprovalWarning, asking_approval
 from toolflow._cache import CacheWarning
 from toolflow._calls import ToolCall
-from toolflow._context import providing_context, reporting_progress
+from toolflow._context import providing_context
 from toolflow._errors import UsageError
 from toolflow._executor import Engine, open_engine
 from toolflow._export import mcp_tool
@@ -91,6 +90,7 @@ from toolflow._policy import Policy
 from toolflow._registry import Registry
 from toolflow._results import DEFAULT_MAX_RESULT_CHARS, ToolResult, _to_json, truncate_text
 from toolflow._serve_http import HTTPSettings, Listener, Principal, listen, principal_of, serve_http
+from toolflow._serve_progress import call_with_progress
 from toolflow._serve_stdio import serve_stdio
 from toolflow._shutdown import DEFAULT_GRACE, Interrupts, open_signal_watch
 from toolflow._telemetry import remote_parent
@@ -112,9 +112,6 @@ TRANSPORTS: tuple[Transport, ...] = ("stdio", "http")
 
 _BOOKKEEPING = frozenset({"attempts", "cached"})
 """Keys the engine adds to a result's ``extra``; they are not part of the tool's output."""
-
-_PROGRESS_BUFFER = 64
-"""Progress reports waiting to be sent; when the client reads slower than the tool reports, newer ones are dropped."""
 
 _SESSION_KEY = "toolflow.engine"
 """Where a connection's :class:`_Session` lives in the SDK's per-connection ``state``."""
@@ -363,7 +360,7 @@ class ToolService:
             if _progress_token(ctx) is None:
                 result = await engine.call(name, arguments, call_id=call_id)
             else:
-                result = await _call_with_progress(engine, ctx, name, arguments, call_id)
+                result = await call_with_progress(engine, ctx, name, arguments, call_id)
         if client.question is not None:  # 2026-07-28: the client answers by retrying the call
             return types.InputRequiredResult(
                 input_requests={APPROVAL_INPUT: client.question}, request_state=_APPROVAL_STATE
@@ -456,55 +453,6 @@ def _meta(ctx: ServerRequestContext[Any, Any]) -> object:
 def _progress_token(ctx: ServerRequestContext[Any, Any]) -> object:
     meta = _meta(ctx)
     return meta.get("progressToken") if isinstance(meta, Mapping) else None
-
-
-class _ProgressSink:
-    """Takes progress reports from any thread and queues them, in order, for the request's forwarder."""
-
-    def __init__(self, send: trio.MemorySendChannel[tuple[float, float | None, str | None]]) -> None:
-        self._token = trio.lowlevel.current_trio_token()
-        self._send = send
-        self._last = -math.inf
-        self._closed = False
-
-    def __call__(self, progress: float, total: float | None, message: str | None) -> None:
-        if self._closed:
-            return
-        with contextlib.suppress(trio.RunFinishedError):
-            self._token.run_sync_soon(self._put, (progress, total, message))
-
-    def _put(self, report: tuple[float, float | None, str | None]) -> None:
-        # Runs in the trio thread, one report after another, so the order and the check hold.
-        if self._closed or report[0] <= self._last:
-            return
-        self._last = report[0]
-        with contextlib.suppress(trio.WouldBlock, trio.ClosedResourceError, trio.BrokenResourceError):
-            self._send.send_nowait(report)
-
-    def close(self) -> None:
-        self._closed = True
-        self._send.close()
-
-
-async def _call_with_progress(
-    engine: Engine, ctx: ServerRequestContext[Any, Any], name: str, arguments: object, call_id: str
-) -> ToolResult:
-    send, receive = trio.open_memory_channel[tuple[float, float | None, str | None]](_PROGRESS_BUFFER)
-    sink = _ProgressSink(send)
-
-    async def forward() -> None:
-        async with receive:
-            async for progress, total, message in receive:
-                await ctx.session.report_progress(progress, total, message)
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(forward)
-        try:
-            with reporting_progress(sink):
-                result = await engine.call(name, arguments, call_id=call_id)
-        finally:
-            sink.close()  # the forwarder sends what is queued, then ends: progress arrives before the result
-    return result
 
 
 @attrs.define(kw_only=True)
