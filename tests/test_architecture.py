@@ -119,6 +119,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "toolflow._serve_http",
             "toolflow._serve_progress",
             "toolflow._serve_stdio",
+            "toolflow._serve_tasks",
             "toolflow._shutdown",
         ),
     ),
