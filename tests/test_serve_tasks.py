@@ -562,6 +562,31 @@ async def test_http_process_binds_tasks_to_their_principal(project: Project) -> 
     }
 
 
+async def test_http_process_binds_legacy_tasks_to_their_session(project: Project) -> None:
+    """Over HTTP, 2025-11-25: a task lives on its session; another session of the same principal cannot reach it."""
+    server = await trio.to_thread.run_sync(lambda: HTTPServer(project.root, "--auth-tokens", "tokens.toml"))
+    watcher = TasksClient()
+    try:
+        with trio.fail_after(60):
+            async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKENS['alice']}"}) as http:
+                transport = streamable_http_client(server.url, http_client=http)
+                async with Client(transport, mode="legacy", extensions=[watcher]) as first:
+                    task = await create_legacy(first, "whoami", {})
+                    result = await result_legacy(first, task.task_id)
+                    other_transport = streamable_http_client(server.url, http_client=http)
+                    async with Client(other_transport, mode="legacy") as second:
+                        with pytest.raises(MCPError) as refused:
+                            await get_legacy(second, task.task_id)
+                        listed = await second.session.send_request(types.ListTasksRequest(), types.ListTasksResult)
+                    done = await get_legacy(first, task.task_id)
+    finally:
+        await trio.to_thread.run_sync(server.close)
+    assert (result.is_error, text(result)) == (False, "you are alice")
+    assert refused.value.error.code == -32602
+    assert listed.tasks == []
+    assert done.status == "completed"
+
+
 async def test_stdio_process_serves_tasks_and_sigterm_waits_for_them(project: Project) -> None:
     """Over stdio, 2026-07-28: a report runs as a task; SIGTERM lets it finish (on_exit: wait) before the exit."""
     argv = serve_argv("--project", str(project.root))

@@ -91,7 +91,7 @@ from toolflow._results import DEFAULT_MAX_RESULT_CHARS, ToolResult, _to_json, tr
 from toolflow._serve_http import HTTPSettings, Listener, Principal, listen, principal_of, serve_http
 from toolflow._serve_progress import call_with_progress
 from toolflow._serve_stdio import serve_stdio
-from toolflow._serve_tasks import TaskLimits, Tasks, connection_of, running
+from toolflow._serve_tasks import TaskLimits, Tasks, connection_of, running, session_of
 from toolflow._shutdown import DEFAULT_GRACE, Interrupts, open_signal_watch
 from toolflow._telemetry import remote_parent
 
@@ -357,11 +357,12 @@ class ToolService:
     ) -> Callable[[], Awaitable[types.CallToolResult | types.InputRequiredResult]]:
         """The call of *params* as an MCP task runs it later, on the same path as :meth:`call_tool`.
 
-        The engine is the session's (2025-11-25), found now, or, without a session (2026-07-28
-        over HTTP), one of its own for the task's lifetime. Nobody is asked to approve.
+        The engine is the session's (2025-11-25, stdio), found now, or, without a session
+        (2026-07-28 and stateless requests over HTTP), one of its own for the task's lifetime.
+        Nobody is asked to approve.
         """
-        modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
-        engine = self.shared if modern else await self._session_engine(ctx)
+        has_session = self.shared is not None or session_of(ctx) is not None
+        engine = await self._session_engine(ctx) if has_session else None
 
         async def run() -> types.CallToolResult | types.InputRequiredResult:
             if engine is None:

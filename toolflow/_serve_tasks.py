@@ -81,6 +81,7 @@ __all__ = [
     "Tasks",
     "connection_of",
     "running",
+    "session_of",
 ]
 
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
@@ -204,6 +205,18 @@ def connection_of(ctx: ServerRequestContext[Any, Any]) -> Connection | None:
     """
     connection = getattr(ctx.session, "_connection", None)
     return connection if isinstance(connection, Connection) else None
+
+
+def session_of(ctx: ServerRequestContext[Any, Any]) -> Connection | None:
+    """The protocol session of a request: its connection under 2025-11-25, when the connection is one.
+
+    None under 2026-07-28 (no sessions) and for a request without a back channel (stateless
+    HTTP, where every request has a connection of its own that ends with it).
+    """
+    connection = connection_of(ctx)
+    if _modern(ctx) or connection is None or not connection.has_standalone_channel:
+        return None
+    return connection
 
 
 def _now() -> str:
@@ -343,8 +356,8 @@ class Tasks:
         """Whose a task is: the principal, and under 2025-11-25 the protocol session."""
         principal = principal_of(ctx)
         session = None
-        connection = connection_of(ctx)
-        if not _modern(ctx) and connection is not None:
+        connection = session_of(ctx)
+        if connection is not None:
             session = connection.state.setdefault(_SESSION_KEY, secrets.token_urlsafe(12))
         return json.dumps([principal.id if principal is not None else None, session])
 
@@ -396,7 +409,7 @@ class Tasks:
             updated=created,
             expires=expires,
             ttl_ms=round(seconds * 1000),
-            notify=None if modern else connection_of(ctx),
+            notify=session_of(ctx),
         )
         run = await self.run_call(ctx, params)
         if task.notify is not None and _CLOSING_KEY not in task.notify.state:
