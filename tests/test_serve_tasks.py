@@ -6,8 +6,8 @@ virtual minute): over the 2025-11-25 handshake (``mode="legacy"``: tasks in the 
 and over 2026-07-28 (the Tasks extension). The SDK 2.3 has the 2025-11-25 task messages as types
 only and validates a ``tools/call`` answer as a ``CallToolResult``, so a legacy task is created
 through the client session's dispatcher, raw; every other request goes through its generic
-``send_request`` with the SDK's types. Real processes follow: ``toolflow serve`` over HTTP with
-two principals, and over stdio.
+``send_request`` with the SDK's types. Real processes follow, for both generations:
+``toolflow serve`` over HTTP with two principals, and over stdio.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import pytest
 import trio
 import trio.testing
 from _mcp_project import HTTPServer, serve_argv, server_environment
-from mcp import Client, StdioServerParameters, types
+from mcp import Client, ClientSession, StdioServerParameters, stdio_client, types
 from mcp.client.extension import ClaimContext, ClientExtension, NotificationBinding, ResultClaim
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
@@ -198,32 +198,32 @@ async def serving(
             yield client
 
 
-async def create_legacy(client: Client, name: str, arguments: dict[str, Any], ttl: int | None = None) -> types.Task:
+async def create_legacy(
+    session: ClientSession, name: str, arguments: dict[str, Any], ttl: int | None = None
+) -> types.Task:
     """A 2025-11-25 task-augmented ``tools/call``, through the dispatcher (the SDK would validate a CallToolResult)."""
     params = types.CallToolRequestParams(name=name, arguments=arguments, task=types.TaskMetadata(ttl=ttl))
-    raw = await client.session._dispatcher.send_raw_request(  # private: see the module's docstring
+    raw = await session._dispatcher.send_raw_request(  # private: see the module's docstring
         "tools/call", params.model_dump(by_alias=True, mode="json", exclude_none=True), None
     )
     return types.CreateTaskResult.model_validate(raw).task
 
 
-async def get_legacy(client: Client, task_id: str) -> types.GetTaskResult:
+async def get_legacy(session: ClientSession, task_id: str) -> types.GetTaskResult:
     request = types.GetTaskRequest(params=types.GetTaskRequestParams(task_id=task_id))
-    return await client.session.send_request(request, types.GetTaskResult)
+    return await session.send_request(request, types.GetTaskResult)
 
 
-async def result_legacy(client: Client, task_id: str) -> types.CallToolResult:
+async def result_legacy(session: ClientSession, task_id: str) -> types.CallToolResult:
     request = types.GetTaskPayloadRequest(params=types.GetTaskPayloadRequestParams(task_id=task_id))
-    return await client.session.send_request(request, types.CallToolResult)
+    return await session.send_request(request, types.CallToolResult)
 
 
-async def cancel(client: Client, task_id: str) -> dict[str, Any]:
+async def cancel(session: ClientSession, task_id: str) -> dict[str, Any]:
     """tasks/cancel: the task under 2025-11-25, an empty acknowledgement under 2026-07-28."""
     request = types.CancelTaskRequest(params=types.CancelTaskRequestParams(task_id=task_id))
-    modern = client.session.protocol_version == "2026-07-28"
-    answer: types.Result = await client.session.send_request(
-        request, types.EmptyResult if modern else types.CancelTaskResult
-    )
+    modern = session.protocol_version == "2026-07-28"
+    answer: types.Result = await session.send_request(request, types.EmptyResult if modern else types.CancelTaskResult)
     return answer.model_dump(by_alias=True, exclude_none=True)
 
 
@@ -285,7 +285,7 @@ async def test_no_background_category_means_no_tasks(project: Project) -> None:
             async with Client(build_server(service), mode="legacy") as client:
                 capabilities = client.session.server_capabilities
                 with pytest.raises(MCPError) as missing:
-                    await get_legacy(client, "anything")
+                    await get_legacy(client.session, "anything")
     assert capabilities is not None
     assert capabilities.tasks is None
     assert missing.value.error.code == -32601
@@ -300,13 +300,13 @@ async def test_legacy_task_is_created_polled_listed_and_its_result_fetched(
     """tools/call with `task` answers at once (working); tasks/result waits for the CallToolResult; a notification."""
     with trio.fail_after(600):
         async with serving(project.service(), "legacy") as client:
-            task = await create_legacy(client, "report", {"topic": "tides"}, ttl=120_000)
+            task = await create_legacy(client.session, "report", {"topic": "tides"}, ttl=120_000)
             started = trio.current_time()
-            polled = await get_legacy(client, task.task_id)
+            polled = await get_legacy(client.session, task.task_id)
             listed = await client.session.send_request(types.ListTasksRequest(), types.ListTasksResult)
-            result = await result_legacy(client, task.task_id)
+            result = await result_legacy(client.session, task.task_id)
             waited = trio.current_time() - started
-            done = await get_legacy(client, task.task_id)
+            done = await get_legacy(client.session, task.task_id)
     assert (task.status, task.ttl, task.poll_interval) == ("working", 120_000, 1000)
     assert polled.status == "working"
     assert [listed_task.task_id for listed_task in listed.tasks] == [task.task_id]
@@ -325,10 +325,10 @@ async def test_legacy_status_notifications(project: Project, autojump_clock: tri
         async with service.open_engine() as engine, service.tasks.running():
             service.shared = engine
             async with Client(build_server(service), mode="legacy", extensions=[watcher]) as client:
-                finishing = await create_legacy(client, "report", {"topic": "a"})
-                cancelled = await create_legacy(client, "forever", {})
-                await cancel(client, cancelled.task_id)
-                await result_legacy(client, finishing.task_id)
+                finishing = await create_legacy(client.session, "report", {"topic": "a"})
+                cancelled = await create_legacy(client.session, "forever", {})
+                await cancel(client.session, cancelled.task_id)
+                await result_legacy(client.session, finishing.task_id)
                 await trio.sleep(1)
     assert sorted(watcher.statuses) == sorted([(cancelled.task_id, "cancelled"), (finishing.task_id, "completed")])
 
@@ -337,16 +337,16 @@ async def test_legacy_cancel_and_failures(project: Project, autojump_clock: trio
     """tasks/cancel: cancelled at once, the result says so, a second cancel is -32602; an isError result fails the task."""
     with trio.fail_after(600):
         async with serving(project.service(), "legacy") as client:
-            task = await create_legacy(client, "forever", {})
-            cancelled = await cancel(client, task.task_id)
-            result = await result_legacy(client, task.task_id)
+            task = await create_legacy(client.session, "forever", {})
+            cancelled = await cancel(client.session, task.task_id)
+            result = await result_legacy(client.session, task.task_id)
             with pytest.raises(MCPError) as again:
-                await cancel(client, task.task_id)
-            broken = await create_legacy(client, "broken", {})
-            broken_result = await result_legacy(client, broken.task_id)
-            broken_task = await get_legacy(client, broken.task_id)
-            publish = await create_legacy(client, "publish", {})
-            refused = await result_legacy(client, publish.task_id)
+                await cancel(client.session, task.task_id)
+            broken = await create_legacy(client.session, "broken", {})
+            broken_result = await result_legacy(client.session, broken.task_id)
+            broken_task = await get_legacy(client.session, broken.task_id)
+            publish = await create_legacy(client.session, "publish", {})
+            refused = await result_legacy(client.session, publish.task_id)
     assert cancelled["status"] == "cancelled"
     assert (result.is_error, text(result)) == (
         True,
@@ -367,11 +367,11 @@ async def test_legacy_task_of_a_tool_without_support_and_plain_calls(project: Pr
     with trio.fail_after(30):
         async with serving(project.service(), "legacy") as client:
             with pytest.raises(MCPError) as refused:
-                await create_legacy(client, "greet", {})
+                await create_legacy(client.session, "greet", {})
             greeted = await client.call_tool("greet", {})
             broken = await client.call_tool("broken", {})
             with pytest.raises(MCPError) as unknown:
-                await get_legacy(client, "not-a-task")
+                await get_legacy(client.session, "not-a-task")
     assert refused.value.error.code == -32601
     assert refused.value.error.message == "tool 'greet' cannot run as a task (its execution.taskSupport is 'forbidden')"
     assert text(greeted) == "hello"
@@ -384,17 +384,17 @@ async def test_tasks_expire_and_are_limited(project: Project, autojump_clock: tr
     service = attrs.evolve(project.service(), task_limits=TaskLimits(running=2, kept=3, ttl=600, max_ttl=3600))
     with trio.fail_after(100_000):
         async with serving(service, "legacy") as client:
-            short = await create_legacy(client, "report", {"topic": "x"}, ttl=90_000)
-            assert (await result_legacy(client, short.task_id)).is_error is False
+            short = await create_legacy(client.session, "report", {"topic": "x"}, ttl=90_000)
+            assert (await result_legacy(client.session, short.task_id)).is_error is False
             await trio.sleep(31)
             with pytest.raises(MCPError) as expired:
-                await get_legacy(client, short.task_id)
-            capped = await create_legacy(client, "forever", {}, ttl=10_000_000)
-            other = await create_legacy(client, "forever", {}, ttl=1000)
+                await get_legacy(client.session, short.task_id)
+            capped = await create_legacy(client.session, "forever", {}, ttl=10_000_000)
+            other = await create_legacy(client.session, "forever", {}, ttl=1000)
             with pytest.raises(MCPError) as too_many:
-                await create_legacy(client, "forever", {})
-            ended = await result_legacy(client, other.task_id)  # cancelled when its ttl ran out
-            await cancel(client, capped.task_id)
+                await create_legacy(client.session, "forever", {})
+            ended = await result_legacy(client.session, other.task_id)  # cancelled when its ttl ran out
+            await cancel(client.session, capped.task_id)
             listed = await client.session.send_request(types.ListTasksRequest(), types.ListTasksResult)
     assert expired.value.error.code == -32602
     assert capped.ttl == 3_600_000  # asked for more than max_ttl
@@ -413,16 +413,16 @@ async def test_a_forged_or_other_sessions_task_id_is_not_found(project: Project)
             service.shared = engine
             server = build_server(service)
             async with Client(server, mode="legacy") as first, Client(server, mode="legacy") as second:
-                task = await create_legacy(first, "forever", {})
+                task = await create_legacy(first.session, "forever", {})
                 payload, _, mac = task.task_id.partition(".")
                 forged = payload + "." + ("A" if mac[0] != "A" else "B") + mac[1:]
                 errors = []
                 for client, task_id in ((second, task.task_id), (first, forged), (first, "x" * 2000)):
                     with pytest.raises(MCPError) as refused:
-                        await get_legacy(client, task_id)
+                        await get_legacy(client.session, task_id)
                     errors.append(refused.value.error.code)
                 listed = await second.session.send_request(types.ListTasksRequest(), types.ListTasksResult)
-                await cancel(first, task.task_id)
+                await cancel(first.session, task.task_id)
     assert errors == [-32602, -32602, -32602]
     assert listed.tasks == []
 
@@ -444,10 +444,10 @@ async def test_modern_task_is_polled_to_its_result(project: Project, autojump_cl
             greeted = await client.call_tool("greet", {})
             other = await client.session.call_tool("forever", {}, allow_claimed=True)
             assert isinstance(other, CreateExtensionTask)
-            acknowledged = await cancel(client, other.task_id)
+            acknowledged = await cancel(client.session, other.task_id)
             cancelled = await get_modern(client.session, other.task_id)
             with pytest.raises(MCPError) as no_result_method:
-                await result_legacy(client, raw.task_id)
+                await result_legacy(client.session, raw.task_id)
     assert text(resolved) == "report on tides"
     assert (raw.status, raw.ttl_ms, raw.poll_interval_ms) == ("working", 900_000, 1000)
     assert (working.status, working.result) == ("working", None)
@@ -493,16 +493,16 @@ async def test_a_stop_waits_for_tasks_or_cancels_them(
     lifecycle = Lifecycle()
     with trio.fail_after(600):
         async with serving(service, "legacy", lifecycle=lifecycle) as client:
-            task = await create_legacy(client, "report", {"topic": "tides"})
+            task = await create_legacy(client.session, "report", {"topic": "tides"})
             await trio.sleep(1)
             lifecycle.stop()
             with pytest.raises(MCPError) as refused:
-                await create_legacy(client, "report", {"topic": "more"})
+                await create_legacy(client.session, "report", {"topic": "more"})
             started = trio.current_time()
             await lifecycle.closing()
             closed_after = trio.current_time() - started
-            ended = await get_legacy(client, task.task_id)
-            result = await result_legacy(client, task.task_id)
+            ended = await get_legacy(client.session, task.task_id)
+            result = await result_legacy(client.session, task.task_id)
     assert refused.value.error.message == "the server is shutting down: no new tasks are started"
     if on_exit == "wait":
         assert (ended.status, text(result), round(closed_after)) == ("completed", "report on tides", 59)
@@ -571,14 +571,14 @@ async def test_http_process_binds_legacy_tasks_to_their_session(project: Project
             async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKENS['alice']}"}) as http:
                 transport = streamable_http_client(server.url, http_client=http)
                 async with Client(transport, mode="legacy", extensions=[watcher]) as first:
-                    task = await create_legacy(first, "whoami", {})
-                    result = await result_legacy(first, task.task_id)
+                    task = await create_legacy(first.session, "whoami", {})
+                    result = await result_legacy(first.session, task.task_id)
                     other_transport = streamable_http_client(server.url, http_client=http)
                     async with Client(other_transport, mode="legacy") as second:
                         with pytest.raises(MCPError) as refused:
-                            await get_legacy(second, task.task_id)
+                            await get_legacy(second.session, task.task_id)
                         listed = await second.session.send_request(types.ListTasksRequest(), types.ListTasksResult)
-                    done = await get_legacy(first, task.task_id)
+                    done = await get_legacy(first.session, task.task_id)
     finally:
         await trio.to_thread.run_sync(server.close)
     assert (result.is_error, text(result)) == (False, "you are alice")
@@ -601,6 +601,38 @@ async def test_stdio_process_serves_tasks_and_sigterm_waits_for_them(project: Pr
     assert created["result"]["resultType"] == "task"
     assert code == 143
     assert (project.root / "done.txt").read_text(encoding="utf-8") == "x\n"  # the task finished before the exit
+
+
+async def test_stdio_process_serves_legacy_tasks(project: Project) -> None:
+    """Over stdio, 2025-11-25 (the SDK's ClientSession after `initialize`): create, list, result, a notification."""
+    argv = serve_argv("--project", str(project.root))
+    params = StdioServerParameters(
+        command=argv[0], args=argv[1:], env={**server_environment(), "REPORT_SECONDS": "0.2"}
+    )
+    statuses: list[tuple[str, str]] = []
+    notified = trio.Event()
+
+    async def status(notification: types.TaskStatusNotificationParams) -> None:
+        statuses.append((notification.task_id, notification.status))
+        notified.set()
+
+    binding = NotificationBinding(
+        method="notifications/tasks/status", params_type=types.TaskStatusNotificationParams, handler=status
+    )
+    with trio.fail_after(60), (project.root / "stdio.log").open("w", encoding="utf-8") as log:
+        async with (
+            stdio_client(params, errlog=log) as (read, write),
+            ClientSession(read, write, notification_bindings=[binding]) as session,
+        ):
+            initialized = await session.initialize()
+            task = await create_legacy(session, "report", {"topic": "tides"})
+            listed = await session.send_request(types.ListTasksRequest(), types.ListTasksResult)
+            result = await result_legacy(session, task.task_id)
+            await notified.wait()  # the notification may follow the result
+    assert initialized.capabilities.tasks is not None
+    assert [listed_task.task_id for listed_task in listed.tasks] == [task.task_id]
+    assert (result.is_error, text(result)) == (False, "report on tides")
+    assert statuses == [(task.task_id, "completed")]
 
 
 def sigterm_with_a_task_running(root: Path) -> tuple[dict[str, Any], int]:
