@@ -404,6 +404,25 @@ async def test_tasks_expire_and_are_limited(project: Project, autojump_clock: tr
     assert {task.task_id for task in listed.tasks} <= {capped.task_id, other.task_id}
 
 
+async def test_past_the_kept_limit_the_oldest_finished_task_is_dropped(
+    project: Project, autojump_clock: trio.testing.MockClock
+) -> None:
+    """At most `kept` tasks per client: a new one drops the client's oldest finished task, never a running one."""
+    service = attrs.evolve(project.service(), task_limits=TaskLimits(running=2, kept=2))
+    with trio.fail_after(600):
+        async with serving(service, "legacy") as client:
+            running = await create_legacy(client.session, "forever", {})
+            oldest = await create_legacy(client.session, "report", {"topic": "a"})
+            await result_legacy(client.session, oldest.task_id)
+            newest = await create_legacy(client.session, "report", {"topic": "b"})
+            with pytest.raises(MCPError) as dropped:
+                await get_legacy(client.session, oldest.task_id)
+            listed = await client.session.send_request(types.ListTasksRequest(), types.ListTasksResult)
+            await cancel(client.session, running.task_id)
+    assert dropped.value.error.code == -32602
+    assert [task.task_id for task in listed.tasks] == [running.task_id, newest.task_id]
+
+
 async def test_a_forged_or_other_sessions_task_id_is_not_found(project: Project) -> None:
     """A task id is a signed handle bound to its session: edited, or presented by another session, it is not found."""
     service = project.service()
