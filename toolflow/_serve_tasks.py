@@ -391,6 +391,7 @@ class Tasks:
         Raises:
             MCPError: The owner has too many tasks running, or the server cannot run tasks now.
         """
+        run = await self.run_call(ctx, params)  # the only wait: from here on, the checks and the record are atomic
         if self._nursery is None or (self.lifetime is not None and self.lifetime.stopping):
             raise MCPError(code=INVALID_REQUEST, message="the server is shutting down: no new tasks are started")
         owner = self._owner(ctx)
@@ -411,7 +412,6 @@ class Tasks:
             ttl_ms=round(seconds * 1000),
             notify=session_of(ctx),
         )
-        run = await self.run_call(ctx, params)
         if task.notify is not None and _CLOSING_KEY not in task.notify.state:
             # The session's engine closes with the connection: its tasks end first (LIFO).
             task.notify.state[_CLOSING_KEY] = True
@@ -437,10 +437,10 @@ class Tasks:
                     changed = task.finish("failed", None, f"the call failed: {type(exc).__name__}")
                 else:
                     changed = self._complete(task, result)
+        finally:
             if not task.terminal:  # cancelled: by the ttl, a stop, a kill or the server's end
                 text = _EXPIRED if trio.current_time() >= task.expires else self._stopped()
                 changed = task.finish("cancelled", _failure(text), text)
-        finally:
             if lifetime is not None:
                 lifetime.release(task.scope)
         if changed:  # a task the client cancelled was reported by tasks/cancel
