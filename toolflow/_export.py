@@ -333,8 +333,14 @@ def _local_definition(root: Mapping[str, Any], ref: str) -> Mapping[str, Any] | 
     return None
 
 
-def mcp_tool(spec: ToolSpec, tools: Mapping[str, ToolSpec] | None = None) -> dict[str, Any]:
-    """The MCP ``Tool`` definition of *spec* (as listed by ``tools/list``); *tools* as for :func:`mcp_annotations`."""
+def mcp_tool(
+    spec: ToolSpec, tools: Mapping[str, ToolSpec] | None = None, *, task_support: bool = False
+) -> dict[str, Any]:
+    """The MCP ``Tool`` definition of *spec* (as listed by ``tools/list``); *tools* as for :func:`mcp_annotations`.
+
+    *task_support* (a tool of a background category, served by ``toolflow serve``) adds
+    ``execution.taskSupport: "optional"`` (MCP 2025-11-25): a client may call it as a task.
+    """
     tool: dict[str, Any] = {"name": spec.name}
     if spec.title:
         tool["title"] = masked(spec.title)
@@ -344,6 +350,8 @@ def mcp_tool(spec: ToolSpec, tools: Mapping[str, ToolSpec] | None = None) -> dic
     if isinstance(output, Mapping) and output.get("type") == "object":
         tool["outputSchema"] = masked(output)
     tool["annotations"] = mcp_annotations(spec, tools)
+    if task_support:
+        tool["execution"] = {"taskSupport": "optional"}
     return tool
 
 

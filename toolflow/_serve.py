@@ -59,11 +59,10 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import math
 import sys
 import warnings
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Literal, TextIO, TypeAlias
 
@@ -71,7 +70,6 @@ import attrs
 import trio
 from mcp import types
 from mcp.server import Server, ServerRequestContext
-from mcp.server.connection import Connection
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp_types import RequestId
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -80,18 +78,20 @@ from toolflow import __version__
 from toolflow._approval import ApprovalReason, ApprovalWarning, asking_approval
 from toolflow._cache import CacheWarning
 from toolflow._calls import ToolCall
-from toolflow._context import providing_context, reporting_progress
+from toolflow._context import providing_context
 from toolflow._errors import UsageError
 from toolflow._executor import Engine, open_engine
 from toolflow._export import mcp_tool
 from toolflow._invoke import CallHookWarning
 from toolflow._mcp_sources import ToolSourceWarning
 from toolflow._plugins import Plugins
-from toolflow._policy import Policy
+from toolflow._policy import OnExit, Policy
 from toolflow._registry import Registry
 from toolflow._results import DEFAULT_MAX_RESULT_CHARS, ToolResult, _to_json, truncate_text
 from toolflow._serve_http import HTTPSettings, Listener, Principal, listen, principal_of, serve_http
+from toolflow._serve_progress import call_with_progress
 from toolflow._serve_stdio import serve_stdio
+from toolflow._serve_tasks import TaskLimits, Tasks, connection_of, running, session_of
 from toolflow._shutdown import DEFAULT_GRACE, Interrupts, open_signal_watch
 from toolflow._telemetry import remote_parent
 
@@ -112,9 +112,6 @@ TRANSPORTS: tuple[Transport, ...] = ("stdio", "http")
 
 _BOOKKEEPING = frozenset({"attempts", "cached"})
 """Keys the engine adds to a result's ``extra``; they are not part of the tool's output."""
-
-_PROGRESS_BUFFER = 64
-"""Progress reports waiting to be sent; when the client reads slower than the tool reports, newer ones are dropped."""
 
 _SESSION_KEY = "toolflow.engine"
 """Where a connection's :class:`_Session` lives in the SDK's per-connection ``state``."""
@@ -253,6 +250,10 @@ class ToolService:
         engine_tools: Every tool the engines hold (default: *registry*), where the annotations
             of a pipeline look up its steps' tools, served or not.
         max_result_chars: The cap on a result's text (the policy's ``max_result_chars``).
+        background: The served tools of background categories: they may run as MCP tasks.
+        on_exit: The policy's ``on_exit``: whether a stop waits for running tasks or cancels them.
+        task_limits: Tasks per client and their retention.
+        tasks: The tasks of the server (None when no tool may run as one).
     """
 
     registry: Registry
@@ -260,12 +261,20 @@ class ToolService:
     shared: Engine | None = None
     engine_tools: Registry | None = None
     max_result_chars: int = DEFAULT_MAX_RESULT_CHARS
+    background: frozenset[str] = frozenset()
+    on_exit: OnExit = "wait"
+    task_limits: TaskLimits = attrs.field(factory=TaskLimits)
+    tasks: Tasks | None = attrs.field(init=False)
     _listing: types.ListToolsResult = attrs.field(init=False)
     _structured: frozenset[str] = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
         every = {tool.name: tool.spec for tool in self.engine_tools or self.registry}
-        definitions = [mcp_tool(tool.spec, every) for tool in self.registry]
+        definitions = [mcp_tool(t.spec, every, task_support=t.name in self.background) for t in self.registry]
+        tasks = Tasks(
+            background=self.background, run_call=self.task_call, on_exit=self.on_exit, limits=self.task_limits
+        )
+        self.tasks = tasks if self.background else None
         self._listing = types.ListToolsResult(tools=[types.Tool.model_validate(d) for d in definitions])
         self._structured = frozenset(d["name"] for d in definitions if "outputSchema" in d)
 
@@ -317,6 +326,8 @@ class ToolService:
             open_engine=open_session,
             engine_tools=registry,
             max_result_chars=policy.max_result_chars,
+            background=frozenset(t.name for t in exposed if policy.category(t.spec.category).background),
+            on_exit=policy.on_exit,
         )
 
     def input_schema(self, name: str) -> dict[str, Any] | None:
@@ -335,35 +346,66 @@ class ToolService:
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
         """Answer ``tools/call`` through the session's engine; only cancellation escapes."""
-        if self.shared is not None:
-            return await self._call(self.shared, ctx, params)
-        connection = _connection(ctx)
-        if connection is None:
+        engine = await self._session_engine(ctx)
+        if engine is None:
             async with self.open_engine() as engine:
                 return await self._call(engine, ctx, params)
+        return await self._call(engine, ctx, params)
+
+    async def task_call(
+        self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> Callable[[], Awaitable[types.CallToolResult | types.InputRequiredResult]]:
+        """The call of *params* as an MCP task runs it later, on the same path as :meth:`call_tool`.
+
+        The engine is the session's (2025-11-25, stdio), found now, or, without a session
+        (2026-07-28 and stateless requests over HTTP), one of its own for the task's lifetime.
+        Nobody is asked to approve.
+        """
+        has_session = self.shared is not None or session_of(ctx) is not None
+        engine = await self._session_engine(ctx) if has_session else None
+
+        async def run() -> types.CallToolResult | types.InputRequiredResult:
+            if engine is None:
+                async with self.open_engine() as own:
+                    return await self._call(own, ctx, params, task=True)
+            return await self._call(engine, ctx, params, task=True)
+
+        return run
+
+    async def _session_engine(self, ctx: ServerRequestContext[Any, Any]) -> Engine | None:
+        """The engine of the request's session (opened on its first call); None: the request has none."""
+        if self.shared is not None:
+            return self.shared
+        connection = connection_of(ctx)
+        if connection is None:
+            return None
         session = connection.state.get(_SESSION_KEY)
         if not isinstance(session, _Session):
             session = connection.state[_SESSION_KEY] = _Session()
-        engine = await session.engine(self.open_engine, connection.exit_stack)
-        return await self._call(engine, ctx, params)
+        return await session.engine(self.open_engine, connection.exit_stack)
 
     async def _call(
-        self, engine: Engine, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+        self,
+        engine: Engine,
+        ctx: ServerRequestContext[Any, Any],
+        params: types.CallToolRequestParams,
+        *,
+        task: bool = False,
     ) -> types.CallToolResult | types.InputRequiredResult:
         name = params.name
         arguments = params.arguments if params.arguments is not None else {}
         engine.tick()  # one request is one turn
         call_id = f"mcp_{ctx.request_id}"
-        client = _ClientApproval(ctx, params)
+        client = _ClientApproval(ctx, params, task=task)
         with (
             asking_approval(client),
             providing_context(principal_context(principal_of(ctx))),
             remote_parent(_meta(ctx)),  # the client's span, if it sent one
         ):
-            if _progress_token(ctx) is None:
+            if task or _progress_token(ctx) is None:
                 result = await engine.call(name, arguments, call_id=call_id)
             else:
-                result = await _call_with_progress(engine, ctx, name, arguments, call_id)
+                result = await call_with_progress(engine, ctx, name, arguments, call_id)
         if client.question is not None:  # 2026-07-28: the client answers by retrying the call
             return types.InputRequiredResult(
                 input_requests={APPROVAL_INPUT: client.question}, request_state=_APPROVAL_STATE
@@ -394,16 +436,19 @@ class _ClientApproval:
     ``requestState`` this server sealed for exactly that call (tool and arguments).
     """
 
-    def __init__(self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> None:
+    def __init__(
+        self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams, *, task: bool = False
+    ) -> None:
         self._ctx = ctx
         self._params = params
+        self._task = task  # a task's client is not there to answer
         self.question: types.ElicitRequest | None = None
 
     async def __call__(self, call: ToolCall, category: str) -> bool | None:
         capabilities = self._ctx.session.client_capabilities
         elicitation = capabilities.elicitation if capabilities is not None else None
         # An empty `elicitation: {}` is form mode (the 2025-06-18 shape); `url` alone is not.
-        if elicitation is None or (elicitation.form is None and elicitation.url is not None):
+        if self._task or elicitation is None or (elicitation.form is None and elicitation.url is not None):
             return None
         message = _approval_message(call, category)
         if self._ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
@@ -438,17 +483,6 @@ def _approved(answer: types.ElicitResult) -> bool:
     return answer.action == "accept" and content.get("approve") is True
 
 
-def _connection(ctx: ServerRequestContext[Any, Any]) -> Connection | None:
-    """The SDK's per-connection state of the request, if the SDK lets us reach it.
-
-    mcp 2.3 hands low-level handlers a ``ServerRequestContext`` without the ``connection`` its
-    planned ``Context`` has; the ``ServerSession`` keeps it. Without it, every request is a
-    session of its own.
-    """
-    connection = getattr(ctx.session, "_connection", None)
-    return connection if isinstance(connection, Connection) else None
-
-
 def _meta(ctx: ServerRequestContext[Any, Any]) -> object:
     return ctx.params.get("_meta") if ctx.params else None
 
@@ -456,55 +490,6 @@ def _meta(ctx: ServerRequestContext[Any, Any]) -> object:
 def _progress_token(ctx: ServerRequestContext[Any, Any]) -> object:
     meta = _meta(ctx)
     return meta.get("progressToken") if isinstance(meta, Mapping) else None
-
-
-class _ProgressSink:
-    """Takes progress reports from any thread and queues them, in order, for the request's forwarder."""
-
-    def __init__(self, send: trio.MemorySendChannel[tuple[float, float | None, str | None]]) -> None:
-        self._token = trio.lowlevel.current_trio_token()
-        self._send = send
-        self._last = -math.inf
-        self._closed = False
-
-    def __call__(self, progress: float, total: float | None, message: str | None) -> None:
-        if self._closed:
-            return
-        with contextlib.suppress(trio.RunFinishedError):
-            self._token.run_sync_soon(self._put, (progress, total, message))
-
-    def _put(self, report: tuple[float, float | None, str | None]) -> None:
-        # Runs in the trio thread, one report after another, so the order and the check hold.
-        if self._closed or report[0] <= self._last:
-            return
-        self._last = report[0]
-        with contextlib.suppress(trio.WouldBlock, trio.ClosedResourceError, trio.BrokenResourceError):
-            self._send.send_nowait(report)
-
-    def close(self) -> None:
-        self._closed = True
-        self._send.close()
-
-
-async def _call_with_progress(
-    engine: Engine, ctx: ServerRequestContext[Any, Any], name: str, arguments: object, call_id: str
-) -> ToolResult:
-    send, receive = trio.open_memory_channel[tuple[float, float | None, str | None]](_PROGRESS_BUFFER)
-    sink = _ProgressSink(send)
-
-    async def forward() -> None:
-        async with receive:
-            async for progress, total, message in receive:
-                await ctx.session.report_progress(progress, total, message)
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(forward)
-        try:
-            with reporting_progress(sink):
-                result = await engine.call(name, arguments, call_id=call_id)
-        finally:
-            sink.close()  # the forwarder sends what is queued, then ends: progress arrives before the result
-    return result
 
 
 @attrs.define(kw_only=True)
@@ -526,6 +511,7 @@ class Lifecycle:
     answers_reported: bool = False
     stopping: bool = attrs.field(default=False, init=False)
     _running: set[trio.CancelScope] = attrs.field(factory=set, init=False)
+    _cancel_on_stop: set[trio.CancelScope] = attrs.field(factory=set, init=False)
     _unanswered: Counter[RequestId] = attrs.field(factory=Counter, init=False)
     _stopped: trio.Event = attrs.field(factory=trio.Event, init=False)
     _settled: trio.Event = attrs.field(factory=trio.Event, init=False)
@@ -534,6 +520,8 @@ class Lifecycle:
     def stop(self) -> None:
         """Refuse new calls from now on; the transport closes once the calls in flight are answered."""
         self.stopping = True
+        for scope in tuple(self._cancel_on_stop):
+            scope.cancel()
         self._stopped.set()
         self._check_settled()
 
@@ -549,6 +537,18 @@ class Lifecycle:
         await self._stopped.wait()
         with self._answer_wait:
             await self._settled.wait()
+
+    def track(self, scope: trio.CancelScope, *, cancel_on_stop: bool) -> None:
+        """Count *scope* (an MCP task's) as work in flight until :meth:`release`: kill cancels it, stop too if asked."""
+        self._running.add(scope)
+        if cancel_on_stop:
+            self._cancel_on_stop.add(scope)
+
+    def release(self, scope: trio.CancelScope) -> None:
+        """The work of *scope* is over."""
+        self._running.discard(scope)
+        self._cancel_on_stop.discard(scope)
+        self._check_settled()
 
     def answered(self, request_id: RequestId) -> None:
         """The answer to request *request_id* was written (reported by the transport)."""
@@ -598,15 +598,15 @@ def build_server(service: ToolService, lifecycle: Lifecycle | None = None) -> Se
     of ``input_required`` results (under a key held by this process only) and verifies the
     client's echo, so an approval answer counts only for the call it was asked about.
     """
-    call_tool: CallTool = service.call_tool if lifecycle is None else lifecycle.guard(service.call_tool)
     server: Server[Any] = Server(
-        "toolflow",
-        version=__version__,
-        get_tool_input_schema=service.input_schema,
-        on_list_tools=service.list_tools,
-        on_call_tool=call_tool,
+        "toolflow", version=__version__, get_tool_input_schema=service.input_schema, on_list_tools=service.list_tools
     )
     server.middleware.append(RequestStateBoundary(RequestStateSecurity.ephemeral(), default_audience="toolflow"))
+    call_tool: CallTool = service.call_tool
+    if service.tasks is not None:  # the tools of background categories may run as MCP tasks
+        call_tool = service.tasks.install(server, call_tool, lifecycle)
+    call_tool = call_tool if lifecycle is None else lifecycle.guard(call_tool)
+    server.add_request_handler("tools/call", types.CallToolRequestParams, call_tool)
     return server
 
 
@@ -672,7 +672,7 @@ def serve(
                 interrupts, stop=lifecycle.stop, kill=lifecycle.kill, stderr=out, stopping=stopping
             ):
                 if listener is None:
-                    async with service.open_engine() as engine:
+                    async with service.open_engine() as engine, running(service.tasks):
                         service.shared = engine
                         await serve_stdio(
                             server,
@@ -681,7 +681,8 @@ def serve(
                             announce=lambda: announce(service, "over stdio"),
                         )
                 else:
-                    await _serve_http(server, listener, lifecycle, functools.partial(announce, service))
+                    async with running(service.tasks):
+                        await _serve_http(server, listener, lifecycle, functools.partial(announce, service))
 
     with warnings.catch_warnings():
         warnings.simplefilter("always", CallHookWarning)
