@@ -606,6 +606,32 @@ async def test_http_process_binds_legacy_tasks_to_their_session(project: Project
     assert done.status == "completed"
 
 
+async def test_stateless_http_binds_legacy_tasks_to_their_principal(project: Project) -> None:
+    """``--stateless``, 2025-11-25: no session to bind a task to, so its principal alone finds it from any request."""
+    server = await trio.to_thread.run_sync(
+        lambda: HTTPServer(project.root, "--auth-tokens", "tokens.toml", "--stateless")
+    )
+    try:
+        with trio.fail_after(60):
+            async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKENS['alice']}"}) as http:
+                transport = streamable_http_client(server.url, http_client=http)
+                async with Client(transport, mode="legacy") as first:
+                    task = await create_legacy(first.session, "whoami", {})
+                again_transport = streamable_http_client(server.url, http_client=http)
+                async with Client(again_transport, mode="legacy") as again:
+                    result = await result_legacy(again.session, task.task_id)
+            async with (
+                httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKENS['bob']}"}) as http,
+                Client(streamable_http_client(server.url, http_client=http), mode="legacy") as bob,
+            ):
+                with pytest.raises(MCPError) as refused:
+                    await get_legacy(bob.session, task.task_id)
+    finally:
+        await trio.to_thread.run_sync(server.close)
+    assert (result.is_error, text(result)) == (False, "you are alice")
+    assert refused.value.error.code == -32602
+
+
 async def test_stdio_process_serves_tasks_and_sigterm_waits_for_them(project: Project) -> None:
     """Over stdio, 2026-07-28: a report runs as a task; SIGTERM lets it finish (on_exit: wait) before the exit."""
     argv = serve_argv("--project", str(project.root))
