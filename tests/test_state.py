@@ -1,11 +1,10 @@
 """The state backend's contract (issue 19): every backend passes the same tests.
 
 ``BACKENDS`` maps a name to a factory taking the test's fake clock and the URL of the test's
-Redis server (``None`` for the backends that need none); the Redis backend joins it when it
-exists. ``LIMITS`` does the same for the fleet-wide limits alone, which Redis already has
-(:class:`toolflow._state_redis.RedisLimits`, against a real ``redis-server``: the
-``redis_server`` fixture, skipped where there is none). The engine does not use them yet: these
-tests are the contract the wiring will rely on.
+Redis server (``None`` for the backends that need none): the in-memory backend and
+:class:`toolflow._state_redis.RedisState` against a real ``redis-server`` (the ``redis_server``
+fixture, skipped, saying how to install it, where there is none). ``LIMITS`` does the same for
+the fleet-wide limits alone (with :class:`toolflow._state_redis.RedisLimits`, their first part).
 """
 
 from __future__ import annotations
@@ -28,7 +27,7 @@ from toolflow._state import (
     seal,
     unseal,
 )
-from toolflow._state_redis import RedisLimits
+from toolflow._state_redis import RedisLimits, RedisState
 
 
 class Clock:
@@ -43,12 +42,13 @@ class Clock:
 
 BACKENDS: dict[str, Callable[[Clock, str | None], StateBackend]] = {
     "memory": lambda clock, url: MemoryState(clock=clock),
+    "redis": lambda clock, url: RedisState(str(url), clock=clock, timeout=10),
 }
 LIMITS: dict[str, Callable[[Clock, str | None], Limits]] = {
     **BACKENDS,
-    "redis": lambda clock, url: RedisLimits(str(url), clock=clock, timeout=10),
+    "redis-limits": lambda clock, url: RedisLimits(str(url), clock=clock, timeout=10),
 }
-NEEDS_REDIS = {"redis"}
+NEEDS_REDIS = {"redis", "redis-limits"}
 L = TypeVar("L", bound=Limits)
 
 

@@ -1,13 +1,13 @@
-"""The state backend: what a fleet of ``toolflow serve`` replicas would share (issue 19; proposed, not wired in).
+"""The state backend: what the engines of one process, or a fleet of ``toolflow serve`` replicas, share (issue 19).
 
-Today each engine keeps its state in its own memory (the ``session`` and ``tick`` caches, the
+Each engine keeps some state in its own memory (the ``session`` and ``tick`` caches, the
 ``depends_on`` successes and the rules' counts in :class:`toolflow._gates.Gates`, the per-tool
-``concurrency`` slots) and the persistent cache is a local SQLite file. Issue 19 puts all of it
-behind one interface, :class:`StateBackend`, with two implementations: :class:`MemoryState` for
-one process, and Redis for a fleet (planned; docs/design.md "State backends"). Nothing in the
-engine uses this module yet: it is the contract that the Redis implementation and the engine's
-wiring will be written against, and ``tests/test_state.py`` runs the contract's tests over every
-backend.
+``concurrency`` slots) and the persistent cache is a local SQLite file. Issue 19 puts it behind
+one interface, :class:`StateBackend`, with two implementations: :class:`MemoryState` for one
+process, and :class:`toolflow._state_redis.RedisState` for a fleet (docs/design.md "State
+backends"). Wired in so far: the persistent cache (:class:`StateCache`, when the backend's
+:attr:`~StateBackend.persistent` is true). ``tests/test_state.py`` runs the contract's tests over
+every backend.
 
 The interface is synchronous: the engine calls a backend from worker threads, as it calls the
 persistent store, because the chosen client (redis-py, measured against coredis in
@@ -53,7 +53,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
-from toolflow._cache import MAX_STORED_BYTES, _checksum, _encode, _result_from_json, _stored_json
+from toolflow._cache import MAX_STORED_BYTES, _checksum, _encode, _result_from_json, _stored_json, _Warner
 from toolflow._results import ToolResult
 
 __all__ = [
@@ -63,6 +63,7 @@ __all__ = [
     "Limits",
     "MemoryState",
     "StateBackend",
+    "StateCache",
     "new_conversation_id",
     "seal",
     "unseal",
@@ -167,6 +168,10 @@ class StateBackend(Limits, Protocol):
     translated), so that the caller applies the spec's choice: a limit fails closed or open.
     """
 
+    persistent: bool
+    """Whether its :data:`PERSISTENT` namespace outlives the process (Redis), so that the engine keeps
+    its persistent cache there rather than in the SQLite file."""
+
     def cache_get(self, namespace: str, key: str) -> ToolResult | None:
         """The live, verified result under *key* in *namespace*, or ``None``."""
         ...
@@ -206,6 +211,9 @@ class MemoryState:
     Args:
         clock: Returns the current time in seconds (``time.time``; tests pass a fake clock).
     """
+
+    persistent = False
+    """Its caches end with the process: the persistent cache stays in the SQLite file."""
 
     def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
         self._clock = clock
@@ -288,6 +296,36 @@ class MemoryState:
             self._conversations.clear()
             self._leases.clear()
             self._calls.clear()
+
+
+class StateCache:
+    """A state backend's :data:`PERSISTENT` namespace as an engine's persistent store (``_cache.PersistentStore``).
+
+    The backend is its owner's (the command or application that opened it): closing the store
+    leaves it open for the other engines. A backend never raises from a cache operation (an
+    outage is a miss, with its own warning), so the store is never ``busy``.
+    """
+
+    busy = False
+
+    def __init__(self, state: StateBackend) -> None:
+        self._state = state
+        self._warner = _Warner("of the state backend")
+
+    def get(self, key: str) -> ToolResult | None:
+        return self._state.cache_get(PERSISTENT, key)
+
+    def set(self, key: str, result: ToolResult, ttl: float | None) -> None:
+        self._state.cache_set(PERSISTENT, key, result, ttl)
+
+    def clear(self) -> None:
+        """Nothing: a fleet's entries expire in the store (clearing it is the store's operator's business)."""
+
+    def close(self) -> None:
+        """Nothing: the backend stays open for its owner's other engines."""
+
+    def report(self, kind: str, detail: str) -> None:
+        self._warner.warn(kind, detail)
 
 
 # --------------------------------------------------------------------------- handles
