@@ -18,8 +18,8 @@ from _redis import RedisServer
 
 from toolflow._cache import CacheWarning
 from toolflow._results import ToolResult
-from toolflow._state import PERSISTENT
-from toolflow._state_redis import RedisLimits, RedisState, masked_url
+from toolflow._state import PERSISTENT, masked_url
+from toolflow._state_redis import RedisLimits, RedisState
 
 
 def test_the_fixture_serves_a_real_redis(redis_server: RedisServer) -> None:
@@ -231,6 +231,8 @@ def test_an_outage_is_one_cache_warning_and_misses_and_the_rest_raises(redis_ser
         ("redis://:s3cret@cache.internal:6379/0", "redis://:***@cache.internal:6379/0"),
         ("rediss://fleet:s3cret@cache.internal/1", "rediss://fleet:***@cache.internal/1"),
         ("redis://127.0.0.1:6379/0", "redis://127.0.0.1:6379/0"),
+        ("redis://token@cache.internal", "redis://:***@cache.internal"),
+        ("redis://cache.internal/0?password=s3cret&db=1", "redis://cache.internal/0?password=***&db=1"),
     ],
 )
 def test_a_password_is_never_shown(url: str, shown: str) -> None:

@@ -69,6 +69,8 @@ if TYPE_CHECKING:
     from toolflow._results import StepRecord, ToolResult
     from toolflow._retrying import retry_after_seconds
     from toolflow._rules import ToolRule
+    from toolflow._state import StateBackend
+    from toolflow._state_config import state_from_url
     from toolflow._telemetry import Operation, trace_context
     from toolflow._template_guards import unguarded_template_reads
     from toolflow._templates import (
@@ -144,6 +146,7 @@ _EXPORTS = {
     "Severity": "toolflow._diagnostics",
     "Span": "toolflow._diagnostics",
     "SpecError": "toolflow._errors",
+    "StateBackend": "toolflow._state",
     "SpecFile": "toolflow._model",
     "StepRecord": "toolflow._results",
     "DEFAULT_TEMPLATE_BUDGET": "toolflow._templates",
@@ -186,6 +189,7 @@ _EXPORTS = {
     "providing_context": "toolflow._context",
     "render_template": "toolflow._rendering",
     "retry_after_seconds": "toolflow._retrying",
+    "state_from_url": "toolflow._state_config",
     "run_in_template_worker": "toolflow._rendering",
     "template_environment": "toolflow._templates",
     "template_variables": "toolflow._templates",
@@ -254,6 +258,7 @@ __all__ = [
     "Span",
     "SpecError",
     "SpecFile",
+    "StateBackend",
     "StepRecord",
     "TemplateError",
     "TemplateProblem",
@@ -295,6 +300,7 @@ __all__ = [
     "render_template",
     "retry_after_seconds",
     "run_in_template_worker",
+    "state_from_url",
     "template_environment",
     "template_variables",
     "trace_context",

@@ -44,6 +44,7 @@ import hashlib
 import hmac
 import json
 import math
+import re
 import secrets
 import threading
 import time
@@ -64,6 +65,7 @@ __all__ = [
     "MemoryState",
     "StateBackend",
     "StateCache",
+    "masked_url",
     "new_conversation_id",
     "seal",
     "unseal",
@@ -398,3 +400,17 @@ class HandleKeys:
 def new_conversation_id() -> str:
     """A fresh, unguessable conversation id."""
     return secrets.token_urlsafe(18)
+
+
+def masked_url(url: str) -> str:
+    """*url* as messages and logs show it: what comes before its last ``@`` and any ``password=`` value as ``***``.
+
+    ``redis://:secret@host:6379/0`` is shown as ``redis://:***@host:6379/0``; a user name before a
+    password stays, one alone (which may be a token) is masked too.
+    """
+    scheme, separator, rest = url.partition("://")
+    if not separator:
+        scheme, rest = "", url
+    userinfo, at, host = rest.rpartition("@")
+    shown = f"{scheme}{separator}{userinfo.partition(':')[0] if ':' in userinfo else ''}:***@{host}" if at else url
+    return re.sub(r"(?i)(password=)[^&#]*", r"\1***", shown)

@@ -40,7 +40,6 @@ import math
 import secrets
 import threading
 import time
-import urllib.parse
 import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -49,9 +48,9 @@ import redis
 
 from toolflow._cache import CacheWarning
 from toolflow._results import ToolResult
-from toolflow._state import Conversation, seal, unseal
+from toolflow._state import Conversation, masked_url, seal, unseal
 
-__all__ = ["RedisLimits", "RedisState", "masked_url"]
+__all__ = ["RedisLimits", "RedisState"]
 
 _ACQUIRE = """
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
@@ -96,19 +95,6 @@ return 1
 """KEYS: the conversation. ARGV: now, the version read, the new value, its lifetime (ms)."""
 
 _LOST = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
-
-
-def masked_url(url: str) -> str:
-    """*url* with its password (and a user name's secret part) replaced by ``***``: how messages name a server."""
-    try:
-        parts = urllib.parse.urlsplit(url)
-        if parts.password is None and "@" not in parts.netloc:
-            return url
-        host = parts.netloc.rpartition("@")[2]
-        user = parts.username or ""
-        return urllib.parse.urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
-    except ValueError:
-        return "<a Redis URL that cannot be parsed>"
 
 
 def _ms(seconds: float) -> int:
