@@ -74,6 +74,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "toolflow._bound",
             "toolflow._engine_arguments",
             "toolflow._gates",
+            "toolflow._limits",
             "toolflow._invoke",
             "toolflow._mcp_sources",
             "toolflow._executor",

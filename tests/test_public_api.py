@@ -60,6 +60,7 @@ EXPECTED = [
     "Plugins",
     "Policy",
     "ProviderError",
+    "RateLimit",
     "RegisteredTool",
     "Registry",
     "RegistryError",

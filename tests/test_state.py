@@ -196,12 +196,19 @@ def test_releasing_what_is_not_held_changes_nothing(limits: Limits) -> None:
 
 
 def test_the_rate_counter_is_a_sliding_window(limits: Limits, clock: Clock) -> None:
+    assert limits.rate_wait("search", 3, 60) == 0
     assert [limits.admit_rate("search", 3, 60) for _ in range(4)] == [True, True, True, False]
+    assert limits.rate_wait("search", 3, 60) == pytest.approx(60)
     assert limits.admit_rate("other", 1, 60)
     clock.now += 59.9
+    assert limits.rate_wait("search", 3, 60) == pytest.approx(0.1)
     assert not limits.admit_rate("search", 3, 60)
     clock.now += 0.1  # the first three calls leave the window together
+    assert limits.rate_wait("search", 3, 60) == 0
     assert [limits.admit_rate("search", 3, 60) for _ in range(4)] == [True, True, True, False]
+    clock.now += 30
+    assert limits.admit_rate("search", 4, 60)  # a higher limit: room for one more
+    assert limits.rate_wait("search", 4, 60) == pytest.approx(30)  # when the oldest of the four leaves
 
 
 # --------------------------------------------------------------------------- handles

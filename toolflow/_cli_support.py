@@ -259,7 +259,8 @@ def project_cache_settings(args: argparse.Namespace | None = None) -> dict[str, 
     url = state_setting(getattr(args, "state", None), project, os.environ)
     if url is not None:
         handle_keys_from_environ(os.environ)  # a weak secret fails now, not at the first handle
-        settings["state"] = state_from_url(url)
+    # One backend for the command's engines (serve's sessions): a rate_limit counts across them.
+    settings["state"] = state_from_url(url)
     return settings
 
 

@@ -76,6 +76,7 @@ from toolflow._attempts import (
     CallHookWarning,
     Hooks,
     Plan,
+    SharedLimits,
     Slots,
     after_call,
     checked_arguments,
@@ -102,6 +103,7 @@ from toolflow._cache import (
 from toolflow._calls import ToolCall, arguments_problem, parse_tool_calls
 from toolflow._engine_arguments import check_arguments, positive_seconds
 from toolflow._gates import Gates
+from toolflow._limits import FleetLimits
 from toolflow._model import CacheScope
 from toolflow._pipeline_plan import CompiledPipeline, covered_steps
 from toolflow._pipelines import run_pipeline
@@ -111,7 +113,7 @@ from toolflow._registry import Registry, UnknownToolError
 from toolflow._results import ToolResult
 from toolflow._retrying import may_retry_automatically
 from toolflow._rules import RuleBook
-from toolflow._state import StateBackend
+from toolflow._state import MemoryState, StateBackend
 from toolflow._store_access import Pending, StoreAccess
 from toolflow._telemetry import EXECUTE_TOOL, Operation, active_wrappers, operation_scope
 
@@ -174,6 +176,10 @@ class Engine:
         self._wrappers = active_wrappers(plugins)  # toolflow_wrap_operation: each call in their scopes
         threads = trio.CapacityLimiter(max_concurrency if max_threads is None else max_threads)
         self._attempts = Attempts(self._hooks, threads=threads, slots=Slots(max_concurrency), counted=True)
+        shared = state is not None and state.shared  # a fleet's: concurrency by leases too
+        self._limits = FleetLimits(
+            state if state is not None else MemoryState(), shared=shared, attempts=self._attempts
+        )
         self._store = StoreAccess(
             backend=cache_backend,
             plugins=plugins,
@@ -348,6 +354,8 @@ class Engine:
             plan = Plan(self.registry.get(name))
             concurrency = plan.spec.concurrency
             plan.slots = None if concurrency is None else Slots(concurrency)
+            plan.limits = self._limits.for_tool(plan.spec)  # rate_limit; concurrency's leases
+            plan.leased = plan.limits is not None and plan.limits.leases
             plan.gated = bool(plan.depends_on)
             plan.retries = may_retry_automatically(plan.spec)
             self._plans[name] = plan
@@ -371,6 +379,8 @@ class Engine:
         if isinstance(prepared, ToolResult):
             return prepared
         cleaned, warnings = prepared.cleaned, prepared.warnings
+        if plan.limits is not None and (refused := await self._over_limit(plan, prepared, call_id)) is not None:
+            return refused
         if not approved and self._approvals.may_ask(plan.spec, self._approving):
             outcome = await self._approval(plan, cleaned, call_id, warnings)
             if isinstance(outcome, ToolResult):
@@ -390,6 +400,13 @@ class Engine:
         if result.success and prepared.key is not None:
             await self._store_result(plan, prepared, result)
         return self._finish(plan, result, call_id, cleaned, call, warnings)
+
+    async def _over_limit(self, plan: Plan, prepared: _Prepared, call_id: str) -> ToolResult | None:
+        """The result of a call its ``rate_limit`` refuses (or KILLED); ``None`` when it may run (see _limits)."""
+        refused = await cast("SharedLimits", plan.limits).admit()
+        if refused is None or refused is KILLED:
+            return refused
+        return self._finish(plan, refused, call_id, prepared.cleaned, None, prepared.warnings)
 
     async def _pipeline(self, plan: Plan, cleaned: Mapping[str, Any], call_id: str, *, approved: bool) -> ToolResult:
         """Run a pipeline tool's steps, behind the tool's own ``concurrency``; once: its steps retry on their own."""

@@ -6,7 +6,7 @@ Each engine keeps some state in its own memory (the ``session`` and ``tick`` cac
 one interface, :class:`StateBackend`, with two implementations: :class:`MemoryState` for one
 process, and :class:`toolflow._state_redis.RedisState` for a fleet (docs/design.md "State
 backends"). Wired in so far: the persistent cache (:class:`StateCache`, when the backend's
-:attr:`~StateBackend.persistent` is true). ``tests/test_state.py`` runs the contract's tests over
+:attr:`~StateBackend.shared` is true). ``tests/test_state.py`` runs the contract's tests over
 every backend.
 
 The interface is synchronous: the engine calls a backend from worker threads, as it calls the
@@ -156,6 +156,10 @@ class Limits(Protocol):
         """Count a call of *name* if fewer than *limit* were counted in the last *period* seconds."""
         ...
 
+    def rate_wait(self, name: str, limit: int, period: float) -> float:
+        """Seconds until :meth:`admit_rate` would count a call of *name* (0: now); counts nothing."""
+        ...
+
     def close(self) -> None:
         """Release the store's connections; the object is not used afterwards."""
         ...
@@ -170,9 +174,9 @@ class StateBackend(Limits, Protocol):
     translated), so that the caller applies the spec's choice: a limit fails closed or open.
     """
 
-    persistent: bool
-    """Whether its :data:`PERSISTENT` namespace outlives the process (Redis), so that the engine keeps
-    its persistent cache there rather than in the SQLite file."""
+    shared: bool
+    """Whether other processes share it (Redis): the engine then keeps its persistent cache there
+    rather than in the SQLite file, and takes a lease for each call of a tool with a ``concurrency``."""
 
     def cache_get(self, namespace: str, key: str) -> ToolResult | None:
         """The live, verified result under *key* in *namespace*, or ``None``."""
@@ -214,8 +218,9 @@ class MemoryState:
         clock: Returns the current time in seconds (``time.time``; tests pass a fake clock).
     """
 
-    persistent = False
-    """Its caches end with the process: the persistent cache stays in the SQLite file."""
+    shared = False
+    """Nothing outside the process sees it: the persistent cache stays in the SQLite file, and a
+    tool's ``concurrency`` is each engine's own."""
 
     def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
         self._clock = clock
@@ -291,6 +296,12 @@ class MemoryState:
                 return False
             calls.append(now)
             return True
+
+    def rate_wait(self, name: str, limit: int, period: float) -> float:
+        with self._lock:
+            now = self._clock()
+            window = [t for t in self._calls.get(name, ()) if t > now - period]
+        return 0.0 if len(window) < limit else window[len(window) - limit] + period - now
 
     def close(self) -> None:
         with self._lock:

@@ -150,6 +150,13 @@ class RedisLimits:
         args: list[str | int] = [repr(now), repr(now - period), limit, call, _ms(period)]
         return bool(self._run(lambda: self._admit(keys=[key], args=args)))
 
+    def rate_wait(self, name: str, limit: int, period: float) -> float:
+        now = float(self._clock())
+        key = f"{self._prefix}rate:{name}"
+        found = self._run(lambda: self._client.zrangebyscore(key, f"({now - period!r}", "+inf", withscores=True))
+        times = sorted(float(score) for _, score in found)
+        return 0.0 if len(times) < limit else times[len(times) - limit] + period - now
+
     def close(self) -> None:
         self._client.close()
 
@@ -166,8 +173,8 @@ class RedisState(RedisLimits):
         timeout: Seconds a connection or a reply may take before the operation gives up.
     """
 
-    persistent = True
-    """Its ``persistent`` namespace outlives the process: the engine keeps its persistent cache here."""
+    shared = True
+    """Every replica on the same Redis shares it: the persistent cache, the leases, the counts."""
 
     def __init__(
         self,

@@ -69,7 +69,7 @@ class StoreAccess:
     ) -> None:
         self.timeout = timeout
         self._open: Callable[[], PersistentStore]
-        if state is not None and state.persistent:
+        if state is not None and state.shared:
             self._open = functools.partial(StateCache, state)
         else:
             self._open = functools.partial(
