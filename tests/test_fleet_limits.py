@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -308,3 +309,42 @@ def test_toolflow_call_keeps_the_rate_limit_across_processes(tmp_path: Path, red
     assert done[0].returncode == 0, done[0].stderr
     assert done[1].returncode == 1, done[1].stderr
     assert "is rate limited (at most 1 call per 1h); try again in" in done[1].stdout + done[1].stderr
+
+
+async def test_a_redis_restart_mid_run_costs_documented_warnings_only(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    """Calls in flight on two replicas while Redis restarts empty: all answer, rightly; only cache warnings."""
+    registry, plugins, fleet = _setup(tmp_path)
+    fleet.hold = 0.05
+    replicas = [RedisState(redis_server.url, timeout=10) for _ in range(2)]
+    results: list[tuple[str, toolflow.ToolResult]] = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            with trio.fail_after(120):
+                async with (
+                    toolflow.open_engine(registry, plugins=plugins, state=replicas[0], cache_timeout=30) as one,
+                    toolflow.open_engine(registry, plugins=plugins, state=replicas[1], cache_timeout=30) as two,
+                    trio.open_nursery() as nursery,
+                ):
+                    for index in range(20):
+                        engine = one if index % 2 else two
+
+                        async def run(engine: toolflow.Engine = engine, index: int = index) -> None:
+                            results.append(("slow", await engine.call("slow", {})))
+                            results.append((f"q{index % 3}", await engine.call("search", {"q": f"q{index % 3}"})))
+
+                        nursery.start_soon(run)
+                    await trio.sleep(0.1)
+                    await trio.to_thread.run_sync(redis_server.restart)
+        finally:
+            for replica in replicas:
+                replica.close()
+    assert all(issubclass(w.category, toolflow.CacheWarning) for w in caught), [str(w.message) for w in caught]
+    slow = [result for name, result in results if name == "slow"]
+    assert [r.success for r in slow] == [True] * 20
+    searched = [(name, result) for name, result in results if name != "slow"]
+    assert len(searched) == 20
+    for name, result in searched:  # answered, or refused by the rate limit; never another call's data
+        assert result.data == f"found {name}" if result.success else result.extra["status"] == "rate_limited"
