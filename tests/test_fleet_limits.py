@@ -21,6 +21,7 @@ import pytest
 import trio
 import trio.lowlevel
 import trio.testing
+from _mcp_wire import StdioServer, call
 from _redis import RedisServer
 
 import toolflow
@@ -348,3 +349,28 @@ async def test_a_redis_restart_mid_run_costs_documented_warnings_only(
     assert len(searched) == 20
     for name, result in searched:  # answered, or refused by the rate limit; never another call's data
         assert result.data == f"found {name}" if result.success else result.extra["status"] == "rate_limited"
+
+
+def test_toolflow_serve_keeps_the_rate_limit(tmp_path: Path) -> None:
+    """Through serve's door: the second call of a session is refused, and the client reads why."""
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "fleet"\n', encoding="utf-8")
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs" / "greet.yaml").write_text(
+        "toolflow: 1\ntools:\n  greet:\n    description: Greets.\n    rate_limit: {calls: 1, per: 1h}\n"
+        '    template: "Hello!"\n',
+        encoding="utf-8",
+    )
+    server = StdioServer(tmp_path, "--specs", "specs", env={**os.environ, "TOOLFLOW_LOAD_PLUGINS": "none"})
+    try:
+        server.start()
+        answers = []
+        for request_id in (1, 2):
+            server.send(call(request_id, "greet"))
+            answers.append(server.receive(timeout=60))
+        assert server.stop() == 0
+    finally:
+        server.kill()
+    first, second = (answer["result"] for answer in answers if answer is not None)
+    assert first.get("isError") is not True, first
+    assert second["isError"] is True
+    assert "is rate limited (at most 1 call per 1h); try again in" in second["content"][0]["text"]

@@ -48,6 +48,7 @@ import re
 import secrets
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
@@ -311,6 +312,10 @@ class MemoryState:
             self._calls.clear()
 
 
+_WARNERS: weakref.WeakKeyDictionary[StateBackend, _Warner] = weakref.WeakKeyDictionary()
+_WARNERS_LOCK = threading.Lock()
+
+
 class StateCache:
     """A state backend's :data:`PERSISTENT` namespace as an engine's persistent store (``_cache.PersistentStore``).
 
@@ -323,7 +328,10 @@ class StateCache:
 
     def __init__(self, state: StateBackend) -> None:
         self._state = state
-        self._warner = _Warner("of the state backend")
+        # One warner per backend: its problems are reported once, however many engines
+        # (toolflow serve's sessions) use it.
+        with _WARNERS_LOCK:
+            self._warner = _WARNERS.setdefault(state, _Warner("of the state backend"))
 
     def get(self, key: str) -> ToolResult | None:
         return self._state.cache_get(PERSISTENT, key)
