@@ -283,17 +283,22 @@ def test_leases_are_taken_only_with_a_shared_backend() -> None:
     assert FleetLimits(MemoryState(), shared=True, attempts=attempts).for_tool(toolflow.ToolSpec(name="x")) is None
 
 
-# --------------------------------------------------------------------------- through the door
+# --------------------------------------------------------------------------- through the doors
 
 
-def test_toolflow_call_keeps_the_rate_limit_across_processes(tmp_path: Path, redis_server: RedisServer) -> None:
-    (tmp_path / "pyproject.toml").write_text('[project]\nname = "fleet"\n', encoding="utf-8")
-    (tmp_path / "specs").mkdir()
-    (tmp_path / "specs" / "greet.yaml").write_text(
+def _greet_project(root: Path) -> None:
+    """*root* as a project whose one tool, ``greet``, may run once an hour."""
+    (root / "pyproject.toml").write_text('[project]\nname = "fleet"\n', encoding="utf-8")
+    (root / "specs").mkdir()
+    (root / "specs" / "greet.yaml").write_text(
         "toolflow: 1\ntools:\n  greet:\n    description: Greets.\n    rate_limit: {calls: 1, per: 1h}\n"
         '    template: "Hello!"\n',
         encoding="utf-8",
     )
+
+
+def test_toolflow_call_keeps_the_rate_limit_across_processes(tmp_path: Path, redis_server: RedisServer) -> None:
+    _greet_project(tmp_path)
     env = {**os.environ, "TOOLFLOW_LOAD_PLUGINS": "none", "TOOLFLOW_STATE": redis_server.url}
     done = [
         subprocess.run(
@@ -353,13 +358,7 @@ async def test_a_redis_restart_mid_run_costs_documented_warnings_only(
 
 def test_toolflow_serve_keeps_the_rate_limit(tmp_path: Path) -> None:
     """Through serve's door: the second call of a session is refused, and the client reads why."""
-    (tmp_path / "pyproject.toml").write_text('[project]\nname = "fleet"\n', encoding="utf-8")
-    (tmp_path / "specs").mkdir()
-    (tmp_path / "specs" / "greet.yaml").write_text(
-        "toolflow: 1\ntools:\n  greet:\n    description: Greets.\n    rate_limit: {calls: 1, per: 1h}\n"
-        '    template: "Hello!"\n',
-        encoding="utf-8",
-    )
+    _greet_project(tmp_path)
     server = StdioServer(tmp_path, "--specs", "specs", env={**os.environ, "TOOLFLOW_LOAD_PLUGINS": "none"})
     try:
         server.start()
