@@ -8,6 +8,8 @@ fixture, skipped, saying how to install it, where there is none). Times that mat
 
 from __future__ import annotations
 
+import io
+import json
 import os
 import subprocess
 import sys
@@ -21,11 +23,13 @@ import pytest
 import trio
 import trio.lowlevel
 import trio.testing
+import yaml
 from _mcp_wire import StdioServer, call
 from _redis import RedisServer
 
 import toolflow
 from toolflow._attempts import Attempts, Hooks
+from toolflow._cli import run
 from toolflow._limits import LEASE_TTL, FleetLimits
 from toolflow._state import MemoryState
 from toolflow._state_redis import RedisState
@@ -373,3 +377,42 @@ def test_toolflow_serve_keeps_the_rate_limit(tmp_path: Path) -> None:
     assert first.get("isError") is not True, first
     assert second["isError"] is True
     assert "is rate limited (at most 1 call per 1h); try again in" in second["content"][0]["text"]
+
+
+def test_toolflow_run_keeps_the_rate_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Through run's door: the model's second call in the hour is refused, and the model reads when to try again."""
+    _greet_project(tmp_path)
+    session = tmp_path / "session.yaml"
+    turns = [{"tool_calls": [{"name": "greet", "arguments": {}}]}] * 2 + [{"text": "Done."}]
+    session.write_text(yaml.safe_dump({"prompt": "Greet twice.", "turns": turns}), encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TOOLFLOW_LOAD_PLUGINS", "none")
+    monkeypatch.delenv("TOOLFLOW_STATE", raising=False)
+    out, err = io.StringIO(), io.StringIO()
+    code = run(["run", "--model", f"scripted:{session}", "--output-format", "json"], stdout=out, stderr=err)
+    assert code == 0, err.getvalue()
+    calls = [call for turn in json.loads(out.getvalue())["turns"] for call in turn["calls"]]
+    assert [call["result"]["success"] for call in calls] == [True, False]
+    refused = calls[1]["result"]
+    assert refused["status"] == "rate_limited"
+    assert 3599 < refused["retry_after"] <= 3600
+
+
+async def test_a_pipelines_steps_keep_the_rate_limit(tmp_path: Path) -> None:
+    """Through a pipeline: its steps are calls like any other, counted under their tool's rate_limit."""
+    spec = tmp_path / "pipe.yaml"
+    spec.write_text(
+        "toolflow: 1\ntools:\n  greet:\n    description: Greets.\n    rate_limit: {calls: 2, per: 1h}\n"
+        '    template: "Hello!"\n'
+        "  greet_all:\n    description: Greets three times.\n    pipeline:\n      steps:\n"
+        "        each:\n          tool: greet\n          for_each: '{{ [1, 2, 3] }}'\n          concurrency: 1\n"
+        "          on_error: continue\n",
+        encoding="utf-8",
+    )
+    registry = toolflow.load_registry([spec], plugins=toolflow.load_plugins(entry_points=False))
+    with trio.fail_after(60):
+        async with toolflow.open_engine(registry) as engine:
+            result = await engine.call("greet_all", {})
+    assert result.success, result.error
+    outcomes = [step.result is not None and step.result.success for step in result.steps if step.tool == "greet"]
+    assert sorted(outcomes) == [False, True, True]
