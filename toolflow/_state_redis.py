@@ -126,6 +126,9 @@ class RedisLimits:
         self._clock = clock
         self._acquire = self._client.register_script(_ACQUIRE)
         self._admit = self._client.register_script(_ADMIT)
+        self._store = self._client.register_script(_STORE)  # RedisState's (one client set-up for both)
+        self._down = False  # in an outage of the caches, which one warning has reported (RedisState)
+        self._down_lock = threading.Lock()
 
     def _run(self, operation: Callable[[], Any]) -> Any:
         try:
@@ -175,19 +178,6 @@ class RedisState(RedisLimits):
 
     shared = True
     """Every replica on the same Redis shares it: the persistent cache, the leases, the counts."""
-
-    def __init__(
-        self,
-        url: str,
-        *,
-        prefix: str = "toolflow:",
-        clock: Callable[[], float] = time.time,
-        timeout: float = 1.0,
-    ) -> None:
-        super().__init__(url, prefix=prefix, clock=clock, timeout=timeout)
-        self._store = self._client.register_script(_STORE)
-        self._down = False  # in an outage, which one warning has reported
-        self._down_lock = threading.Lock()
 
     def _cache_key(self, namespace: str, key: str) -> bytes:
         return f"{self._prefix}cache:{namespace}:".encode() + key.encode("utf-8", "surrogatepass")
