@@ -62,6 +62,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "toolflow._cache",
             "toolflow._state",
             "toolflow._state_redis",
+            "toolflow._state_config",
         ),
     ),
     (
@@ -71,7 +72,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "toolflow._attempts",
             "toolflow._batch",
             "toolflow._bound",
+            "toolflow._engine_arguments",
             "toolflow._gates",
+            "toolflow._limits",
             "toolflow._invoke",
             "toolflow._mcp_sources",
             "toolflow._executor",

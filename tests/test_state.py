@@ -1,11 +1,10 @@
 """The state backend's contract (issue 19): every backend passes the same tests.
 
 ``BACKENDS`` maps a name to a factory taking the test's fake clock and the URL of the test's
-Redis server (``None`` for the backends that need none); the Redis backend joins it when it
-exists. ``LIMITS`` does the same for the fleet-wide limits alone, which Redis already has
-(:class:`toolflow._state_redis.RedisLimits`, against a real ``redis-server``: the
-``redis_server`` fixture, skipped where there is none). The engine does not use them yet: these
-tests are the contract the wiring will rely on.
+Redis server (``None`` for the backends that need none): the in-memory backend and
+:class:`toolflow._state_redis.RedisState` against a real ``redis-server`` (the ``redis_server``
+fixture, skipped, saying how to install it, where there is none). ``LIMITS`` does the same for
+the fleet-wide limits alone (with :class:`toolflow._state_redis.RedisLimits`, their first part).
 """
 
 from __future__ import annotations
@@ -28,7 +27,7 @@ from toolflow._state import (
     seal,
     unseal,
 )
-from toolflow._state_redis import RedisLimits
+from toolflow._state_redis import RedisLimits, RedisState
 
 
 class Clock:
@@ -43,12 +42,13 @@ class Clock:
 
 BACKENDS: dict[str, Callable[[Clock, str | None], StateBackend]] = {
     "memory": lambda clock, url: MemoryState(clock=clock),
+    "redis": lambda clock, url: RedisState(str(url), clock=clock, timeout=10),
 }
 LIMITS: dict[str, Callable[[Clock, str | None], Limits]] = {
     **BACKENDS,
-    "redis": lambda clock, url: RedisLimits(str(url), clock=clock, timeout=10),
+    "redis-limits": lambda clock, url: RedisLimits(str(url), clock=clock, timeout=10),
 }
-NEEDS_REDIS = {"redis"}
+NEEDS_REDIS = {"redis", "redis-limits"}
 L = TypeVar("L", bound=Limits)
 
 
@@ -196,12 +196,19 @@ def test_releasing_what_is_not_held_changes_nothing(limits: Limits) -> None:
 
 
 def test_the_rate_counter_is_a_sliding_window(limits: Limits, clock: Clock) -> None:
+    assert limits.rate_wait("search", 3, 60) == 0
     assert [limits.admit_rate("search", 3, 60) for _ in range(4)] == [True, True, True, False]
+    assert limits.rate_wait("search", 3, 60) == pytest.approx(60)
     assert limits.admit_rate("other", 1, 60)
     clock.now += 59.9
+    assert limits.rate_wait("search", 3, 60) == pytest.approx(0.1)
     assert not limits.admit_rate("search", 3, 60)
     clock.now += 0.1  # the first three calls leave the window together
+    assert limits.rate_wait("search", 3, 60) == 0
     assert [limits.admit_rate("search", 3, 60) for _ in range(4)] == [True, True, True, False]
+    clock.now += 30
+    assert limits.admit_rate("search", 4, 60)  # a higher limit: room for one more
+    assert limits.rate_wait("search", 4, 60) == pytest.approx(30)  # when the oldest of the four leaves
 
 
 # --------------------------------------------------------------------------- handles

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
         ParameterRule,
         Pipeline,
         PipelineStep,
+        RateLimit,
         RemoteTool,
         RetryPolicy,
         SpecFile,
@@ -70,6 +71,8 @@ if TYPE_CHECKING:
     from toolflow._results import StepRecord, ToolResult
     from toolflow._retrying import retry_after_seconds
     from toolflow._rules import ToolRule
+    from toolflow._state import StateBackend
+    from toolflow._state_config import state_from_url
     from toolflow._telemetry import Operation, trace_context
     from toolflow._template_guards import unguarded_template_reads
     from toolflow._templates import (
@@ -139,12 +142,14 @@ _EXPORTS = {
     "RegisteredTool": "toolflow._registry",
     "Registry": "toolflow._registry",
     "RegistryError": "toolflow._registry",
+    "RateLimit": "toolflow._model",
     "RemoteTool": "toolflow._model",
     "ResultValidator": "toolflow._validation",
     "RetryPolicy": "toolflow._model",
     "Severity": "toolflow._diagnostics",
     "Span": "toolflow._diagnostics",
     "SpecError": "toolflow._errors",
+    "StateBackend": "toolflow._state",
     "SpecFile": "toolflow._model",
     "StepRecord": "toolflow._results",
     "DEFAULT_TEMPLATE_BUDGET": "toolflow._templates",
@@ -188,6 +193,7 @@ _EXPORTS = {
     "providing_context": "toolflow._context",
     "render_template": "toolflow._rendering",
     "retry_after_seconds": "toolflow._retrying",
+    "state_from_url": "toolflow._state_config",
     "run_in_template_worker": "toolflow._rendering",
     "template_environment": "toolflow._templates",
     "template_variables": "toolflow._templates",
@@ -246,6 +252,7 @@ __all__ = [
     "Plugins",
     "Policy",
     "ProviderError",
+    "RateLimit",
     "RegisteredTool",
     "Registry",
     "RegistryError",
@@ -256,6 +263,7 @@ __all__ = [
     "Span",
     "SpecError",
     "SpecFile",
+    "StateBackend",
     "StepRecord",
     "TaskOutcome",
     "TemplateError",
@@ -298,6 +306,7 @@ __all__ = [
     "render_template",
     "retry_after_seconds",
     "run_in_template_worker",
+    "state_from_url",
     "template_environment",
     "template_variables",
     "trace_context",

@@ -24,7 +24,7 @@ import functools
 import logging
 import warnings
 from collections.abc import Awaitable, Callable, Iterator, Mapping
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 import attrs
 import trio
@@ -49,6 +49,7 @@ __all__ = [
     "CallHookWarning",
     "Hooks",
     "Plan",
+    "SharedLimits",
     "Slots",
     "after_call",
     "call_once",
@@ -76,6 +77,34 @@ _NONE: frozenset[str] = frozenset()
 
 _PLAIN_DATA = frozenset({str, int, float, bool, list})
 """Return types that normalise to a plain success holding the value (see ``ResultValidator.normalize``)."""
+
+
+class SharedLimits(Protocol):
+    """A tool's limits kept by the engine's state backend (:class:`toolflow._limits.ToolLimits`).
+
+    A protocol here because the limits' module uses the attempt runner.
+    """
+
+    @property
+    def leases(self) -> bool:
+        """Whether each attempt takes a lease of the tool's fleet-wide ``concurrency``."""
+        ...
+
+    async def admit(self) -> ToolResult | None:
+        """Count the call under the tool's ``rate_limit``: ``None`` when it may run, else its result."""
+        ...
+
+    async def take(self, *, stoppable: bool) -> str | ToolResult:
+        """A lease's holder id (empty: none needed); KILLED or STOPPED when a kill or a stop ended the wait."""
+        ...
+
+    def hold(self, work: Awaitable[Any], holder: str) -> Awaitable[Any]:
+        """*work*, with *holder*'s lease renewed while it runs."""
+        ...
+
+    async def give_back(self, holder: str) -> None:
+        """Release *holder*'s lease."""
+        ...
 
 
 class CallHookWarning(UserWarning):
@@ -260,6 +289,8 @@ class Plan:
         "function",
         "gated",
         "is_clean",
+        "leased",
+        "limits",
         "name",
         "needs",
         "normalize",
@@ -295,6 +326,8 @@ class Plan:
         self.pipeline = tool.pipeline  # an engine runs a pipeline's steps itself (toolflow._pipelines)
         # An engine's, set by the engine: the tool's ``concurrency``, its gates, whether it retries.
         self.slots: Slots | None = None
+        self.limits: SharedLimits | None = None  # kept by the state backend: rate_limit, leases
+        self.leased = False  # each attempt takes a lease of the fleet-wide concurrency
         self.gated = False
         self.retries = False
         # Filled in by the first call that resolves the implementation (a failure is tried again).
@@ -425,26 +458,11 @@ class Attempts:
         while True:
             if not self._take_free_slots(plan) and not await self._wait_for_slots(plan, stoppable=attempt == 1):
                 return KILLED if self.kills != kills else STOPPED
+            holder = await self._lease(plan, stoppable=attempt == 1) if plan.leased else ""
+            if holder is None:
+                return KILLED if self.kills != kills else STOPPED
             attempt_started = trio.current_time()
-            scope = trio.CancelScope(deadline=attempt_started + plan.spec.timeout)
-            self.scopes.add(scope)
-            error: Exception | None = None
-            try:
-                with scope:
-                    value = await self._dispatch(plan, function, cleaned, call, call_id, attempt, scope.deadline)
-                if scope.cancelled_caught:
-                    error = TimeoutError(f"tool {plan.name!r} timed out after {_seconds(plan.spec.timeout)}")
-                    result = self._failure(f"Error: {error}", attempt)
-                else:
-                    result = self._normalized(plan, value, attempt)
-            except Exception as exc:  # noqa: BLE001 - a failing tool is a result the model sees; Cancelled is not an Exception
-                result, error = (
-                    self._failure(f"Error: tool {plan.name!r} raised {type(exc).__name__}: {exc}", attempt),
-                    exc,
-                )
-            finally:
-                self.scopes.discard(scope)
-                self._release_slots(plan)
+            result, error = await self._attempt(plan, function, cleaned, call, call_id, attempt, holder)
             if self.kills != kills:
                 return KILLED
             if result.success or not plan.retries:
@@ -461,6 +479,53 @@ class Attempts:
             elapsed_ms = (trio.current_time() - started) * 1000
             logger.info("Function call completed: %s (%dms)", plan.name, round(elapsed_ms))
         return result
+
+    async def _attempt(  # noqa: PLR0917 - one attempt's whole context
+        self,
+        plan: Plan,
+        function: Callable[..., Any],
+        cleaned: Mapping[str, Any],
+        call: ToolCall | None,
+        call_id: str,
+        attempt: int,
+        holder: str,
+    ) -> tuple[ToolResult, Exception | None]:
+        """One attempt under a cancel scope with the tool's deadline; its result and what it raised.
+
+        The attempt holds its slots (and *holder*'s lease, renewed while it runs); they are given
+        back when it ends.
+        """
+        scope = trio.CancelScope(deadline=trio.current_time() + plan.spec.timeout)
+        self.scopes.add(scope)
+        error: Exception | None = None
+        try:
+            with scope:
+                work = self._dispatch(plan, function, cleaned, call, call_id, attempt, scope.deadline)
+                value = await (cast("SharedLimits", plan.limits).hold(work, holder) if holder else work)
+            if scope.cancelled_caught:
+                error = TimeoutError(f"tool {plan.name!r} timed out after {_seconds(plan.spec.timeout)}")
+                result = self._failure(f"Error: {error}", attempt)
+            else:
+                result = self._normalized(plan, value, attempt)
+        except Exception as exc:  # noqa: BLE001 - a failing tool is a result the model sees; Cancelled is not an Exception
+            result, error = self._failure(f"Error: tool {plan.name!r} raised {type(exc).__name__}: {exc}", attempt), exc
+        finally:
+            self.scopes.discard(scope)
+            self._release_slots(plan)
+            if holder:
+                await cast("SharedLimits", plan.limits).give_back(holder)
+        return result, error
+
+    async def _lease(self, plan: Plan, *, stoppable: bool) -> str | None:
+        """A lease of the tool's fleet-wide ``concurrency`` (its holder; empty: none needed).
+
+        ``None``, with the attempt's slots given back, when a kill or a stop ended the wait.
+        """
+        taken = await cast("SharedLimits", plan.limits).take(stoppable=stoppable)
+        if isinstance(taken, ToolResult):
+            self._release_slots(plan)
+            return None
+        return taken
 
     def _dispatch(  # noqa: PLR0917 - one attempt's whole context
         self,

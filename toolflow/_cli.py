@@ -512,7 +512,7 @@ def _cmd_serve(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
                 tools=_split(args.tool),
                 approve=None if args.approve is None else args.approve == "yes",
                 plugins=plugins,
-                **project_cache_settings(),
+                **project_cache_settings(args),
             )
 
     return _serve.serve(

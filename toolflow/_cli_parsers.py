@@ -47,7 +47,20 @@ def add_serve_parser(commands: Any) -> argparse.ArgumentParser:
     _add_grace_option(serve, "the calls")
     add_cap_options(serve)
     _add_http_options(serve)
+    _add_state_options(serve)
     return serve
+
+
+def _add_state_options(serve: argparse.ArgumentParser) -> None:
+    """Add the shared-state options of ``toolflow serve`` (issue 19; see docs/deploying.md)."""
+    state = serve.add_argument_group("shared state: what a fleet of replicas shares (see docs/deploying.md)")
+    state.add_argument(
+        "--state",
+        metavar="URL",
+        help="the state backend: 'memory' (one process) or redis://[:PASSWORD@]HOST:PORT/DB, which holds the"
+        " persistent cache and the tools' concurrency and rate limits across replicas (default: $TOOLFLOW_STATE,"
+        " else [tool.toolflow] state, else memory; needs toolflow-yaml[redis])",
+    )
 
 
 def _add_http_options(serve: argparse.ArgumentParser) -> None:

@@ -231,18 +231,37 @@ def shutdown_grace(args: argparse.Namespace) -> float:
     return DEFAULT_GRACE if configured is None else configured
 
 
-def project_cache_settings() -> dict[str, Any]:
-    """The persistent cache's settings of the project (``[tool.toolflow.cache]``), as ``open_engine`` takes them."""
+def project_cache_settings(args: argparse.Namespace | None = None) -> dict[str, Any]:
+    """The project's cache and state settings, as ``open_engine`` takes them.
+
+    ``[tool.toolflow.cache]`` (path, backend, options, timeout), and the state backend that
+    ``--state`` (serve's), ``TOOLFLOW_STATE`` or ``[tool.toolflow] state`` names
+    (:func:`toolflow._project.state_setting`); a shared one (Redis) holds the persistent cache.
+    The backend lives as long as the command.
+
+    Raises:
+        UsageError: The state is not a URL toolflow knows, redis-py is missing for a Redis one,
+            or ``TOOLFLOW_STATE_SECRET`` is too short.
+    """
     from toolflow._cache import default_cache_path  # noqa: PLC0415
-    from toolflow._project import load_project  # noqa: PLC0415
+    from toolflow._project import load_project, state_setting  # noqa: PLC0415
+    from toolflow._state_config import handle_keys_from_environ, state_from_url  # noqa: PLC0415
 
     project = load_project()
     path = project.cache_path if project.cache_path is not None else default_cache_path(project.root)
-    return {
+    settings: dict[str, Any] = {
         "cache_path": os.fspath(path),
         "cache_backend": project.cache_backend,
         "cache_options": project.cache_options,
     }
+    if project.cache_timeout is not None:
+        settings["cache_timeout"] = project.cache_timeout
+    url = state_setting(getattr(args, "state", None), project, os.environ)
+    if url is not None:
+        handle_keys_from_environ(os.environ)  # a weak secret fails now, not at the first handle
+    # One backend for the command's engines (serve's sessions): a rate_limit counts across them.
+    settings["state"] = state_from_url(url)
+    return settings
 
 
 def open_tools(specs: LoadResult, plugins: Plugins, *, no_cache: bool = False) -> AbstractAsyncContextManager[Registry]:

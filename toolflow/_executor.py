@@ -60,7 +60,6 @@ What a tool's spec implies is worked out once per engine and tool (:class:`~tool
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import time
 from collections.abc import AsyncIterator, Callable, Collection, Iterable, Mapping
@@ -77,6 +76,7 @@ from toolflow._attempts import (
     CallHookWarning,
     Hooks,
     Plan,
+    SharedLimits,
     Slots,
     after_call,
     checked_arguments,
@@ -101,8 +101,9 @@ from toolflow._cache import (
     cache_key,
 )
 from toolflow._calls import ToolCall, arguments_problem, parse_tool_calls
-from toolflow._errors import expect, expect_count, expect_names
+from toolflow._engine_arguments import check_arguments, positive_seconds
 from toolflow._gates import Gates
+from toolflow._limits import FleetLimits
 from toolflow._model import CacheScope
 from toolflow._pipeline_plan import CompiledPipeline, covered_steps
 from toolflow._pipelines import run_pipeline
@@ -112,6 +113,7 @@ from toolflow._registry import Registry, UnknownToolError
 from toolflow._results import ToolResult
 from toolflow._retrying import may_retry_automatically
 from toolflow._rules import RuleBook
+from toolflow._state import MemoryState, StateBackend
 from toolflow._store_access import Pending, StoreAccess
 from toolflow._telemetry import EXECUTE_TOOL, Operation, active_wrappers, operation_scope
 
@@ -138,28 +140,6 @@ class _Prepared(NamedTuple):
     key: str | None
 
 
-_ARGUMENT_TYPES: tuple[tuple[str, type | tuple[type, ...], str], ...] = (
-    ("registry", Registry, "a toolflow.Registry (from toolflow.load_registry())"),
-    ("plugins", (Plugins, type(None)), "a toolflow.Plugins or None"),
-    ("cache_path", (str, os.PathLike, type(None)), "a path or None"),
-    ("cache_backend", (str, type(None)), "a backend's name or None"),
-    ("cache_options", (Mapping, type(None)), "a mapping or None"),
-)
-_ARGUMENT_COUNTS = (("max_concurrency", 1, False), ("max_threads", 1, True), ("max_malformed", 0, False))
-
-
-def _check_arguments(arguments: Mapping[str, object]) -> None:
-    """The checks of :func:`open_engine`'s *arguments*, by name (a wrong one would fail later, at a call)."""
-    for name, types, what in _ARGUMENT_TYPES:
-        expect(arguments[name], types, f"open_engine: {name}", what)
-    for name, minimum, optional in _ARGUMENT_COUNTS:
-        expect_count(arguments[name], f"open_engine: {name}", minimum=minimum, optional=optional)
-    expect_names(arguments["allowlist"], "open_engine: allowlist", what="tool names", optional=True)
-    if not callable(arguments["clock"]):
-        msg = f"open_engine: clock must be a function returning seconds, got {type(arguments['clock']).__name__!r}"
-        raise TypeError(msg)
-
-
 class Engine:
     """Runs tool calls of one registry; made by :func:`open_engine`, valid inside its ``async with``."""
 
@@ -179,8 +159,9 @@ class Engine:
         cache_timeout: float = DEFAULT_CACHE_TIMEOUT,
         policy: Policy | None = None,
         approve: Approver | None = None,
+        state: StateBackend | None = None,
     ) -> None:
-        _check_arguments(locals())  # the parameters, by name
+        check_arguments(locals())  # the parameters, by name
         self.registry = registry
         self.plugins = plugins
         self.allowlist = None if allowlist is None else frozenset(allowlist)
@@ -195,14 +176,19 @@ class Engine:
         self._wrappers = active_wrappers(plugins)  # toolflow_wrap_operation: each call in their scopes
         threads = trio.CapacityLimiter(max_concurrency if max_threads is None else max_threads)
         self._attempts = Attempts(self._hooks, threads=threads, slots=Slots(max_concurrency), counted=True)
+        shared = state is not None and state.shared  # a fleet's: concurrency by leases too
+        self._limits = FleetLimits(
+            state if state is not None else MemoryState(), shared=shared, attempts=self._attempts
+        )
         self._store = StoreAccess(
             backend=cache_backend,
             plugins=plugins,
             path=cache_path,
             options=cache_options,
             clock=clock,
-            timeout=_positive_seconds("cache_timeout", cache_timeout),
+            timeout=positive_seconds("cache_timeout", cache_timeout),
             attempts=self._attempts,
+            state=state,
         )
         self._plans: dict[str, Plan] = {}
         self._caches: dict[CacheScope, MemoryCache] = {}  # tick and session
@@ -368,6 +354,8 @@ class Engine:
             plan = Plan(self.registry.get(name))
             concurrency = plan.spec.concurrency
             plan.slots = None if concurrency is None else Slots(concurrency)
+            plan.limits = self._limits.for_tool(plan.spec)  # rate_limit; concurrency's leases
+            plan.leased = plan.limits is not None and plan.limits.leases
             plan.gated = bool(plan.depends_on)
             plan.retries = may_retry_automatically(plan.spec)
             self._plans[name] = plan
@@ -391,6 +379,8 @@ class Engine:
         if isinstance(prepared, ToolResult):
             return prepared
         cleaned, warnings = prepared.cleaned, prepared.warnings
+        if plan.limits is not None and (refused := await self._over_limit(plan, prepared, call_id)) is not None:
+            return refused
         if not approved and self._approvals.may_ask(plan.spec, self._approving):
             outcome = await self._approval(plan, cleaned, call_id, warnings)
             if isinstance(outcome, ToolResult):
@@ -410,6 +400,13 @@ class Engine:
         if result.success and prepared.key is not None:
             await self._store_result(plan, prepared, result)
         return self._finish(plan, result, call_id, cleaned, call, warnings)
+
+    async def _over_limit(self, plan: Plan, prepared: _Prepared, call_id: str) -> ToolResult | None:
+        """The result of a call its ``rate_limit`` refuses (or KILLED); ``None`` when it may run (see _limits)."""
+        refused = await cast("SharedLimits", plan.limits).admit()
+        if refused is None or refused is KILLED:
+            return refused
+        return self._finish(plan, refused, call_id, prepared.cleaned, None, prepared.warnings)
 
     async def _pipeline(self, plan: Plan, cleaned: Mapping[str, Any], call_id: str, *, approved: bool) -> ToolResult:
         """Run a pipeline tool's steps, behind the tool's own ``concurrency``; once: its steps retry on their own."""
@@ -666,14 +663,6 @@ class Engine:
         return await self._run(admitted, arguments, call_id, approved=approved)
 
 
-def _positive_seconds(name: str, value: float) -> float:
-    """*value* when it is a positive, finite number of seconds; else ValueError naming *name*."""
-    if not 0 < value < math.inf:
-        msg = f"{name} must be a positive number of seconds, got {value!r}"
-        raise ValueError(msg)
-    return value
-
-
 @contextlib.asynccontextmanager
 async def open_engine(
     registry: Registry,
@@ -690,6 +679,7 @@ async def open_engine(
     policy: Policy | None = None,
     approve: Approver | None = None,
     cache_timeout: float = DEFAULT_CACHE_TIMEOUT,
+    state: StateBackend | None = None,
 ) -> AsyncIterator[Engine]:
     """Open an :class:`Engine` over *registry*; its caches are closed on exit.
 
@@ -717,6 +707,11 @@ async def open_engine(
             store (default 0.05). Its operations run in a worker thread, one at a time; one that
             takes longer (a lock held elsewhere, a slow disk, a hung plugin backend) makes the
             look-up a miss and skips the store, with one ``busy`` :class:`~toolflow.CacheWarning`.
+        state: The state the engines of a process or a fleet share (``toolflow.open_state``:
+            Redis for a fleet). A backend whose caches outlive the process (Redis) holds the
+            ``persistent`` cache instead of *cache_path* or *cache_backend*, and the tools'
+            ``concurrency`` leases and ``rate_limit`` counts; default: this engine's memory. The
+            engine does not close it: its opener does, after every engine that uses it.
 
     Raises:
         TypeError: An argument of the wrong type (the message names it and what it must be),
@@ -739,6 +734,7 @@ async def open_engine(
         policy=policy,
         approve=approve,
         cache_timeout=cache_timeout,
+        state=state,
     )
     try:
         yield engine

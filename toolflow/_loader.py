@@ -36,6 +36,7 @@ from toolflow._model import (
     ParameterRule,
     Pipeline,
     PipelineStep,
+    RateLimit,
     RetryPolicy,
     SpecFile,
     ToolDependency,
@@ -558,6 +559,7 @@ class _Builder:
             idempotent=idempotent,
             strict=bool(body.get("strict", defaults.get("strict", False))),
             concurrency=body.get("concurrency"),
+            rate_limit=_rate_limit(body.get("rate_limit")),
             cache=_cache(defaults.get("cache"), body.get("cache")),
             parameter_rules=self.parameter_rules(body.get("parameter_rules", []), pointer),
             depends_on=tuple(
@@ -663,6 +665,15 @@ def _retry(default: Any, own: Any, *, dangerous: bool) -> RetryPolicy:
         multiplier=float(settings.get("multiplier", 2.0)),
         jitter=bool(settings.get("jitter", True)),
         on=tuple(settings.get("on", RetryPolicy().on)),
+    )
+
+
+def _rate_limit(settings: dict[str, Any] | None) -> RateLimit | None:
+    """The ``rate_limit:`` of a tool (its forms already checked by the schema)."""
+    if settings is None:
+        return None
+    return RateLimit(
+        calls=settings["calls"], per=parse_duration(settings["per"]), on_outage=settings.get("on_outage", "closed")
     )
 
 

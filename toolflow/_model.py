@@ -36,6 +36,7 @@ __all__ = [
     "ParameterRule",
     "Pipeline",
     "PipelineStep",
+    "RateLimit",
     "RemoteTool",
     "RetryPolicy",
     "SpecFile",
@@ -149,6 +150,22 @@ class CachePolicy:
 
     scope: CacheScope = CacheScope.SESSION
     ttl: float | None = None
+
+
+@attrs.frozen(kw_only=True)
+class RateLimit:
+    """A tool's ``rate_limit``: at most *calls* calls in any *per* seconds (a sliding window).
+
+    Counted by the engine's state backend, so across every engine that shares it: the process's
+    (``toolflow serve``'s sessions) by default, the fleet's with a Redis state. Distinct from a
+    category's ``per_turn`` and from the policy's call limits, which count one conversation's calls.
+    *on_outage*: what a call does when the shared state cannot count it: ``closed`` (the default)
+    is refused, ``open`` runs uncounted.
+    """
+
+    calls: int
+    per: float
+    on_outage: Literal["open", "closed"] = "closed"
 
 
 @attrs.frozen(kw_only=True)
@@ -302,6 +319,8 @@ class ToolSpec:
     idempotent: bool = False
     strict: bool = False
     concurrency: int | None = None
+    rate_limit: RateLimit | None = None
+    """At most so many calls per period, across every engine that shares the state (``None``: no limit)."""
     cache: CachePolicy | None = None
     parameter_rules: tuple[ParameterRule, ...] = ()
     depends_on: tuple[ToolDependency, ...] = ()

@@ -6,11 +6,13 @@
     specs = ["specs"]              # default spec paths, relative to pyproject.toml
     plugins = ["myproject.tools"]  # local, unpackaged plugin modules, importable from the project root
     shutdown-grace = "10s"         # call, run, serve: how long calls in flight may finish after SIGTERM
+    state = "redis://cache.internal:6379/0"  # the shared state (default "memory"); see state_setting()
 
     [tool.toolflow.cache]          # the ``persistent`` cache scope
     path = ".toolflow/cache.sqlite3"   # the SQLite file, relative to pyproject.toml (the default)
     backend = "sqlite"             # or the name of a plugin's cache backend
     options = {url = "redis://127.0.0.1"}  # keyword arguments of a plugin backend's factory
+    timeout = "50ms"               # how long a call waits for the persistent cache (the default)
 
     [tool.toolflow.serve]          # toolflow serve --transport http
     allowed-hosts = ["mcp.example.com"]    # Host names clients use (added to the bind address's)
@@ -37,9 +39,21 @@ from toolflow._errors import ConfigError
 from toolflow._model import parse_duration
 from toolflow._schemas import did_you_mean
 
-__all__ = ["DEFAULT_SPECS", "ProjectConfig", "ServeConfig", "find_pyproject", "load_project", "read_pyproject"]
+__all__ = [
+    "DEFAULT_SPECS",
+    "STATE_ENV",
+    "ProjectConfig",
+    "ServeConfig",
+    "find_pyproject",
+    "load_project",
+    "read_pyproject",
+    "state_setting",
+]
 
 DEFAULT_SPECS = "specs"
+
+STATE_ENV = "TOOLFLOW_STATE"
+"""The variable that chooses the state backend, between ``--state`` and ``[tool.toolflow] state``."""
 
 
 @attrs.frozen(kw_only=True)
@@ -73,6 +87,9 @@ _SERVE_KEYS = (
 )
 """The keys of ``[tool.toolflow.serve]``."""
 
+_CACHE_KEYS = ("path", "backend", "options", "timeout")
+"""The keys of ``[tool.toolflow.cache]``."""
+
 
 @attrs.frozen(kw_only=True)
 class ProjectConfig:
@@ -86,8 +103,10 @@ class ProjectConfig:
         cache_path: The persistent cache's SQLite file (``None``: the default under *root*).
         cache_backend: The persistent cache's backend (``None``: SQLite).
         cache_options: Keyword arguments of a plugin backend's factory.
+        cache_timeout: How long a call waits for the persistent cache, in seconds (``None``: not set).
         shutdown_grace: ``shutdown-grace`` in seconds (``None``: not set).
         serve: ``[tool.toolflow.serve]``.
+        state: ``state``: the state backend's URL (``None``: not set, this process's memory).
     """
 
     root: str = "."
@@ -97,8 +116,19 @@ class ProjectConfig:
     cache_path: str | None = None
     cache_backend: str | None = None
     cache_options: Mapping[str, Any] = attrs.field(factory=dict, converter=MappingProxyType)
+    cache_timeout: float | None = None
     shutdown_grace: float | None = None
     serve: ServeConfig = ServeConfig()
+    state: str | None = None
+
+
+def state_setting(option: str | None, project: ProjectConfig, environ: Mapping[str, str]) -> str | None:
+    """The state backend's URL: the option (``serve --state``), else ``TOOLFLOW_STATE``, else ``[tool.toolflow] state``.
+
+    ``None`` when none is set: the default, this process's memory (and the SQLite file for the
+    persistent cache). An empty option or variable counts as not set.
+    """
+    return option or environ.get(STATE_ENV) or project.state
 
 
 def find_pyproject(start: str | os.PathLike[str] = ".") -> Path | None:
@@ -155,21 +185,11 @@ def load_project(start: str | os.PathLike[str] = ".") -> ProjectConfig:
 
     root = pyproject.parent
     specs = strings("specs", ())
-    cache = table.get("cache", {})
-    if not isinstance(cache, dict):
-        raise ConfigError("[tool.toolflow] cache must be a table", path=where)
-    unknown = sorted(set(cache) - {"path", "backend", "options"})
-    if unknown:
-        hint = did_you_mean(unknown[0], ["path", "backend", "options"])
-        msg = f"[tool.toolflow.cache] has unknown key {unknown[0]!r}{hint}"
-        raise ConfigError(msg, path=where)
-    for key in ("path", "backend"):
-        value = cache.get(key)
-        if value is not None and (not isinstance(value, str) or not value):
-            raise ConfigError(f"[tool.toolflow.cache] {key} must be a non-empty string", path=where)
+    cache = _cache_table(table.get("cache", {}), where)
     options = cache.get("options", {})
-    if not isinstance(options, dict):
-        raise ConfigError("[tool.toolflow.cache] options must be a table", path=where)
+    state = table.get("state")
+    if state is not None and (not isinstance(state, str) or not state):
+        raise ConfigError("[tool.toolflow] state must be a non-empty string: 'memory' or a redis:// URL", path=where)
     return ProjectConfig(
         root=os.fspath(root),
         pyproject=where,
@@ -178,9 +198,29 @@ def load_project(start: str | os.PathLike[str] = ".") -> ProjectConfig:
         cache_path=os.fspath(root / cache["path"]) if "path" in cache else None,
         cache_backend=cache.get("backend"),
         cache_options=options,
+        cache_timeout=_seconds(cache.get("timeout"), "[tool.toolflow.cache] timeout", where, finite=True),
         shutdown_grace=_seconds(table.get("shutdown-grace"), "[tool.toolflow] shutdown-grace", where, zero=True),
         serve=_serve_config(table.get("serve", {}), root, where),
+        state=state,
     )
+
+
+def _cache_table(cache: object, where: str) -> dict[str, Any]:
+    """``[tool.toolflow.cache]`` checked: known keys, non-empty strings, a table of options."""
+    if not isinstance(cache, dict):
+        raise ConfigError("[tool.toolflow] cache must be a table", path=where)
+    unknown = sorted(set(cache) - set(_CACHE_KEYS))
+    if unknown:
+        hint = did_you_mean(unknown[0], _CACHE_KEYS)
+        msg = f"[tool.toolflow.cache] has unknown key {unknown[0]!r}{hint}"
+        raise ConfigError(msg, path=where)
+    for key in ("path", "backend"):
+        value = cache.get(key)
+        if value is not None and (not isinstance(value, str) or not value):
+            raise ConfigError(f"[tool.toolflow.cache] {key} must be a non-empty string", path=where)
+    if not isinstance(cache.get("options", {}), dict):
+        raise ConfigError("[tool.toolflow.cache] options must be a table", path=where)
+    return cache
 
 
 def _seconds(value: object, key: str, where: str, *, zero: bool = False, finite: bool = False) -> float | None:

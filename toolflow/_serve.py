@@ -76,7 +76,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolflow import __version__
 from toolflow._approval import ApprovalReason, ApprovalWarning, asking_approval
-from toolflow._cache import CacheWarning
+from toolflow._cache import DEFAULT_CACHE_TIMEOUT, CacheWarning
 from toolflow._calls import ToolCall
 from toolflow._context import providing_context
 from toolflow._errors import UsageError
@@ -93,6 +93,7 @@ from toolflow._serve_progress import call_with_progress
 from toolflow._serve_stdio import serve_stdio
 from toolflow._serve_tasks import TaskLimits, Tasks, connection_of, running, session_of
 from toolflow._shutdown import DEFAULT_GRACE, Interrupts, open_signal_watch
+from toolflow._state import StateBackend
 from toolflow._telemetry import remote_parent
 
 __all__ = [
@@ -291,6 +292,8 @@ class ToolService:
         cache_path: str | None = None,
         cache_backend: str | None = None,
         cache_options: Mapping[str, Any] | None = None,
+        cache_timeout: float = DEFAULT_CACHE_TIMEOUT,
+        state: StateBackend | None = None,
     ) -> ToolService:
         """The service of *registry*'s tools that *policy* exposes, each session on an engine that enforces it.
 
@@ -319,6 +322,8 @@ class ToolService:
                 cache_path=cache_path,
                 cache_backend=cache_backend,
                 cache_options=cache_options,
+                cache_timeout=cache_timeout,
+                state=state,  # every session's engine shares it (toolflow._state)
             )
 
         return cls(

@@ -1,13 +1,13 @@
-"""The state backend: what a fleet of ``toolflow serve`` replicas would share (issue 19; proposed, not wired in).
+"""The state backend: what the engines of one process, or a fleet of ``toolflow serve`` replicas, share (issue 19).
 
-Today each engine keeps its state in its own memory (the ``session`` and ``tick`` caches, the
+Each engine keeps some state in its own memory (the ``session`` and ``tick`` caches, the
 ``depends_on`` successes and the rules' counts in :class:`toolflow._gates.Gates`, the per-tool
-``concurrency`` slots) and the persistent cache is a local SQLite file. Issue 19 puts all of it
-behind one interface, :class:`StateBackend`, with two implementations: :class:`MemoryState` for
-one process, and Redis for a fleet (planned; docs/design.md "State backends"). Nothing in the
-engine uses this module yet: it is the contract that the Redis implementation and the engine's
-wiring will be written against, and ``tests/test_state.py`` runs the contract's tests over every
-backend.
+``concurrency`` slots) and the persistent cache is a local SQLite file. Issue 19 puts it behind
+one interface, :class:`StateBackend`, with two implementations: :class:`MemoryState` for one
+process, and :class:`toolflow._state_redis.RedisState` for a fleet (docs/design.md "State
+backends"). Wired in so far: the persistent cache (:class:`StateCache`, when the backend's
+:attr:`~StateBackend.shared` is true). ``tests/test_state.py`` runs the contract's tests over
+every backend.
 
 The interface is synchronous: the engine calls a backend from worker threads, as it calls the
 persistent store, because the chosen client (redis-py, measured against coredis in
@@ -44,16 +44,18 @@ import hashlib
 import hmac
 import json
 import math
+import re
 import secrets
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
-from toolflow._cache import MAX_STORED_BYTES, _checksum, _encode, _result_from_json, _stored_json
+from toolflow._cache import MAX_STORED_BYTES, _checksum, _encode, _result_from_json, _stored_json, _Warner
 from toolflow._results import ToolResult
 
 __all__ = [
@@ -63,6 +65,8 @@ __all__ = [
     "Limits",
     "MemoryState",
     "StateBackend",
+    "StateCache",
+    "masked_url",
     "new_conversation_id",
     "seal",
     "unseal",
@@ -153,6 +157,10 @@ class Limits(Protocol):
         """Count a call of *name* if fewer than *limit* were counted in the last *period* seconds."""
         ...
 
+    def rate_wait(self, name: str, limit: int, period: float) -> float:
+        """Seconds until :meth:`admit_rate` would count a call of *name* (0: now); counts nothing."""
+        ...
+
     def close(self) -> None:
         """Release the store's connections; the object is not used afterwards."""
         ...
@@ -166,6 +174,10 @@ class StateBackend(Limits, Protocol):
     others raise the built-in :class:`ConnectionError` (a client library's own errors are
     translated), so that the caller applies the spec's choice: a limit fails closed or open.
     """
+
+    shared: bool
+    """Whether other processes share it (Redis): the engine then keeps its persistent cache there
+    rather than in the SQLite file, and takes a lease for each call of a tool with a ``concurrency``."""
 
     def cache_get(self, namespace: str, key: str) -> ToolResult | None:
         """The live, verified result under *key* in *namespace*, or ``None``."""
@@ -206,6 +218,10 @@ class MemoryState:
     Args:
         clock: Returns the current time in seconds (``time.time``; tests pass a fake clock).
     """
+
+    shared = False
+    """Nothing outside the process sees it: the persistent cache stays in the SQLite file, and a
+    tool's ``concurrency`` is each engine's own."""
 
     def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
         self._clock = clock
@@ -282,12 +298,55 @@ class MemoryState:
             calls.append(now)
             return True
 
+    def rate_wait(self, name: str, limit: int, period: float) -> float:
+        with self._lock:
+            now = self._clock()
+            window = [t for t in self._calls.get(name, ()) if t > now - period]
+        return 0.0 if len(window) < limit else window[len(window) - limit] + period - now
+
     def close(self) -> None:
         with self._lock:
             self._caches.clear()
             self._conversations.clear()
             self._leases.clear()
             self._calls.clear()
+
+
+_WARNERS: weakref.WeakKeyDictionary[StateBackend, _Warner] = weakref.WeakKeyDictionary()
+_WARNERS_LOCK = threading.Lock()
+
+
+class StateCache:
+    """A state backend's :data:`PERSISTENT` namespace as an engine's persistent store (``_cache.PersistentStore``).
+
+    The backend is its owner's (the command or application that opened it): closing the store
+    leaves it open for the other engines. A backend never raises from a cache operation (an
+    outage is a miss, with its own warning), so the store is never ``busy``.
+    """
+
+    busy = False
+
+    def __init__(self, state: StateBackend) -> None:
+        self._state = state
+        # One warner per backend: its problems are reported once, however many engines
+        # (toolflow serve's sessions) use it.
+        with _WARNERS_LOCK:
+            self._warner = _WARNERS.setdefault(state, _Warner("of the state backend"))
+
+    def get(self, key: str) -> ToolResult | None:
+        return self._state.cache_get(PERSISTENT, key)
+
+    def set(self, key: str, result: ToolResult, ttl: float | None) -> None:
+        self._state.cache_set(PERSISTENT, key, result, ttl)
+
+    def clear(self) -> None:
+        """Nothing: a fleet's entries expire in the store (clearing it is the store's operator's business)."""
+
+    def close(self) -> None:
+        """Nothing: the backend stays open for its owner's other engines."""
+
+    def report(self, kind: str, detail: str) -> None:
+        self._warner.warn(kind, detail)
 
 
 # --------------------------------------------------------------------------- handles
@@ -360,3 +419,17 @@ class HandleKeys:
 def new_conversation_id() -> str:
     """A fresh, unguessable conversation id."""
     return secrets.token_urlsafe(18)
+
+
+def masked_url(url: str) -> str:
+    """*url* as messages and logs show it: what comes before its last ``@`` and any ``password=`` value as ``***``.
+
+    ``redis://:secret@host:6379/0`` is shown as ``redis://:***@host:6379/0``; a user name before a
+    password stays, one alone (which may be a token) is masked too.
+    """
+    scheme, separator, rest = url.partition("://")
+    if not separator:
+        scheme, rest = "", url
+    userinfo, at, host = rest.rpartition("@")
+    shown = f"{scheme}{separator}{userinfo.partition(':')[0] if ':' in userinfo else ''}:***@{host}" if at else url
+    return re.sub(r"(?i)(password=)[^&#]*", r"\1***", shown)

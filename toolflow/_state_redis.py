@@ -1,9 +1,17 @@
-"""Fleet-wide limits in Redis: ``concurrency`` leases and ``rate_limit`` counters (issue 19; not wired in).
+"""The Redis state backend (issue 19): what a fleet of ``toolflow serve`` replicas shares.
 
-The first part of the Redis state backend (docs/design.md "State backends"): the
-:class:`toolflow._state.Limits` half of :class:`toolflow._state.StateBackend`, with redis-py's
-synchronous client, called (once wired in) from worker threads. Each operation is one Lua script,
-atomic on the server:
+:class:`RedisState` implements :class:`toolflow._state.StateBackend` (docs/design.md "State
+backends") with redis-py's synchronous client, called from worker threads. Its keys, all under
+one prefix (``toolflow:`` by default; one fleet's keys apart from another's):
+
+- ``<prefix>cache:<namespace>:<key>``: a sealed cached result (:func:`toolflow._state.seal`),
+  expiring in Redis with its TTL; the persistent cache's keys are ``cache_key``'s, which hold the
+  tool's spec digest, so editing a spec leaves its old entries to expire unread. A value that
+  does not verify (damaged, written under another key, another program's) is a miss;
+- ``<prefix>conversation:<id>``: a conversation's state, ``<version>:<expiry>:<json>``, replaced
+  only by a store naming the version it read (one Lua script: compare and set);
+- the leases and rate counters of :class:`RedisLimits`, each operation one Lua script, atomic on
+  the server:
 
 - a tool's leases are a sorted set ``<prefix>lease:<tool>`` of holders scored by their expiry;
   acquiring drops the expired ones, then adds or renews the holder if it holds one already or
@@ -17,21 +25,32 @@ replicas' clocks must agree to well within a lease's TTL, as NTP keeps them. The
 expire in Redis (after the longest lease, after the period), so a tool that is no longer
 called leaves nothing behind.
 
-Redis unavailable: every operation raises the built-in :class:`ConnectionError`, and the caller
-applies the spec's choice (fail closed or open). Redis restarted without persistence: the leases
-and counts are gone, so for up to a lease's TTL the fleet may run more calls than the limit.
+Redis unavailable: a cache operation is a miss or does nothing, with one
+:class:`~toolflow.CacheWarning` per outage (the first failure after a success); every other
+operation raises the built-in :class:`ConnectionError`, and the caller applies the spec's choice
+(fail closed or open). Redis restarted without persistence: the cache, the conversations, the
+leases and counts are gone, so for up to a lease's TTL the fleet may run more calls than the limit.
+A URL's password is never shown: :func:`masked_url` is how every message names the server.
 """
 
 from __future__ import annotations
 
+import json
+import math
 import secrets
+import threading
 import time
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import redis
 
-__all__ = ["RedisLimits"]
+from toolflow._cache import CacheWarning
+from toolflow._results import ToolResult
+from toolflow._state import Conversation, masked_url, seal, unseal
+
+__all__ = ["RedisLimits", "RedisState"]
 
 _ACQUIRE = """
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
@@ -56,6 +75,24 @@ end
 return 0
 """
 """KEYS: the call set. ARGV: now, the window's start, the limit, the call's id, the key's lifetime (ms)."""
+
+_STORE = """
+local now = tonumber(ARGV[1])
+local current = redis.call('GET', KEYS[1])
+local version = 0
+if current then
+  local found, expires = string.match(current, '^(%d+):([^:]+):')
+  if found and (expires == '-' or tonumber(expires) > now) then
+    version = tonumber(found)
+  end
+end
+if version ~= tonumber(ARGV[2]) then
+  return 0
+end
+redis.call('SET', KEYS[1], ARGV[3], 'PX', ARGV[4])
+return 1
+"""
+"""KEYS: the conversation. ARGV: now, the version read, the new value, its lifetime (ms)."""
 
 _LOST = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
 
@@ -83,16 +120,21 @@ class RedisLimits:
         timeout: float = 1.0,
     ) -> None:
         self._client = redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
+        self.url = masked_url(url)
+        """The server, as messages may show it (no password)."""
         self._prefix = prefix
         self._clock = clock
         self._acquire = self._client.register_script(_ACQUIRE)
         self._admit = self._client.register_script(_ADMIT)
+        self._store = self._client.register_script(_STORE)  # RedisState's (one client set-up for both)
+        self._down = False  # in an outage of the caches, which one warning has reported (RedisState)
+        self._down_lock = threading.Lock()
 
     def _run(self, operation: Callable[[], Any]) -> Any:
         try:
             return operation()
         except _LOST as exc:
-            msg = f"Redis is unavailable: {exc}"
+            msg = f"Redis at {self.url} is unavailable: {exc}"
             raise ConnectionError(msg) from exc
 
     def acquire(self, name: str, limit: int, holder: str, ttl: float) -> bool:
@@ -111,5 +153,107 @@ class RedisLimits:
         args: list[str | int] = [repr(now), repr(now - period), limit, call, _ms(period)]
         return bool(self._run(lambda: self._admit(keys=[key], args=args)))
 
+    def rate_wait(self, name: str, limit: int, period: float) -> float:
+        now = float(self._clock())
+        key = f"{self._prefix}rate:{name}"
+        found = self._run(lambda: self._client.zrangebyscore(key, f"({now - period!r}", "+inf", withscores=True))
+        times = sorted(float(score) for _, score in found)
+        return 0.0 if len(times) < limit else times[len(times) - limit] + period - now
+
     def close(self) -> None:
         self._client.close()
+
+
+class RedisState(RedisLimits):
+    """The state backend of a fleet: every replica that uses the same Redis and *prefix* shares it.
+
+    Thread-safe (redis-py's connection pool); the engine calls it from worker threads.
+
+    Args:
+        url: The server, as ``redis://[:password@]host:port/db`` (``rediss://`` for TLS).
+        prefix: The start of every key (one fleet's keys apart from another's).
+        clock: Returns the current time in seconds (``time.time``; tests pass a fake clock).
+        timeout: Seconds a connection or a reply may take before the operation gives up.
+    """
+
+    shared = True
+    """Every replica on the same Redis shares it: the persistent cache, the leases, the counts."""
+
+    def _cache_key(self, namespace: str, key: str) -> bytes:
+        return f"{self._prefix}cache:{namespace}:".encode() + key.encode("utf-8", "surrogatepass")
+
+    def _conversation_key(self, conversation: str) -> str:
+        return f"{self._prefix}conversation:{conversation}"
+
+    def _cached(self, operation: Callable[[], Any]) -> Any:
+        """*operation*'s value, or ``None`` in an outage, whose first failure is one :class:`CacheWarning`."""
+        try:
+            value = operation()
+        except _LOST as exc:
+            with self._down_lock:
+                first, self._down = not self._down, True
+            if first:
+                text = f"cache Redis at {self.url} is unavailable ({exc}); calls run without it until it is back"
+                warnings.warn(CacheWarning(text), stacklevel=4)
+            return None
+        if self._down:
+            with self._down_lock:
+                self._down = False
+        return value
+
+    def cache_get(self, namespace: str, key: str) -> ToolResult | None:
+        sealed = self._cached(lambda: self._client.get(self._cache_key(namespace, key)))
+        if type(sealed) is not bytes:
+            return None
+        return unseal(key, sealed, float(self._clock()))
+
+    def cache_set(self, namespace: str, key: str, result: ToolResult, ttl: float | None) -> None:
+        if ttl is not None and ttl <= 0:
+            return
+        now = float(self._clock())
+        sealed = seal(key, result, None if ttl is None else now + ttl)
+        if sealed is None:
+            return
+        expiry = None if ttl is None else _ms(ttl)
+        self._cached(lambda: self._client.set(self._cache_key(namespace, key), sealed, px=expiry))
+
+    def load(self, conversation: str) -> Conversation:
+        stored = self._run(lambda: self._client.get(self._conversation_key(conversation)))
+        return _conversation(stored, float(self._clock()))
+
+    def store(self, conversation: str, data: Mapping[str, Any], version: int, ttl: float) -> bool:
+        now = float(self._clock())
+        text = json.dumps(dict(data), separators=(",", ":"), ensure_ascii=False)
+        value = f"{version + 1}:{now + ttl!r}:{text}".encode("utf-8", "surrogatepass")
+        args: list[str | int | bytes] = [repr(now), version, value, _ms(ttl)]
+        return bool(self._run(lambda: self._store(keys=[self._conversation_key(conversation)], args=args)))
+
+    def forget(self, conversation: str) -> None:
+        pattern = _glob_escaped(f"{self._prefix}cache:{conversation}:") + "*"
+
+        def forget() -> None:
+            keys = [self._conversation_key(conversation), *self._client.scan_iter(match=pattern, count=500)]
+            self._client.delete(*keys)
+
+        self._run(forget)
+
+
+def _glob_escaped(text: str) -> str:
+    """*text* as a Redis ``MATCH`` pattern that matches only itself."""
+    return "".join("\\" + char if char in "*?[]\\" else char for char in text)
+
+
+def _conversation(stored: object, now: float) -> Conversation:
+    """The conversation stored as *stored* (``<version>:<expiry>:<json>``); version 0 if none, expired or damaged."""
+    if type(stored) is not bytes:
+        return Conversation(0, {})
+    version, _, rest = stored.partition(b":")
+    expires, _, text = rest.partition(b":")
+    try:
+        number, deadline = int(version), float(expires)
+        data = json.loads(text.decode("utf-8", "surrogatepass"))
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return Conversation(0, {})
+    if not math.isfinite(deadline) or now >= deadline or number < 1 or type(data) is not dict:
+        return Conversation(0, {})
+    return Conversation(number, data)

@@ -10,7 +10,9 @@ together (:class:`Pending`). A look-up that does not answer in time is a miss, w
 :class:`~toolflow.CacheWarning` per store, and the call runs without the store.
 
 The store opens at its first operation, never before: an engine whose tools have no persistent
-cache never touches the file.
+cache never touches the file. With a state backend whose caches outlive the process (Redis,
+issue 19), the store is the backend's ``persistent`` namespace (:class:`toolflow._state.StateCache`)
+instead of the SQLite file or a plugin's backend, reached the same way.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from toolflow._cache import PersistentStore, persistent_store
 from toolflow._model import format_duration
 from toolflow._plugins import Plugins
 from toolflow._results import ToolResult
+from toolflow._state import StateBackend, StateCache
 
 __all__ = ["Pending", "StoreAccess"]
 
@@ -62,11 +65,22 @@ class StoreAccess:
         clock: Callable[[], float],
         timeout: float,
         attempts: Attempts,
+        state: StateBackend | None = None,
     ) -> None:
         self.timeout = timeout
-        self._open = functools.partial(
-            persistent_store, backend=backend, plugins=plugins, path=path, options=options, clock=clock, timeout=timeout
-        )
+        self._open: Callable[[], PersistentStore]
+        if state is not None and state.shared:
+            self._open = functools.partial(StateCache, state)
+        else:
+            self._open = functools.partial(
+                persistent_store,
+                backend=backend,
+                plugins=plugins,
+                path=path,
+                options=options,
+                clock=clock,
+                timeout=timeout,
+            )
         self._attempts = attempts
         self._store: PersistentStore | None = None
         self._limiter: trio.CapacityLimiter | None = None

@@ -1,0 +1,81 @@
+"""Which state backend a command uses, and the keys of conversation handles (issue 19).
+
+``--state`` (serve), ``TOOLFLOW_STATE`` or ``[tool.toolflow] state`` name the backend by URL
+(:func:`toolflow._project.state_setting`); :func:`state_from_url` opens it, importing redis-py
+only for a Redis URL. The fleet's shared secret for handles comes from the environment, never
+from Redis (:func:`handle_keys_from_environ`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from toolflow._errors import UsageError
+from toolflow._state import HandleKeys, MemoryState, StateBackend, masked_url
+
+__all__ = [
+    "MEMORY",
+    "PREVIOUS_SECRET_ENV",
+    "REDIS_SCHEMES",
+    "SECRET_ENV",
+    "handle_keys_from_environ",
+    "state_from_url",
+]
+
+MEMORY = "memory"
+"""The setting of the in-process state (the default): ``state = "memory"``."""
+
+REDIS_SCHEMES = ("redis", "rediss", "unix")
+"""The URL schemes of a Redis server (``unix``: a socket path), as redis-py reads them."""
+
+SECRET_ENV = "TOOLFLOW_STATE_SECRET"  # noqa: S105 - the name of a variable, not a secret
+"""The variable that holds the fleet's shared secret for conversation handles (never Redis)."""
+
+PREVIOUS_SECRET_ENV = "TOOLFLOW_STATE_SECRET_PREVIOUS"  # noqa: S105 - a variable's name
+"""The variable that holds the secret being rotated out: handles it signed are still accepted."""
+
+
+def state_from_url(url: str | None) -> StateBackend:
+    """The state backend that *url* names: ``None`` or ``"memory"``, this process's memory; ``redis://...``, Redis.
+
+    ``redis://[:password@]host:port/db``, ``rediss://`` (TLS) and ``unix:///path.sock`` are
+    Redis (:class:`toolflow._state_redis.RedisState`); nothing connects until the first operation.
+    The caller closes the backend after every engine that uses it.
+
+    Raises:
+        UsageError: *url* is neither, or it is Redis and redis-py is not installed (the message
+            names the extra to install). No message shows a URL's password.
+    """
+    if url is None or url == MEMORY:
+        return MemoryState()
+    scheme = url.partition("://")[0].lower() if "://" in url else ""
+    if scheme not in REDIS_SCHEMES:
+        msg = f"state must be 'memory' or a redis://, rediss:// or unix:// URL, got {masked_url(url)!r}"
+        raise UsageError(msg)
+    try:
+        from toolflow._state_redis import RedisState  # noqa: PLC0415 - redis-py is an optional extra
+    except ImportError as exc:
+        if (exc.name or "").partition(".")[0] != "redis":
+            raise
+        msg = f"state {masked_url(url)!r} needs redis-py, which is not installed: pip install 'toolflow-yaml[redis]'"
+        raise UsageError(msg) from None
+    return RedisState(url)
+
+
+def handle_keys_from_environ(environ: Mapping[str, str]) -> HandleKeys | None:
+    """The keys of conversation handles from :data:`SECRET_ENV` (and :data:`PREVIOUS_SECRET_ENV`); ``None`` without.
+
+    Raises:
+        UsageError: A secret is shorter than 16 characters, or only the previous one is set.
+    """
+    current, previous = environ.get(SECRET_ENV) or None, environ.get(PREVIOUS_SECRET_ENV) or None
+    if current is None:
+        if previous is not None:
+            msg = f"{PREVIOUS_SECRET_ENV} is set but {SECRET_ENV} is not: set the new secret too"
+            raise UsageError(msg)
+        return None
+    try:
+        return HandleKeys.from_secrets(current, *([previous] if previous is not None else []))
+    except ValueError:
+        msg = f"{SECRET_ENV} and {PREVIOUS_SECRET_ENV} must hold 16 characters or more each"
+        raise UsageError(msg) from None
