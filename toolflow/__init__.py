@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from toolflow._cache import CacheBackend, CacheWarning
     from toolflow._calls import MalformedCall, ToolCall, parse_tool_call, parse_tool_calls
     from toolflow._context import CallContext, providing_context
+    from toolflow._deferred import PendingCall
     from toolflow._diagnostics import Diagnostic, Severity, Span
     from toolflow._errors import ConfigError, SpecError, ToolflowError, UsageError
     from toolflow._executor import Abort, BatchOutcome, Engine, HistoryEntry, open_engine
@@ -69,6 +70,7 @@ if TYPE_CHECKING:
     from toolflow._results import StepRecord, ToolResult
     from toolflow._retrying import retry_after_seconds
     from toolflow._rules import ToolRule
+    from toolflow._run_state import SavedRun
     from toolflow._telemetry import Operation, trace_context
     from toolflow._template_guards import unguarded_template_reads
     from toolflow._templates import (
@@ -125,6 +127,7 @@ _EXPORTS = {
     "ModelRequest": "toolflow._providers",
     "ModelResponse": "toolflow._providers",
     "ParameterError": "toolflow._validation",
+    "PendingCall": "toolflow._deferred",
     "ParameterRule": "toolflow._model",
     "Pipeline": "toolflow._model",
     "Operation": "toolflow._telemetry",
@@ -141,6 +144,7 @@ _EXPORTS = {
     "RemoteTool": "toolflow._model",
     "ResultValidator": "toolflow._validation",
     "RetryPolicy": "toolflow._model",
+    "SavedRun": "toolflow._run_state",
     "Severity": "toolflow._diagnostics",
     "Span": "toolflow._diagnostics",
     "SpecError": "toolflow._errors",
@@ -236,6 +240,7 @@ __all__ = [
     "Operation",
     "ParameterError",
     "ParameterRule",
+    "PendingCall",
     "Pipeline",
     "PipelineStep",
     "PluginError",
@@ -250,6 +255,7 @@ __all__ = [
     "RemoteTool",
     "ResultValidator",
     "RetryPolicy",
+    "SavedRun",
     "Severity",
     "Span",
     "SpecError",

@@ -12,6 +12,7 @@ import attrs
 
 from toolflow._batch import HistoryEntry
 from toolflow._calls import ToolCall
+from toolflow._deferred import PendingCall
 from toolflow._deliberate import Trigger
 from toolflow._policy import LoopDecision, LoopReason
 from toolflow._providers import Usage
@@ -65,6 +66,8 @@ class LoopResult:
         system: The system prompt that was sent.
         format: The history format.
         usage: Tokens summed over all responses.
+        pending: The calls of deferred tools that wait for their results (``reason`` is
+            ``deferred``), in call order; :meth:`toolflow.Agent.resume` takes them.
     """
 
     final_answer: str
@@ -75,6 +78,7 @@ class LoopResult:
     system: str
     format: str
     usage: Usage
+    pending: tuple[PendingCall, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """The result as one JSON-ready document (``toolflow run --output json``)."""
@@ -84,6 +88,7 @@ class LoopResult:
             "decision": self.decision.to_dict(),
             "format": self.format,
             "usage": _usage_dict(self.usage),
+            "pending": [call.to_dict() for call in self.pending],
             "turns": [_turn_dict(turn) for turn in self.turns],
             "system": self.system,
             "history": [dict(message) for message in self.messages],
