@@ -99,6 +99,10 @@ def _tool(tool: ToolSpec, text: str) -> ToolSummary:
         else Place.of(tool.file, tool.locator, f"{tool.pointer}/approval"),
         exposed=tool.expose,
         bound=tuple(tool.context),
+        deferred=Place.of(tool.file, tool.locator, f"{tool.pointer}/deferred") if tool.deferred else None,
+        approval=None
+        if tool.approval in (None, False)
+        else Place.of(tool.file, tool.locator, f"{tool.pointer}/approval"),
     )
 
 
@@ -188,7 +192,7 @@ def _policy(spec_file: SpecFile) -> PolicySummary | None:
         toolset=Named(name=toolset, place=place("/policy/toolset")) if isinstance(toolset, str) else None,
         lists=_lists(policy, place),
         categories=tuple(str(name) for name in categories) if isinstance(categories, Mapping) else (),
-        settings=_settings(categories),
+        settings=_settings(categories, place),
         place=place("/policy", key=True),
         keys={key: place(f"/policy/{key}", key=True) for key in ("allow", "deliberate") if key in policy},
         rules=tuple(_rules(rules, place)) if isinstance(rules, list) else None,
@@ -211,13 +215,16 @@ def _lists(policy: Mapping[str, Any], place: Callable[[str], Place]) -> tuple[tu
     return tuple(lists)
 
 
-def _settings(categories: Any) -> tuple[CategorySettings, ...]:
-    """The ``approval`` and ``per_turn`` of each ``policy.categories`` entry, as written."""
+def _settings(categories: Any, place: Callable[..., Place]) -> tuple[CategorySettings, ...]:
+    """The ``approval``, ``per_turn``, ``deferred`` and ``background`` of each ``policy.categories`` entry."""
     return tuple(
         CategorySettings(
             name=str(name),
             approval=own.get("approval") if isinstance(own.get("approval"), bool) else None,
             per_turn=own.get("per_turn") if _is_count(own.get("per_turn")) else None,
+            deferred=own.get("deferred") if isinstance(own.get("deferred"), bool) else None,
+            background=own.get("background") if isinstance(own.get("background"), bool) else None,
+            place=place(f"/policy/categories{json_pointer([name])}", key=True),
         )
         for name, own in (categories.items() if isinstance(categories, Mapping) else ())
         if isinstance(own, Mapping)

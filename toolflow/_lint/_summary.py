@@ -219,6 +219,8 @@ class ToolSummary:
         exposed: False for ``expose: false``: it serves only as a pipeline step, never offered
             to a model.
         bound: The parameters its ``context:`` binds to the caller's context.
+        deferred: Its ``deferred: true``, when it writes one (issue 21).
+        approval: Its own ``approval:``, when it is ``true`` or a condition.
     """
 
     name: str
@@ -235,6 +237,8 @@ class ToolSummary:
     approval_off: Place | None = None
     exposed: bool = True
     bound: tuple[str, ...] = ()
+    deferred: Place | None = None
+    approval: Place | None = None
 
     @property
     def file(self) -> str:
@@ -260,6 +264,10 @@ class CategorySettings:
     name: str
     approval: bool | None = None
     per_turn: int | None = None
+    deferred: bool | None = None
+    background: bool | None = None
+    place: Place | None = None
+    """The entry's key (where a conflict of its settings is reported)."""
 
 
 @attrs.frozen(kw_only=True)
