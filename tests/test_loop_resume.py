@@ -72,6 +72,7 @@ async def test_a_deferred_call_ends_the_run_and_holds_the_turns_results_back(set
         "id": "call_1_1",
         "tool": "ask_human",
         "arguments": {"question": "left or right?"},
+        "approval": False,
     }
     with pytest.raises(toolflow.UsageError, match="waits for the results of its deferred calls"):
         await agent.run("again")
@@ -205,3 +206,35 @@ async def test_save_is_atomic_and_leaves_no_temporary_file(setup: Setup, tmp_pat
     assert [p.name for p in target.parent.iterdir()] == ["run.json"]
     with pytest.raises(toolflow.UsageError, match="cannot save the run"):
         agent.snapshot().save(tmp_path / "missing" / "run.json")
+
+
+APPROVALS = "policy:\n  categories:\n    notify: {approval: true}\n"
+
+
+async def test_a_call_awaiting_approval_is_deferred_then_approved_or_refused(tmp_path: Path) -> None:
+    """approve=defer_approval: nobody is asked, the run ends deferred; approved on resume, the call runs."""
+    setup = Setup(tmp_path, APPROVALS)
+    turns = [{"tool_calls": [call("look"), call("notify"), call("notify")]}, {"text": "done"}]
+    provider = setup.transcript(turns)
+    async with toolflow.open_engine(setup.registry, plugins=setup.plugins) as engine:
+        agent = Agent(engine, provider, policy=setup.policy, approve=toolflow.defer_approval)
+        first = await agent.run("go")
+        saved = SavedRun.from_json(agent.snapshot().to_json())
+    assert first.reason == "deferred"
+    assert [(c.id, c.tool, c.approval) for c in first.pending] == [
+        ("call_1_1", "notify", True),
+        ("call_1_2", "notify", True),
+    ]
+    assert setup.tools.runs == ["look"]
+    assert first.to_dict()["pending"][0]["approval"] is True
+    async with toolflow.open_engine(setup.registry, plugins=setup.plugins) as engine:
+        agent = Agent(engine, provider, policy=setup.policy)
+        with pytest.raises(toolflow.UsageError, match=r"waits for an approval: approve it \(True\) or refuse it"):
+            await agent.resume(saved, results={"call_1_1": "yes", "call_1_2": False})
+        result = await agent.resume(saved, results={"call_1_1": True, "call_1_2": False})
+    assert result.reason == "final_answer"
+    assert setup.tools.runs == ["look", "poke"]  # the approved call ran, through the engine, once
+    check_openai_history(result.messages)
+    tools = [json.loads(m["content"]) for m in result.messages if m["role"] == "tool"]
+    assert tools[1]["data"] == "poked"
+    assert tools[2]["status"] == "denied"

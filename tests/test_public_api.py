@@ -96,6 +96,7 @@ EXPECTED = [
     "asking_approval",
     "check_loop_continuation",
     "compile_template",
+    "defer_approval",
     "history_format",
     "hookimpl",
     "invoke",

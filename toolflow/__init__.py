@@ -11,7 +11,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from toolflow._approval import ApprovalReason, ApprovalWarning, Approver, asking_approval
+    from toolflow._approval import ApprovalReason, ApprovalWarning, Approver, asking_approval, defer_approval
     from toolflow._cache import CacheBackend, CacheWarning
     from toolflow._calls import MalformedCall, ToolCall, parse_tool_call, parse_tool_calls
     from toolflow._context import CallContext, providing_context
@@ -172,6 +172,7 @@ _EXPORTS = {
     "UsageError": "toolflow._errors",
     "ValidationResult": "toolflow._validation",
     "asking_approval": "toolflow._approval",
+    "defer_approval": "toolflow._approval",
     "check_loop_continuation": "toolflow._policy",
     "compile_template": "toolflow._templates",
     "history_format": "toolflow._history",
@@ -284,6 +285,7 @@ __all__ = [
     "asking_approval",
     "check_loop_continuation",
     "compile_template",
+    "defer_approval",
     "history_format",
     "hookimpl",
     "invoke",

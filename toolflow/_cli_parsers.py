@@ -161,8 +161,9 @@ def add_run_parser(commands: Any, history_formats: tuple[str, ...]) -> argparse.
     )
     run.add_argument(
         "--approve",
-        choices=("ask", "yes", "no"),
-        help="calls whose category needs approval: ask on the terminal, approve all, or refuse all "
+        choices=("ask", "yes", "no", "defer"),
+        help="calls whose category needs approval: ask on the terminal, approve all, refuse all, or defer them "
+        "(the run ends 'deferred'; --resume with --approve-call or --refuse-call) "
         "(default: ask when standard input is a terminal, else the plugins decide)",
     )
     run.add_argument("--no-cache", action="store_true", help="use no cache at all")
@@ -203,6 +204,18 @@ def _add_resume_options(run: argparse.ArgumentParser) -> None:
         action="append",
         metavar="CALL_ID=JSON",
         help="the result of a deferred call of the resumed run, as JSON (repeatable; one per waiting call)",
+    )
+    group.add_argument(
+        "--approve-call",
+        action="append",
+        metavar="CALL_ID",
+        help="approve a call the resumed run defers for approval (--approve defer): it runs (repeatable)",
+    )
+    group.add_argument(
+        "--refuse-call",
+        action="append",
+        metavar="CALL_ID",
+        help="refuse a call the resumed run defers for approval: the model reads that it was not approved",
     )
     group.add_argument(
         "--result-error",

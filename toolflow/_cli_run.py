@@ -14,6 +14,7 @@ from typing import Any, TextIO
 
 import attrs
 
+from toolflow._approval import defer_approval
 from toolflow._calls import ToolCall
 from toolflow._cli_support import (
     approver,
@@ -203,7 +204,7 @@ def command(args: argparse.Namespace, plugins: Plugins, stdout: TextIO, stderr: 
         check_resumable(saved, args.format, waits=results is not None)
     text = args.output_format == "text"
     cache = project_cache_settings()
-    approve = approver(args.approve, stdout)
+    approve = defer_approval if args.approve == "defer" else approver(args.approve, stdout)
     interrupts = Interrupts(grace=shutdown_grace(args))
     shown = shown_in_traces(specs.tools)  # remote tools have no ${...} strings
 
@@ -255,18 +256,17 @@ def command(args: argparse.Namespace, plugins: Plugins, stdout: TextIO, stderr: 
     return EXIT_CODES.get(result.reason, 1)
 
 
-def _resume_options(args: argparse.Namespace) -> tuple[SavedRun | None, dict[str, object] | None]:
-    """``--resume FILE``'s saved run (or ``None``) and the results of ``--result`` and ``--result-error``.
-
-    The results are ``None`` when none were given (a run that waits for none takes a new message instead).
-    """
+def _given_results(args: argparse.Namespace) -> dict[str, object]:
+    """The results of ``--result``, ``--result-error``, ``--approve-call`` and ``--refuse-call``, by call id."""
     results: dict[str, object] = {}
     given = [("--result", text) for text in args.result or ()]
     given += [("--result-error", text) for text in args.result_error or ()]
+    given += [("--approve-call", f"{text}=true") for text in args.approve_call or ()]
+    given += [("--refuse-call", f"{text}=false") for text in args.refuse_call or ()]
     for option, text in given:
         call_id, sign, value = text.partition("=")
         if not sign or not call_id:
-            msg = f"{option} {text!r}: expected CALL_ID=VALUE"
+            msg = f"{option} {text!r}: expected CALL_ID=VALUE"  # --approve-call and --refuse-call always have one
             raise UsageError(msg)
         if call_id in results:
             msg = f"{option} {call_id}: a second result for the same call"
@@ -279,9 +279,18 @@ def _resume_options(args: argparse.Namespace) -> tuple[SavedRun | None, dict[str
         except ValueError as exc:
             msg = f"--result {call_id}: the result is not JSON ({exc}); a string is written '\"text\"'"
             raise UsageError(msg) from None
+    return results
+
+
+def _resume_options(args: argparse.Namespace) -> tuple[SavedRun | None, dict[str, object] | None]:
+    """``--resume FILE``'s saved run (or ``None``) and the results given for its waiting calls.
+
+    The results are ``None`` when none were given (a run that waits for none takes a new message instead).
+    """
+    results = _given_results(args)
     if args.resume is None:
         if results:
-            msg = "--result and --result-error give the results of a resumed run: add --resume FILE"
+            msg = "--result, --result-error, --approve-call and --refuse-call go with a resumed run: add --resume FILE"
             raise UsageError(msg)
         return None, None
     saved = SavedRun.load(args.resume)

@@ -22,12 +22,15 @@ from typing import Any
 
 import attrs
 
-from toolflow._attempts import Plan, checked_arguments
+from toolflow._approval import denied
+from toolflow._attempts import STOPPED, Plan, checked_arguments
 from toolflow._batch import HistoryEntry, entry
 from toolflow._calls import MalformedCall, ParsedCall, ToolCall
+from toolflow._context import providing_context
 from toolflow._errors import UsageError
 from toolflow._executor import Engine
 from toolflow._gates import Gates
+from toolflow._loop_texts import STOPPED_BEFORE
 from toolflow._policy import LoopDecision, Policy
 from toolflow._registry import Registry
 from toolflow._results import ToolResult
@@ -38,8 +41,10 @@ __all__ = [
     "HeldTurn",
     "PendingCall",
     "admit_deferred",
+    "awaiting",
     "defer_calls",
     "deferred_tools",
+    "run_approved",
     "supplied_results",
     "waiting_decision",
 ]
@@ -58,16 +63,20 @@ class PendingCall:
     Attributes:
         id: The call's id (the key of its result, ``--result ID=JSON``).
         tool: The tool.
-        arguments: The validated arguments, with the parameters bound to the caller's context.
+        arguments: The validated arguments, with the parameters bound to the caller's context;
+            for a call awaiting approval, the arguments as the model sent them.
+        approval: The call awaits an approval (``toolflow run --approve defer``), not a result:
+            approved on resume, it runs through the engine.
     """
 
     id: str
     tool: str
     arguments: Mapping[str, Any]
+    approval: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        """``{"id", "tool", "arguments"}``."""
-        return {"id": self.id, "tool": self.tool, "arguments": dict(self.arguments)}
+        """``{"id", "tool", "arguments", "approval"}``."""
+        return {"id": self.id, "tool": self.tool, "arguments": dict(self.arguments), "approval": self.approval}
 
 
 def deferred_tools(registry: Registry, policy: Policy) -> frozenset[str]:
@@ -119,6 +128,18 @@ def defer_calls(
             waiting.append(admitted)
             uncounted.add(call.id)
     return tuple(waiting)
+
+
+def awaiting(
+    entries: Sequence[HistoryEntry], uncounted: frozenset[str], deferred: tuple[PendingCall, ...]
+) -> tuple[tuple[PendingCall, ...], frozenset[str]]:
+    """*deferred* and the calls of *entries* that await an approval (``--approve defer``); *uncounted* with them."""
+    waiting = tuple(
+        PendingCall(id=item.call_id, tool=item.tool_name, arguments=item.call.arguments, approval=True)
+        for item in entries
+        if item.result.extra.get("status") == "awaiting_approval" and isinstance(item.call, ToolCall)
+    )
+    return (deferred + waiting, uncounted | {call.id for call in waiting}) if waiting else (deferred, uncounted)
 
 
 _READER = ResultValidator(name="", compiled=None)
@@ -214,6 +235,35 @@ def waiting_decision(pending: Sequence[PendingCall], remaining: int) -> LoopDeci
     return LoopDecision(should_continue=False, reason="deferred", message=message, iterations_remaining=remaining)
 
 
+_APPROVED = ToolResult(success=True, data="approved; runs on resume", extra={"status": "approved"})
+"""What :func:`supplied_results` answers an approved call with, until :func:`run_approved` runs it."""
+
+
+def _approval_answer(call: PendingCall, value: object) -> ToolResult:
+    if value is True:
+        return _APPROVED
+    if value is False:
+        return denied(call.tool)
+    msg = f"{call.id!r} ({call.tool}) waits for an approval: approve it (True) or refuse it (False), got {value!r}"
+    raise UsageError(msg)
+
+
+async def run_approved(
+    engine: Engine, pending: Sequence[PendingCall], answered: dict[str, ToolResult], context: Mapping[str, Any] | None
+) -> None:
+    """Run each approved call of *pending* through *engine*, with the approval given; its result goes into *answered*.
+
+    The call runs as a pipeline's approved step does (validation, ``depends_on``, the cache,
+    timeouts, retries and hooks; nobody is asked again); the rules counted it when the model
+    made it. A stop or a kill meanwhile answers it ``stopped``.
+    """
+    for call in pending:
+        if answered.get(call.id) is _APPROVED:
+            with providing_context(context):
+                result = await engine.call_step(call.tool, call.arguments, call.id, approved=True)
+            answered[call.id] = STOPPED_BEFORE if result is STOPPED else result
+
+
 def _meant_to_fail(value: object) -> bool:
     if isinstance(value, ToolResult):
         return not value.success
@@ -258,6 +308,9 @@ def supplied_results(
     answered: dict[str, ToolResult] = {}
     for call in pending:
         value = results[call.id]
+        if call.approval:
+            answered[call.id] = _approval_answer(call, value)
+            continue
         try:
             normalize = registry.get(call.tool).result_validator.normalize
         except LookupError:

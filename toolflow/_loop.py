@@ -45,7 +45,7 @@ from typing import Any
 
 import trio
 
-from toolflow._approval import Approver
+from toolflow._approval import Approver, defer_approval
 from toolflow._batch import entry as _entry
 from toolflow._calls import MalformedCall, ParsedCall, ToolCall, parse_tool_calls
 from toolflow._context import providing_context
@@ -53,8 +53,10 @@ from toolflow._deferred import (
     DEFERRED,
     HeldTurn,
     PendingCall,
+    awaiting,
     defer_calls,
     deferred_tools,
+    run_approved,
     supplied_results,
     waiting_decision,
 )
@@ -289,10 +291,7 @@ class Agent:
         )
 
     def snapshot(self) -> SavedRun:
-        """The run's state, to :meth:`resume` it later, here or in another process (``toolflow._run_state``).
-
-        Take it after :meth:`run` or :meth:`resume` returned; before any run, it holds an empty history.
-        """
+        """The run's state after :meth:`run` or :meth:`resume`, to resume it later, here or elsewhere."""
         state, decision = self._last_run or (RunState(), None)
         held = self._held
         return SavedRun(
@@ -314,19 +313,18 @@ class Agent:
         """Take up *saved* (from :meth:`snapshot`, :meth:`SavedRun.load`) and go on (``toolflow._run_state``).
 
         A run that ended ``deferred`` goes on with *results*, one per waiting call (``{call_id:
-        value}``; a value is read as a tool's return value, ``ToolResult.failure(...)`` is an
-        error); a run that ended another way takes the next user message, *prompt*, as :meth:`run`.
+        value}``, see :func:`toolflow._deferred.supplied_results`; ``True`` or ``False`` for a call
+        awaiting approval); a run that ended another way takes the next user message, *prompt*.
 
         Raises:
-            UsageError: *saved* is in another history format; results for a run that waits for
-                none, or ids that wait for no result, or a waiting call without one, or a value
-                its tool's ``output_schema`` refuses; a *prompt* for a run waiting for results,
-                or none for a run that does not.
+            UsageError: *saved* is in another format; results that do not fit (see above); a
+                *prompt* for a run waiting for results, or none for a run that does not.
         """
         state = self._restore(saved, waits=results is not None or prompt is None)
         if self._held is None:
             return await self.run(str(prompt))
         answered = supplied_results(self._held.pending, results or {}, self.engine.registry)
+        await run_approved(self.engine, self._held.pending, answered, self.context)  # with the approval given
         with operation_scope(self._wrappers, model_operation(INVOKE_AGENT, self.provider.name, self.model)) as op:
             await self._write_system_prompts()
             self._stop = self._killed = False
@@ -438,6 +436,8 @@ class Agent:
                 entries, uncounted = await self._run_calls(calls)
             else:  # the turn without tools: none of them runs, but those a before_exit rule waits for
                 entries, uncounted = await self._last_calls(state, calls)
+            if self.engine.approve is defer_approval:  # calls awaiting approval wait as deferred ones do
+                self._waiting, uncounted = awaiting(entries, uncounted, self._waiting)
             if not self._waiting:
                 return self._conclude(state, entries, uncounted, tokens)
         except BaseException:

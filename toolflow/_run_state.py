@@ -57,6 +57,7 @@ _NAMES: dict[str, Any] = {"type": "array", "items": {"type": "string"}}
 _COUNT: dict[str, Any] = {"type": "integer", "minimum": 0}
 _COUNTS: dict[str, Any] = {"type": "object", "additionalProperties": _COUNT}
 _OBJECT: dict[str, Any] = {"type": "object"}
+_BOOLEAN: dict[str, Any] = {"type": "boolean"}
 
 
 def _record(properties: Mapping[str, Any], *, optional: Sequence[str] = ()) -> dict[str, Any]:
@@ -104,7 +105,10 @@ _SCHEMA = _record(
         },
         "pending": {
             "type": "array",
-            "items": _record({"id": {"type": "string"}, "tool": {"type": "string"}, "arguments": _OBJECT}),
+            "items": _record(
+                {"id": {"type": "string"}, "tool": {"type": "string"}, "arguments": _OBJECT, "approval": _BOOLEAN},
+                optional=("approval",),
+            ),
         },
         "held": {
             "oneOf": [
@@ -248,7 +252,10 @@ class SavedRun:
             history=tuple(data["history"]),
             run=data["run"],
             decision=data["decision"],
-            pending=tuple(PendingCall(id=c["id"], tool=c["tool"], arguments=c["arguments"]) for c in data["pending"]),
+            pending=tuple(
+                PendingCall(id=c["id"], tool=c["tool"], arguments=c["arguments"], approval=c.get("approval", False))
+                for c in data["pending"]
+            ),
             held=data["held"],
             gates=data["gates"],
             retention=data["retention"],

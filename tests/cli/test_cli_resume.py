@@ -117,7 +117,8 @@ def test_a_deferred_run_saved_in_one_process_goes_on_in_another_as_if_it_never_s
     assert first.returncode == 3, first.stderr
     pending = json.loads(first.stdout)["pending"]
     call_id = "call_1" if format_name == "text" else "c2"  # the text format writes no ids: they are positions
-    assert pending == [{"id": call_id, "tool": "ask_human", "arguments": {"question": "left or right?"}}]
+    expected = {"id": call_id, "tool": "ask_human", "arguments": {"question": "left or right?"}, "approval": False}
+    assert pending == [expected]
     saved = json.loads((project / "run.json").read_text(encoding="utf-8"))
     assert saved["version"] == 1
     assert saved["format"] == format_name
@@ -206,3 +207,36 @@ def test_bad_resumes_are_usage_errors(project: Path, args: list[str], message: s
     assert code == 2, err
     assert message in err
     assert "Traceback" not in err
+
+
+APPROVED = """\
+  notify:
+    description: Tell the player; needs approval.
+    category: notify
+    parameters: {type: object, properties: {text: {type: string, description: What}}}
+    template: "told {{ text }}"
+policy:
+  categories:
+    notify: {approval: true}
+"""
+
+
+def test_approve_defer_ends_the_process_and_the_next_one_approves(project: Path) -> None:
+    """--approve defer: the call waits for approval in the saved run; --approve-call runs it in the next process."""
+    (project / "ran" / "tools.yaml").write_text(TOOLS.replace("    deferred: true\n", "") + APPROVED, encoding="utf-8")
+    turns = [{"tool_calls": [_call("c1", "notify", text="hi"), _call("c2", "notify", text="bye")]}, {"text": "done"}]
+    first = _process(
+        project, "--specs", "ran", "--model", _transcript(project, "all.yaml", turns), "--approve", "defer",
+        "--save", "r.json",
+    )  # fmt: skip
+    assert first.returncode == 3, first.stderr
+    assert "awaiting_approval: Error: 'notify' waits for approval (notify calls need approval)" in first.stdout
+    second = _process(
+        project, "--specs", "ran", "--model", _transcript(project, "rest.yaml", turns[1:]), "--resume", "r.json",
+        "--approve-call", "c1", "--refuse-call", "c2", "--output-format", "json",
+    )  # fmt: skip
+    assert second.returncode == 0, second.stderr
+    history = json.loads(second.stdout)["history"]
+    results = {m["tool_call_id"]: json.loads(m["content"]) for m in history if m["role"] == "tool"}
+    assert results["c1"]["data"] == "told hi"
+    assert results["c2"]["status"] == "denied"
