@@ -317,8 +317,9 @@ def print_waiting(result: LoopResult, stdout: TextIO, saved_to: str | None) -> N
         return
     stdout.writelines(f"waiting: {call.id} → {call.tool} {_json(call.arguments)}\n" for call in result.pending)
     where = saved_to or "FILE (run with --save FILE to keep the run)"
-    first = result.pending[0].id
-    stdout.write(f"resume with: toolflow run --resume {where} --result {first}=JSON ...\n")
+    first = result.pending[0]
+    give = f"--approve-call {first.id} (or --refuse-call)" if first.approval else f"--result {first.id}=JSON"
+    stdout.write(f"resume with: toolflow run --resume {where} {give} ...\n")
 
 
 def _document(result: LoopResult, shown: Callable[[Any], Any]) -> dict[str, Any]:

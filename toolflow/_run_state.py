@@ -17,6 +17,10 @@ document with a ``version`` (:data:`STATE_VERSION`)::
      "retention": {"message": 1, "until": {...}},   # deliberate mode's triggers
      "background": []}                       # background outcomes not delivered yet (issue 21 s. 1)
 
+``background`` is where the background calls of issue 21, section 1 keep the outcomes that have not
+reached the model yet: :meth:`toolflow.Agent.snapshot` writes it empty today, and
+:meth:`toolflow.Agent.resume` (``Agent._restore``) is where they go back when the two parts meet.
+
 A saved run is input like any other: :meth:`SavedRun.from_json` checks the version, the shape
 (a JSON Schema), the history's shape for its format and that the waiting calls are the calls of
 the turn kept back, and reads at most :data:`MAX_STATE_BYTES`; anything else is a

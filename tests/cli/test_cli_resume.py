@@ -231,6 +231,7 @@ def test_approve_defer_ends_the_process_and_the_next_one_approves(project: Path)
     )  # fmt: skip
     assert first.returncode == 3, first.stderr
     assert "awaiting_approval: Error: 'notify' waits for approval (notify calls need approval)" in first.stdout
+    assert "resume with: toolflow run --resume r.json --approve-call c1 (or --refuse-call)" in first.stdout
     second = _process(
         project, "--specs", "ran", "--model", _transcript(project, "rest.yaml", turns[1:]), "--resume", "r.json",
         "--approve-call", "c1", "--refuse-call", "c2", "--output-format", "json",
