@@ -238,3 +238,17 @@ async def test_a_call_awaiting_approval_is_deferred_then_approved_or_refused(tmp
     tools = [json.loads(m["content"]) for m in result.messages if m["role"] == "tool"]
     assert tools[1]["data"] == "poked"
     assert tools[2]["status"] == "denied"
+
+
+async def test_reflection_defers_nothing(setup: Setup) -> None:
+    """A deferred call in a reflection turn waits for nothing: the next run is not held by it."""
+    turns = [{"tool_calls": [call("ask_human", question="q")]}, {"text": "hello"}]
+    provider = setup.transcript(turns)
+    async with toolflow.open_engine(setup.registry, plugins=setup.plugins) as engine:
+        agent = Agent(engine, provider, policy=setup.policy)
+        record = await agent.reflect("think")
+        result = await agent.run("go")
+    assert record.entries[0].result.extra["status"] == "deferred"
+    assert result.reason == "final_answer"
+    assert result.pending == ()
+    assert agent.snapshot().pending == ()

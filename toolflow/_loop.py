@@ -666,9 +666,9 @@ class Agent:
         to_run, decided, uncounted = self._gate(calls)
         with providing_context(self.context):  # a context variable: the engine may serve other callers
             outcome = await engine.execute_batch(to_run) if to_run else ()
-            if self._deferring:  # after the batch: the rules count them after the calls before them
-                stopped = (_KILLED_BEFORE if self._killed else _STOPPED_BEFORE) if self._stop else None
-                self._waiting = defer_calls(engine, self._deferring, decided, uncounted, stopped)
+            # Deferred calls after the batch, so that the rules count them after the calls before them.
+            stopped = (_KILLED_BEFORE if self._killed else _STOPPED_BEFORE) if self._stop else None
+            self._waiting = defer_calls(engine, self._deferring, decided, uncounted, stopped)
         if isinstance(outcome, Abort):
             answer_aborted(outcome, to_run, decided, uncounted, killed=self._killed)
         elif not decided:
