@@ -421,6 +421,19 @@ class ProjectSummary:
             grouped.setdefault(tool.name, []).append(tool)
         return {name: tuple(tools) for name, tools in grouped.items()}
 
+    def step_targets(self) -> Iterator[tuple[StepSummary, ToolSummary]]:
+        """Each pipeline step whose tool is declared exactly once, with that tool.
+
+        A step of an unknown tool (TF227) or of one declared twice (TF203) is left out: what it
+        calls is not known.
+        """
+        known = self.tools_by_name
+        for tool in self.tools:
+            for step in tool.pipeline.steps if tool.pipeline is not None else ():
+                called = known.get(step.tool)
+                if called is not None and len(called) == 1:
+                    yield step, called[0]
+
     @functools.cached_property
     def declared_categories(self) -> frozenset[str]:
         """The categories the files' ``policy: categories:`` mappings declare."""

@@ -62,26 +62,18 @@ def deferred_categories(summary: ProjectSummary) -> dict[str, bool]:
 
 def check(summary: ProjectSummary) -> Iterator[Diagnostic]:
     categories = deferred_categories(summary)
-    known = summary.tools_by_name
-    for tool in summary.tools:
-        if tool.pipeline is None:
+    for step, target in summary.step_targets():
+        if target.deferred is not None:
+            why = "is deferred"
+        elif categories.get(target.category, False):
+            why = f"is in category {target.category!r}, which is deferred"
+        else:
             continue
-        for step in tool.pipeline.steps:
-            called = known.get(step.tool)
-            if called is None or len(called) != 1:
-                continue
-            (target,) = called
-            if target.deferred is not None:
-                why = "is deferred"
-            elif categories.get(target.category, False):
-                why = f"is in category {target.category!r}, which is deferred"
-            else:
-                continue
-            message = (
-                f"step {step.name!r} calls {target.name!r}, which {why}: a pipeline's steps run in the "
-                "foreground, so the step runs its implementation and nobody is waited for"
-            )
-            yield RULE.diag_at(step.tool_place, message)
+        message = (
+            f"step {step.name!r} calls {target.name!r}, which {why}: a pipeline's steps run in the "
+            "foreground, so the step runs its implementation and nobody is waited for"
+        )
+        yield RULE.diag_at(step.tool_place, message)
 
 
 RULE = Rule(
