@@ -252,3 +252,16 @@ async def test_reflection_defers_nothing(setup: Setup) -> None:
     assert result.reason == "final_answer"
     assert result.pending == ()
     assert agent.snapshot().pending == ()
+
+
+async def test_an_approved_call_runs_even_after_a_stop_of_the_same_agent(tmp_path: Path) -> None:
+    """A stop that ended the run before does not keep the approved call from running on resume."""
+    setup = Setup(tmp_path, APPROVALS)
+    provider = setup.transcript([{"tool_calls": [call("notify")]}, {"text": "done"}])
+    async with toolflow.open_engine(setup.registry, plugins=setup.plugins) as engine:
+        agent = Agent(engine, provider, policy=setup.policy, approve=toolflow.defer_approval)
+        first = await agent.run("go")
+        agent.request_stop()  # after the run: the engine keeps the stop until its next turn
+        result = await agent.resume(agent.snapshot(), results={first.pending[0].id: True})
+    assert setup.tools.runs == ["poke"]
+    assert result.reason == "final_answer"
