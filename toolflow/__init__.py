@@ -11,10 +11,11 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from toolflow._approval import ApprovalReason, ApprovalWarning, Approver, asking_approval
+    from toolflow._approval import ApprovalReason, ApprovalWarning, Approver, asking_approval, defer_approval
     from toolflow._cache import CacheBackend, CacheWarning
     from toolflow._calls import MalformedCall, ToolCall, parse_tool_call, parse_tool_calls
     from toolflow._context import CallContext, providing_context
+    from toolflow._deferred import PendingCall
     from toolflow._diagnostics import Diagnostic, Severity, Span
     from toolflow._errors import ConfigError, SpecError, ToolflowError, UsageError
     from toolflow._executor import Abort, BatchOutcome, Engine, HistoryEntry, open_engine
@@ -71,6 +72,7 @@ if TYPE_CHECKING:
     from toolflow._results import StepRecord, ToolResult
     from toolflow._retrying import retry_after_seconds
     from toolflow._rules import ToolRule
+    from toolflow._run_state import SavedRun
     from toolflow._state import StateBackend
     from toolflow._state_config import state_from_url
     from toolflow._telemetry import Operation, trace_context
@@ -129,6 +131,7 @@ _EXPORTS = {
     "ModelRequest": "toolflow._providers",
     "ModelResponse": "toolflow._providers",
     "ParameterError": "toolflow._validation",
+    "PendingCall": "toolflow._deferred",
     "ParameterRule": "toolflow._model",
     "Pipeline": "toolflow._model",
     "Operation": "toolflow._telemetry",
@@ -146,6 +149,7 @@ _EXPORTS = {
     "RemoteTool": "toolflow._model",
     "ResultValidator": "toolflow._validation",
     "RetryPolicy": "toolflow._model",
+    "SavedRun": "toolflow._run_state",
     "Severity": "toolflow._diagnostics",
     "Span": "toolflow._diagnostics",
     "SpecError": "toolflow._errors",
@@ -175,6 +179,7 @@ _EXPORTS = {
     "UsageError": "toolflow._errors",
     "ValidationResult": "toolflow._validation",
     "asking_approval": "toolflow._approval",
+    "defer_approval": "toolflow._approval",
     "check_loop_continuation": "toolflow._policy",
     "compile_template": "toolflow._templates",
     "history_format": "toolflow._history",
@@ -244,6 +249,7 @@ __all__ = [
     "Operation",
     "ParameterError",
     "ParameterRule",
+    "PendingCall",
     "Pipeline",
     "PipelineStep",
     "PluginError",
@@ -259,6 +265,7 @@ __all__ = [
     "RemoteTool",
     "ResultValidator",
     "RetryPolicy",
+    "SavedRun",
     "Severity",
     "Span",
     "SpecError",
@@ -289,6 +296,7 @@ __all__ = [
     "asking_approval",
     "check_loop_continuation",
     "compile_template",
+    "defer_approval",
     "history_format",
     "hookimpl",
     "invoke",

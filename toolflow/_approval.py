@@ -13,6 +13,13 @@ then fail for another reason. Who decides, first answer wins:
    MCP client that made the request, when it declared the elicitation capability;
 4. nobody: the call is refused (``{"status": "denied", "reason": "no_approver"}``).
 
+The engine's approver may be :func:`defer_approval` (``toolflow run --approve defer``): then
+nobody is asked and the call is not run; its result says it awaits approval
+(``{"status": "awaiting_approval"}``). The agent loop defers such a call (issue 21): the run
+ends ``deferred``, and the caller approves or refuses it when resuming; an approved call then
+runs through the engine with the approval given (:mod:`toolflow._deferred`). Elsewhere (``call``,
+``serve``, pipelines) the call is not run and the result says so.
+
 A tool may add approval of its own (issue 20): ``approval: true`` in its spec has every call
 approved, and a template over the arguments (``approval: "{{ amount > 100 }}"``) the calls for
 which it is true, evaluated per call with the validated arguments in a template worker, like a
@@ -54,8 +61,10 @@ __all__ = [
     "Approver",
     "answer_of",
     "asking_approval",
+    "awaiting_approval",
     "condition_failed",
     "current_asker",
+    "defer_approval",
     "denied",
     "no_approver",
     "why",
@@ -180,6 +189,23 @@ async def answer_of(approver: Approver, call: ToolCall, category: str, who: str)
     return None if answer is None else bool(answer)
 
 
+def defer_approval(call: ToolCall, category: str) -> None:
+    """The approver that defers: the engine asks nobody and answers the call ``awaiting_approval``.
+
+    Set it as the engine's approver (``Agent(approve=toolflow.defer_approval)``): the agent loop
+    then defers such calls until the caller approves or refuses them on resume. Called as an
+    approver, it has no opinion (it is recognised before it would be called).
+    """
+
+
+def awaiting_approval(name: str, category: str) -> ToolResult:
+    """The result of a call whose approval is deferred (:func:`defer_approval`): not run, not refused."""
+    return ToolResult.failure(
+        f"Error: {name!r} waits for approval ({why(category)}), so it did not run yet",
+        extra={"status": "awaiting_approval"},
+    )
+
+
 def denied(name: str) -> ToolResult:
     """The result of a call its approver refused."""
     return ToolResult.failure(
@@ -252,6 +278,8 @@ class Approvals:
         (:func:`asking_approval`). A stop ends the wait (:data:`~toolflow._attempts.STOPPED`: not
         run), so does a kill (:data:`~toolflow._attempts.KILLED`).
         """
+        if approve is defer_approval:  # the caller decides later (the agent loop defers the call)
+            return awaiting_approval(call.name, category)
         kills = self._attempts.kills
         verdict: bool | None = None
         with self._attempts.guarded(trio.CancelScope(), stoppable=True) as scope:

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import AsyncIterator, Collection, Mapping, MutableSequence
+from collections.abc import AsyncIterator, Collection, Mapping, MutableSequence, Sequence
 from typing import Any
 
 import trio
@@ -52,8 +52,9 @@ from toolflow._history import HistoryFormat, _angle_safe
 from toolflow._loop_records import RunState, TaskOutcome
 from toolflow._policy import CategoryPolicy, LoopDecision, OnExit, Policy
 from toolflow._results import ToolResult, truncate_text
+from toolflow._validation import ResultValidator
 
-__all__ = ["BackgroundCalls", "note_text", "started"]
+__all__ = ["BackgroundCalls", "note_text", "running", "started"]
 
 CANCELLED = ToolResult.failure(
     "Error: cancelled - the run ended before the background task finished", extra={"status": "cancelled"}
@@ -68,6 +69,9 @@ _USERS = (CANCELLED, KILLED, STOPPED)
 """Outcomes that are no error of the model's: they count neither way towards ``max_consecutive_errors``."""
 
 _UNLIMITED = 1 << 62
+
+_READER = ResultValidator(name="", compiled=None)
+"""Reads a saved outcome's result back (``ToolResult.to_dict()``'s shape)."""
 
 
 def started(task_id: str) -> ToolResult:
@@ -149,6 +153,38 @@ class BackgroundCalls:
         if not tools:
             return None
         return cls(tools, on_exit=policy.on_exit, history_format=history_format, messages=messages)
+
+    @property
+    def tasks_started(self) -> int:
+        """How many tasks the agent started so far (task ids go on from it: a saved run keeps it)."""
+        return self._count
+
+    def saved(self) -> tuple[dict[str, Any], ...]:
+        """The outcomes not in the history yet (after a run that ended ``deferred``), as JSON data."""
+        return tuple(
+            {
+                "task_id": outcome.task_id,
+                "id": outcome.call_id,
+                "tool": outcome.tool_name,
+                "arguments": dict(outcome.entry.call.arguments) if isinstance(outcome.entry.call, ToolCall) else {},
+                "result": outcome.result.to_dict(),
+            }
+            for outcome in self.finished
+        )
+
+    def go_on_from(self, tasks_started: int, saved: Sequence[Mapping[str, Any]]) -> None:
+        """Take up a resumed run's: number tasks after *tasks_started*; *saved* (:meth:`saved`) waits for a turn."""
+        self._count = tasks_started
+        self.finished = [
+            TaskOutcome(
+                task_id=item["task_id"],
+                entry=entry(
+                    ToolCall(id=item["id"], name=item["tool"], arguments=item["arguments"], format="direct"),
+                    _READER.normalize(item["result"]),
+                ),
+            )
+            for item in saved
+        ]
 
     @property
     def pending(self) -> bool:
@@ -284,6 +320,9 @@ class BackgroundCalls:
             if decision.reason == "killed" or self.on_exit == "cancel":
                 self.cancel()
             await self._wait()
+        if decision.reason == "deferred":  # the turn's results wait: notes go after them, on resume (saved())
+            self.exit_outcomes = ()
+            return decision
         waits = self.on_exit == "wait" and decision.reason in ("final_answer", "terminal")
         if waits and self.finished and decision.iterations_remaining > 0:
             return None
@@ -307,3 +346,10 @@ class BackgroundCalls:
             outcomes = tuple(sorted(self.finished, key=_number))
             self.finished.clear()
             self._note(outcomes, max_chars)
+
+
+def running(
+    background: BackgroundCalls | None, engine: Engine, context: Mapping[str, Any] | None, max_chars: int
+) -> contextlib.AbstractAsyncContextManager[None]:
+    """The nursery of a run's background calls (:meth:`BackgroundCalls.open`); nothing without them."""
+    return contextlib.nullcontext() if background is None else background.open(engine, context, max_chars)

@@ -179,8 +179,9 @@ def add_run_parser(commands: Any, history_formats: tuple[str, ...]) -> argparse.
     )
     run.add_argument(
         "--approve",
-        choices=("ask", "yes", "no"),
-        help="calls whose category needs approval: ask on the terminal, approve all, or refuse all "
+        choices=("ask", "yes", "no", "defer"),
+        help="calls whose category needs approval: ask on the terminal, approve all, refuse all, or defer them "
+        "(the run ends 'deferred'; --resume with --approve-call or --refuse-call) "
         "(default: ask when standard input is a terminal, else the plugins decide)",
     )
     run.add_argument("--no-cache", action="store_true", help="use no cache at all")
@@ -195,6 +196,7 @@ def add_run_parser(commands: Any, history_formats: tuple[str, ...]) -> argparse.
     _add_grace_option(run, "the calls")
     add_cap_options(run)
     add_context_option(run)
+    _add_resume_options(run)
     run.add_argument(
         "--response-timeout",
         type=float,
@@ -202,6 +204,43 @@ def add_run_parser(commands: Any, history_formats: tuple[str, ...]) -> argparse.
         help="openai, anthropic: seconds allowed for a whole answer, keep-alives or not (default: 600)",
     )
     return run
+
+
+def _add_resume_options(run: argparse.ArgumentParser) -> None:
+    """Add ``toolflow run``'s options that save a run and resume it (issue 21, section 3)."""
+    group = run.add_argument_group("saved runs and deferred calls (see docs/agent-loop.md)")
+    group.add_argument(
+        "--save", metavar="FILE", help="when the run ends, whatever the reason, write its state to FILE (JSON)"
+    )
+    group.add_argument(
+        "--resume",
+        metavar="FILE",
+        help="go on with the run saved in FILE: with --result for its deferred calls, else with --prompt",
+    )
+    group.add_argument(
+        "--result",
+        action="append",
+        metavar="CALL_ID=JSON",
+        help="the result of a deferred call of the resumed run, as JSON (repeatable; one per waiting call)",
+    )
+    group.add_argument(
+        "--approve-call",
+        action="append",
+        metavar="CALL_ID",
+        help="approve a call the resumed run defers for approval (--approve defer): it runs (repeatable)",
+    )
+    group.add_argument(
+        "--refuse-call",
+        action="append",
+        metavar="CALL_ID",
+        help="refuse a call the resumed run defers for approval: the model reads that it was not approved",
+    )
+    group.add_argument(
+        "--result-error",
+        action="append",
+        metavar="CALL_ID=MESSAGE",
+        help="a deferred call of the resumed run failed: the model reads MESSAGE as its error (repeatable)",
+    )
 
 
 def _port(text: str) -> int:

@@ -14,6 +14,7 @@ from typing import Any, TextIO
 
 import attrs
 
+from toolflow._approval import defer_approval
 from toolflow._calls import ToolCall
 from toolflow._cli_support import (
     approver,
@@ -25,6 +26,7 @@ from toolflow._cli_support import (
     spec_paths,
     with_caps,
 )
+from toolflow._deferred import supplied_results
 from toolflow._errors import UsageError
 from toolflow._executor import Engine, open_engine
 from toolflow._loader import load_specs
@@ -34,9 +36,10 @@ from toolflow._plugins import Plugins
 from toolflow._policy import Policy
 from toolflow._providers import ModelProvider, load_provider
 from toolflow._results import StepRecord, ToolResult
+from toolflow._run_state import SavedRun, check_resumable
 from toolflow._shutdown import Interrupts, open_signal_watch
 
-__all__ = ["EXIT_CODES", "command", "print_end", "print_turn"]
+__all__ = ["EXIT_CODES", "command", "print_end", "print_turn", "print_waiting"]
 
 EXIT_CODES = {
     "final_answer": 0,
@@ -47,6 +50,7 @@ EXIT_CODES = {
     "provider_error": 1,
     "stopped": 130,
     "killed": 130,
+    "deferred": 3,
 }
 """The exit code of ``toolflow run`` for each way the loop can end (a stop or kill: 128 + the signal's number)."""
 
@@ -201,15 +205,18 @@ def command(args: argparse.Namespace, plugins: Plugins, stdout: TextIO, stderr: 
         policy = attrs.evolve(policy, max_iterations=args.max_iterations)
     if args.toolset is not None:
         policy = attrs.evolve(policy, toolset=args.toolset)
+    saved, results = _resume_options(args)
     provider = _provider(args.model, plugins, args, os.environ)
-    prompt = args.prompt if args.prompt is not None else getattr(provider, "prompt", "")
-    if not prompt:
-        msg = "give the user's message with --prompt (the model provider has no default prompt)"
-        raise UsageError(msg)
+    prompt = _prompt(args, provider, saved)
     system = args.system if args.system is not None else (policy.system_prompt or getattr(provider, "system", ""))
+    if saved is not None:
+        system = saved.system if args.system is None else args.system
+        # The saved run's format, unless asked; resuming it in another is refused.
+        args.format = args.format or saved.format
+        check_resumable(saved, args.format, waits=results is not None)
     text = args.output_format == "text"
     cache = project_cache_settings()
-    approve = approver(args.approve, stdout)
+    approve = defer_approval if args.approve == "defer" else approver(args.approve, stdout)
     interrupts = Interrupts(grace=shutdown_grace(args))
     shown = shown_in_traces(specs.tools)  # remote tools have no ${...} strings
 
@@ -227,29 +234,104 @@ def command(args: argparse.Namespace, plugins: Plugins, stdout: TextIO, stderr: 
                     # The provider's own format unless asked: openai where it speaks it (scripted, openai).
                     format=args.format or ("openai" if "openai" in provider.formats else provider.formats[0]),
                     system=system,
-                    deliberate=args.deliberate,
+                    deliberate=args.deliberate or (saved is not None and saved.deliberate),
                     approve=approve,
                     model=args.model.partition(":")[2],
                     on_turn=(lambda turn: print_turn(turn, stdout, shown)) if text else None,
                     context=args.context,
                 )
+                if saved is not None and results is not None:  # refused here, not in the signal watch's nursery
+                    supplied_results(saved.pending, results, registry)
                 grace = interrupts.grace_text()
                 stopping = f"stopping after the calls in flight (at most {grace}; a second signal kills them)"
                 async with open_signal_watch(
                     interrupts, stop=agent.request_stop, kill=agent.kill, stderr=stderr, stopping=stopping
                 ):
-                    return await agent.run(prompt)
+                    if saved is None:
+                        result = await agent.run(str(prompt))
+                    else:
+                        result = await agent.resume(saved, results=results, prompt=prompt)
+                if args.save is not None:
+                    agent.snapshot().save(args.save)
+                return result
         finally:
             await provider.aclose()
 
     result = run_trio(main, stderr)
     if text:
         print_end(result, stdout)
+        print_waiting(result, stdout, args.save)
     else:
         stdout.write(json.dumps(_document(result, shown), indent=2, ensure_ascii=False, default=str) + "\n")
     if result.reason in {"stopped", "killed"} and interrupts.exit_code is not None:
         return interrupts.exit_code  # 143 after SIGTERM, 130 after Ctrl-C
     return EXIT_CODES.get(result.reason, 1)
+
+
+def _given_results(args: argparse.Namespace) -> dict[str, object]:
+    """The results of ``--result``, ``--result-error``, ``--approve-call`` and ``--refuse-call``, by call id."""
+    results: dict[str, object] = {}
+    given = [("--result", text) for text in args.result or ()]
+    given += [("--result-error", text) for text in args.result_error or ()]
+    given += [("--approve-call", f"{text}=true") for text in args.approve_call or ()]
+    given += [("--refuse-call", f"{text}=false") for text in args.refuse_call or ()]
+    for option, text in given:
+        call_id, sign, value = text.partition("=")
+        if not sign or not call_id:
+            msg = f"{option} {text!r}: expected CALL_ID=VALUE"  # --approve-call and --refuse-call always have one
+            raise UsageError(msg)
+        if call_id in results:
+            msg = f"{option} {call_id}: a second result for the same call"
+            raise UsageError(msg)
+        if option == "--result-error":
+            results[call_id] = ToolResult.failure(value)
+            continue
+        try:
+            results[call_id] = json.loads(value)
+        except ValueError as exc:
+            msg = f"--result {call_id}: the result is not JSON ({exc}); a string is written '\"text\"'"
+            raise UsageError(msg) from None
+    return results
+
+
+def _resume_options(args: argparse.Namespace) -> tuple[SavedRun | None, dict[str, object] | None]:
+    """``--resume FILE``'s saved run (or ``None``) and the results given for its waiting calls.
+
+    The results are ``None`` when none were given (a run that waits for none takes a new message instead).
+    """
+    results = _given_results(args)
+    if args.resume is None:
+        if results:
+            msg = "--result, --result-error, --approve-call and --refuse-call go with a resumed run: add --resume FILE"
+            raise UsageError(msg)
+        return None, None
+    saved = SavedRun.load(args.resume)
+    return saved, results or None
+
+
+def _prompt(args: argparse.Namespace, provider: ModelProvider, saved: SavedRun | None) -> str | None:
+    """The user's message: ``--prompt``, or the transcript's; a resumed run takes ``--prompt`` only, if any."""
+    if saved is not None:
+        if args.prompt is None and not saved.pending:
+            msg = f"{args.resume}: the saved run waits for no results; give the next user message with --prompt"
+            raise UsageError(msg)
+        return args.prompt  # type: ignore[no-any-return]
+    prompt = args.prompt if args.prompt is not None else getattr(provider, "prompt", "")
+    if not prompt:
+        msg = "give the user's message with --prompt (the model provider has no default prompt)"
+        raise UsageError(msg)
+    return prompt
+
+
+def print_waiting(result: LoopResult, stdout: TextIO, saved_to: str | None) -> None:
+    """After a run that ended ``deferred``: the calls waiting, and how to resume the run with their results."""
+    if not result.pending:
+        return
+    stdout.writelines(f"waiting: {call.id} → {call.tool} {_json(call.arguments)}\n" for call in result.pending)
+    where = saved_to or "FILE (run with --save FILE to keep the run)"
+    first = result.pending[0]
+    give = f"--approve-call {first.id} (or --refuse-call)" if first.approval else f"--result {first.id}=JSON"
+    stdout.write(f"resume with: toolflow run --resume {where} {give} ...\n")
 
 
 def _document(result: LoopResult, shown: Callable[[Any], Any]) -> dict[str, Any]:

@@ -23,7 +23,7 @@ This module is part of the loop layer: bookkeeping for one agent, no I/O.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -125,6 +125,15 @@ class DeliberateTools:
         for entry in entries:
             if entry.success and entry.tool_name in self._patterns:
                 self._until[entry.tool_name] = max(self._until.get(entry.tool_name, 0), self._message + self._retain)
+
+    def dump(self) -> dict[str, Any]:
+        """The retention window as plain JSON data (a saved run, ``toolflow._run_state``)."""
+        return {"message": self._message, "until": dict(self._until)}
+
+    def restore(self, data: Mapping[str, Any]) -> None:
+        """Take up the retention :meth:`dump` wrote (tools this agent has no triggers for are dropped)."""
+        self._message = int(data["message"])
+        self._until = {str(tool): int(until) for tool, until in data["until"].items() if tool in self._patterns}
 
     def refusal(self, name: str) -> ToolResult | None:
         """Seed 002's model-visible ``blocked`` result for a call of *name* while it is hidden, else ``None``."""

@@ -220,6 +220,11 @@ class Engine:
         """The policy's rules and what the calls so far did under them (``None``: the policy has none)."""
         return self._gates.rules
 
+    @property
+    def gates(self) -> Gates:
+        """The gates' state (the rules' counts, the tools that succeeded): a saved run keeps it (issue 21)."""
+        return self._gates
+
     def needs_approval(self, name: str) -> bool:
         """Whether every call of tool *name* is approved before it runs (False for an unknown tool)."""
         plan = self._known(name)

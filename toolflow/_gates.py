@@ -18,7 +18,8 @@ an agent loop's run, a served session) and the tools that succeeded.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
+from typing import Any
 
 import attrs
 
@@ -104,3 +105,22 @@ class Gates:
         """Note the result of the model's call of *name* for the rules (``before_exit`` waits for a success)."""
         if self._rules is not None and result.success:
             self._rules.succeeded(name)
+
+    def dump(self) -> dict[str, Any]:
+        """The gates' state as plain JSON data (a saved run, ``toolflow._run_state``): the rules', the successes."""
+        return {
+            "rules": None if self._rules is None else self._rules.dump(),
+            "succeeded_loop": sorted(self._succeeded_loop),
+            "succeeded_session": sorted(self._succeeded_session),
+        }
+
+    def restore(self, data: Mapping[str, Any]) -> None:
+        """Take up the state :meth:`dump` wrote; the rules' part only when the rules in force are not ``None``.
+
+        A saved run resumed under a policy with other rules gets their counts as far as they go:
+        the counts name tools, not rules.
+        """
+        self._succeeded_loop = {str(name) for name in data["succeeded_loop"]}
+        self._succeeded_session = {str(name) for name in data["succeeded_session"]}
+        if self._rules is not None and data["rules"] is not None:
+            self._rules.restore(data["rules"])

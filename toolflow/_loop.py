@@ -40,37 +40,52 @@ neither the prompt, the model's answer nor the results enter the history.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import attrs
 import trio
 
-from toolflow._approval import Approver
-from toolflow._background import BackgroundCalls
+from toolflow._approval import Approver, defer_approval
+from toolflow._background import BackgroundCalls, running
 from toolflow._batch import entry as _entry
-from toolflow._calls import MalformedCall, ParsedCall, parse_tool_calls
-from toolflow._calls import with_call_id as _with_id
+from toolflow._calls import MalformedCall, ParsedCall, ToolCall, parse_tool_calls
 from toolflow._context import providing_context
+from toolflow._deferred import (
+    DEFERRED,
+    HeldTurn,
+    PendingCall,
+    awaiting,
+    defer_calls,
+    deferred_tools,
+    run_approved,
+    supplied_results,
+    waiting_decision,
+)
 from toolflow._deliberate import DeliberateTools
-from toolflow._errors import expect_count
+from toolflow._errors import UsageError, expect_count
 from toolflow._executor import Abort, Engine, HistoryEntry
 from toolflow._history import HistoryFormat, get_format
-from toolflow._loop_checks import check_arguments, check_format
+from toolflow._loop_parts import (
+    Offer,
+    advise,
+    answer_aborted,
+    check_arguments,
+    check_format,
+    model_request,
+    stopped_decision,
+    with_call_ids,
+)
 from toolflow._loop_records import LoopResult, RunState, TurnRecord, add_usage
 from toolflow._loop_texts import ENDED as _ENDED
 from toolflow._loop_texts import KILLED_BEFORE as _KILLED_BEFORE
-from toolflow._loop_texts import KILLED_WHILE_RUNNING as _KILLED_WHILE_RUNNING
-from toolflow._loop_texts import LAST_TURN, NO_TOOLS_NOW, exit_refused, must_call_last
+from toolflow._loop_texts import LAST_TURN, NO_TOOLS_NOW, exit_refused, must_call_last, over_per_turn
 from toolflow._loop_texts import STOPPED_BEFORE as _STOPPED_BEFORE
 from toolflow._model import RetryPolicy
 from toolflow._policy import LoopDecision, LoopReason, Policy, check_loop_continuation
 from toolflow._provenance import masked
 from toolflow._providers import (
-    HistoryView,
     ModelProvider,
     ModelRequest,
     ModelResponse,
@@ -80,9 +95,10 @@ from toolflow._restart import Restarts
 from toolflow._results import ToolResult
 from toolflow._retrying import Decision, next_delay
 from toolflow._rules import describe_rules
+from toolflow._run_state import SavedRun, check_resumable, counters, restored
 from toolflow._telemetry import INVOKE_AGENT, MODEL_REQUEST, active_wrappers, model_operation, operation_scope
 
-__all__ = ["Agent", "Approver", "LoopResult", "TurnRecord"]
+__all__ = ["Agent", "Approver", "LoopResult", "SavedRun", "TurnRecord"]
 
 logger = logging.getLogger("toolflow")
 
@@ -162,7 +178,7 @@ class Agent:
         self._base_system = masked(system if system is not None else self.policy.system_prompt)
         # The rules are described wherever tools are offered; the turn without tools needs no rules.
         self._rules_system = "\n\n".join(filter(None, (self._base_system, describe_rules(self.policy.rules))))
-        self._offers: dict[frozenset[str], tuple[str, tuple[Mapping[str, Any], ...]]] = {}
+        self._offers: dict[frozenset[str], Offer] = {}
         self._specs = [tool.spec for tool in self.tools]
         self._prompted = False
         self.system = ""
@@ -173,6 +189,12 @@ class Agent:
         self._deliberate = DeliberateTools.of(self.policy, self._allowlist, deliberate=deliberate)
         self._hide(self._deliberate.hidden())
         self._restarts = Restarts.of(engine.registry, self.policy.max_restarts, engine.plugins)
+        # Deferred calls wait for the application's results, and their turn's results with them (issue 21).
+        self._deferred, self._deliberate_mode = deferred_tools(engine.registry, self.policy), deliberate
+        self._deferring: list[ToolCall] = []
+        self._waiting: tuple[PendingCall, ...] = ()
+        self._held: HeldTurn | None = None
+        self._last_run: tuple[RunState, LoopDecision] | None = None
         engine.policy = self.policy
         if approve is not None:
             engine.approve = approve
@@ -261,32 +283,98 @@ class Agent:
         valid history. The first :meth:`run` (or :meth:`reflect`) writes the system prompt, and
         raises :class:`~toolflow.UsageError` when the text format's template fails to render.
         """
+        if self._held is not None:
+            msg = "the run waits for the results of its deferred calls: resume() it with them first"
+            raise UsageError(msg)
         with operation_scope(self._wrappers, model_operation(INVOKE_AGENT, self.provider.name, self.model)) as op:
             state = await self._start(prompt)
-            decision = None
-            async with self._tasks():  # the run's background calls (toolflow._background)
-                while decision is None:
-                    decision = await self._turn(state)
-                    if decision is not None and self._background is not None:
-                        decision = await self._background.settle(decision, state, self.max_result_chars)
-            op.result = LoopResult(
-                final_answer=state.final_answer,
-                reason=decision.reason,
-                decision=decision,
-                turns=tuple(state.turns),
-                messages=tuple(self._messages),
-                system=self.system,
-                format=self.format.name,
-                usage=state.usage,
-                outcomes=self._background.exit_outcomes if self._background is not None else (),
-            )
+            op.result = await self._go_on(state, None)
         return op.result  # type: ignore[no-any-return]
 
-    def _tasks(self) -> contextlib.AbstractAsyncContextManager[None]:
-        """The nursery of the run's background calls; nothing without a background category."""
-        if self._background is None:
-            return contextlib.nullcontext()
-        return self._background.open(self.engine, self.context, self.max_result_chars)
+    async def _go_on(self, state: RunState, decision: LoopDecision | None) -> LoopResult:
+        """Run turns until the policy ends the loop (unless *decision* did already); the run's result."""
+        background = self._background
+        async with running(background, self.engine, self.context, self.max_result_chars):
+            while decision is None:
+                decision = await self._turn(state)
+                if decision is not None and background is not None:
+                    decision = await background.settle(decision, state, self.max_result_chars)
+        self._last_run = (state, decision)
+        return LoopResult(
+            final_answer=state.final_answer,
+            reason=decision.reason,
+            decision=decision,
+            turns=tuple(state.turns),
+            messages=tuple(self._messages),
+            system=self.system,
+            format=self.format.name,
+            usage=state.usage,
+            pending=() if self._held is None else self._held.pending,
+            outcomes=() if background is None else background.exit_outcomes,
+        )
+
+    def snapshot(self) -> SavedRun:
+        """The run's state after :meth:`run` or :meth:`resume`, to resume it later, here or elsewhere."""
+        state, decision = self._last_run or (RunState(), None)
+        held = self._held
+        return SavedRun(
+            format=self.format.name,
+            system=self._base_system,
+            deliberate=self._deliberate_mode,
+            history=tuple(self._messages),
+            run=counters(state),
+            decision=None if decision is None else decision.to_dict(),
+            pending=() if held is None else held.pending,
+            held=None if held is None else held.to_dict(),
+            gates=self.engine.gates.dump(),
+            retention=self._deliberate.dump(),
+            tasks_started=0 if self._background is None else self._background.tasks_started,
+            background=() if self._background is None else self._background.saved(),
+        )
+
+    async def resume(
+        self, saved: SavedRun, *, results: Mapping[str, object] | None = None, prompt: str | None = None
+    ) -> LoopResult:
+        """Take up *saved* (from :meth:`snapshot`, :meth:`SavedRun.load`) and go on (``toolflow._run_state``).
+
+        A run that ended ``deferred`` goes on with *results*, one per waiting call (``{call_id:
+        value}``, see :func:`toolflow._deferred.supplied_results`; ``True`` or ``False`` for a call
+        awaiting approval); a run that ended another way takes the next user message, *prompt*.
+
+        Raises:
+            UsageError: *saved* is in another format; results that do not fit (see above); a
+                *prompt* for a run waiting for results, or none for a run that does not.
+        """
+        state = self._restore(saved, waits=results is not None or prompt is None)
+        if self._held is None:
+            return await self.run(str(prompt))
+        answered = supplied_results(self._held.pending, results or {}, self.engine.registry)
+        await run_approved(self.engine, self._held.pending, answered, self.context)  # with the approval given
+        with operation_scope(self._wrappers, model_operation(INVOKE_AGENT, self.provider.name, self.model)) as op:
+            await self._write_system_prompts()
+            self._stop = self._killed = False
+            op.result = await self._go_on(state, self._answer_held(state, answered))
+        return op.result  # type: ignore[no-any-return]
+
+    def _restore(self, saved: SavedRun, *, waits: bool) -> RunState:
+        """Take up *saved*'s history and bookkeeping; its counters. *waits*: the caller gives results, not a prompt."""
+        check_resumable(saved, self.format.name, waits=waits)
+        self._messages[:] = saved.history  # in place: the background calls append their notes to this list
+        if self._background is not None:
+            self._background.go_on_from(saved.tasks_started, saved.background)
+        self.engine.gates.restore(saved.gates)
+        self._deliberate.restore(saved.retention)
+        self._hide(self._deliberate.hidden())
+        self._held = HeldTurn.from_dict(saved.held, saved.pending) if saved.held is not None else None
+        return restored(saved.run)
+
+    def _answer_held(self, state: RunState, answered: Mapping[str, ToolResult]) -> LoopDecision | None:
+        """End the turn kept back, its deferred calls answered by *answered*, as it would have ended then."""
+        held, self._held = self._held, None
+        assert held is not None  # resume() made sure
+        entries = held.completed(answered, self.engine.gates)
+        entries, decision, ended_by = self._conclude(state, entries, held.uncounted - answered.keys(), held.tokens)
+        return self._end_turn(state, TurnRecord.resumed(held, entries, decision, ended_by))
 
     async def _turn(self, state: RunState) -> LoopDecision | None:
         """One turn of :meth:`run`: ask the model, run its calls, decide; ``None``: the model gets another turn.
@@ -314,7 +402,8 @@ class Agent:
         text, raw_calls = self.format.read_response(response.message)
         state.final_answer = text
         calls = parse_tool_calls(raw_calls, max_argument_bytes=self.policy.max_argument_bytes)
-        self._messages.append(self._with_call_ids(response.message, raw_calls, calls))
+        message = with_call_ids(response.message, raw_calls, calls) if self._writes_ids else dict(response.message)
+        self._messages.append(message)
         if calls:
             entries, decision, ended_by = await self._answer(state, calls, response)
         else:
@@ -333,10 +422,15 @@ class Agent:
             triggers=state.triggers if iteration == 1 else (),
             outcomes=outcomes,
         )
+        return self._end_turn(state, record)
+
+    def _end_turn(self, state: RunState, record: TurnRecord) -> LoopDecision | None:
+        """Record the turn; the decision that ends the loop, or ``None``: the model gets another turn."""
         state.turns.append(record)
         if self.on_turn is not None:
             self.on_turn(record)
-        if tools_offered and self._answers_after(decision):
+        decision = record.decision
+        if record.tools_offered and self._answers_after(decision):
             state.tools_offered, state.last_turn = False, decision.reason  # one last turn, without tools
             state.required = self._required()  # but with the tools a before_exit rule still waits for
             return None
@@ -355,25 +449,49 @@ class Agent:
 
         Returns the entries, the decision and the calls that ended the loop.
         """
+        tokens = response.usage.total_tokens if response.usage is not None else None
         try:
             if state.tools_offered:
                 entries, uncounted = await self._run_calls(calls)
-                self._deliberate.retain(entries)
             else:  # the turn without tools: none of them runs, but those a before_exit rule waits for
                 entries, uncounted = await self._last_calls(state, calls)
-            decision, ended_by = self._decide(state, entries, response, uncounted)
-            restart = self._restarts.take(entries, decision, state, self.max_result_chars)
-            if restart is not None:  # the model's message leaves the history, and its results never enter it
-                self._messages[-1:] = [self.format.user_message(restart.note)]
-                return entries, restart.decision, restart.call_ids
-            entries = self._advise(entries, decision)
-            self._messages.extend(self.format.result_messages(entries, max_chars=self.max_result_chars))
+            if self.engine.approve is defer_approval:  # calls awaiting approval wait as deferred ones do
+                self._waiting, uncounted = awaiting(entries, uncounted, self._waiting)
+            if not self._waiting:
+                return self._conclude(state, entries, uncounted, tokens)
         except BaseException:
             # An approver that raised, or a cancel scope outside run() (a timeout, a nursery
             # failing): answer the calls all the same, or the next run() would send the provider
             # a history with orphaned tool calls.
+            self._waiting = ()
             self._messages.extend(self.format.result_messages([_entry(call, _ENDED) for call in calls]))
             raise
+        # Deferred calls wait: so do the turn's results (toolflow._deferred).
+        pending, self._waiting = self._waiting, ()
+        self._held = HeldTurn(
+            turn=state.iteration,
+            text=state.final_answer,
+            tokens=tokens,
+            tools_offered=state.tools_offered,
+            entries=entries,
+            uncounted=uncounted,
+            pending=pending,
+        )
+        return entries, waiting_decision(pending, max(0, self.policy.max_iterations - state.iteration)), ()
+
+    def _conclude(
+        self, state: RunState, entries: tuple[HistoryEntry, ...], uncounted: frozenset[str], tokens: int | None
+    ) -> tuple[tuple[HistoryEntry, ...], LoopDecision, tuple[str, ...]]:
+        """Decide after the turn's *entries*, and append one result per call to the history (or restart the turn)."""
+        if state.tools_offered:
+            self._deliberate.retain(entries)
+        decision, ended_by = self._decide(state, entries, tokens, uncounted)
+        restart = self._restarts.take(entries, decision, state, self.max_result_chars)
+        if restart is not None:  # the model's message leaves the history, and its results never enter it
+            self._messages[-1:] = [self.format.user_message(restart.note)]
+            return entries, restart.decision, restart.call_ids
+        entries = advise(entries, decision, self.policy.max_iterations, self._soft_warn_at)
+        self._messages.extend(self.format.result_messages(entries, max_chars=self.max_result_chars))
         return entries, decision, ended_by
 
     async def reflect(self, prompt: str) -> TurnRecord:
@@ -395,67 +513,15 @@ class Agent:
 
     # --- steps -----------------------------------------------------------------------------
 
-    def _with_call_ids(
-        self, message: Mapping[str, Any], raw_calls: Sequence[object], calls: Sequence[ParsedCall]
-    ) -> dict[str, Any]:
-        """*message* as the history keeps it: each tool call with the id its result answers.
-
-        :func:`toolflow.parse_tool_calls` renames a call that repeats an earlier call's id and
-        invents the id a call lacks; a provider refuses a history whose results answer ids its
-        assistant message does not have. ``read_response`` hands back the message's own call
-        objects, so each is found by identity. ``fallback`` and ``text`` write no ids.
-        """
-        stored = dict(message)
-        if not self._writes_ids:
-            return stored
-        ids = {  # the calls whose id is not (or not yet) the one their result answers
-            id(raw): call.id
-            for raw, call in zip(raw_calls, calls, strict=True)
-            if not isinstance(raw, dict) or raw.get("id") != call.id
-        }
-        if not ids:
-            return stored
-        for key in ("tool_calls", "content", "parts"):  # openai's calls, anthropic's and gemini's parts
-            value = stored.get(key)
-            if isinstance(value, Mapping) and id(value) in ids:  # one openai call, not in a list
-                stored[key] = [_with_id(value, ids[id(value)])]
-            elif isinstance(value, list | tuple):
-                stored[key] = [_with_id(item, ids[id(item)]) if id(item) in ids else item for item in value]
-        legacy = stored.get("function_call")
-        if legacy is not None and id(legacy) in ids:
-            # A legacy function call has no id: write it as the tool call its tool message answers.
-            del stored["function_call"]
-            stored["tool_calls"] = [{"id": ids[id(legacy)], "type": "function", "function": legacy}]
-        return stored
-
     def _stopped(self, iteration: int) -> LoopDecision:
         """The decision of a loop that a stop or a kill ended after turn *iteration*."""
-        reason: LoopReason = "killed" if self._killed else "stopped"
-        remaining = max(0, self.policy.max_iterations - iteration)
-        return LoopDecision(
-            should_continue=False, reason=reason, message=f"{reason} by the user", iterations_remaining=remaining
-        )
+        return stopped_decision(killed=self._killed, remaining=max(0, self.policy.max_iterations - iteration))
 
-    def _request(
-        self, turn: int, offer: tuple[str, tuple[Mapping[str, Any], ...]], then: str | None = None
-    ) -> ModelRequest:
-        """The request of *turn*: the history so far, then the user's message *then*, with *offer*'s prompt and tools.
+    def _request(self, turn: int, offer: Offer, then: str | None = None) -> ModelRequest:
+        """The request of *turn*: the history, then the user's message *then*, with *offer*'s prompt and tools."""
+        return model_request(self.format, self._messages, turn, offer, model=self.model, then=then)
 
-        The request shows the history through a view rather than a copy, so that a turn costs
-        the same however long the run; the history is only ever appended to, so the view keeps
-        showing the messages of this turn.
-        """
-        system, definitions = offer
-        return ModelRequest(
-            format=self.format.name,
-            system=system,
-            messages=HistoryView(self._messages, () if then is None else (self.format.user_message(then),)),
-            tools=definitions,
-            turn=turn,
-            model=self.model,
-        )
-
-    async def _offer(self, state: RunState) -> tuple[str, tuple[Mapping[str, Any], ...]]:
+    async def _offer(self, state: RunState) -> Offer:
         """The system prompt and the tool definitions of the turn: the exposed tools the rules allow now.
 
         The turn without tools offers only the tools a ``before_exit`` rule still waits for, if any.
@@ -601,37 +667,18 @@ class Agent:
         aside = self._background.admit if self._background is not None else None
         with providing_context(self.context):  # a context variable: the engine may serve other callers
             outcome = await engine.execute_batch(to_run, aside=aside) if to_run else ()
+            # Deferred calls after the batch, so that the rules count them after the calls before them.
+            stopped = (_KILLED_BEFORE if self._killed else _STOPPED_BEFORE) if self._stop else None
+            self._waiting = defer_calls(engine, self._deferring, decided, uncounted, stopped)
         if self._background is not None:  # a started call counts when its outcome comes
             uncounted.update(self._background.launch(killed=isinstance(outcome, Abort) and outcome.reason == "killed"))
         if isinstance(outcome, Abort):
-            self._aborted(outcome, to_run, decided, uncounted)
+            answer_aborted(outcome, to_run, decided, uncounted, killed=self._killed)
         elif not decided and not uncounted:
             return outcome, _NOTHING  # every call ran, and the engine answers in call order
         else:
             decided.update((entry.call_id, entry) for entry in outcome)
         return tuple(decided[call.id] for call in calls), frozenset(uncounted)
-
-    def _aborted(
-        self, outcome: Abort, to_run: Sequence[ParsedCall], decided: dict[str, HistoryEntry], uncounted: set[str]
-    ) -> None:
-        """Answer each call of *to_run* in *decided* after the batch ended early.
-
-        The calls a kill or a stop kept from running go into *uncounted*.
-        """
-        if outcome.reason == "killed":
-            result = _KILLED_WHILE_RUNNING
-        elif outcome.reason == "stopped":
-            result = _KILLED_BEFORE if self._killed else _STOPPED_BEFORE  # kept from running
-        else:
-            result = ToolResult.failure(outcome.message, extra={"status": "aborted"})
-        ran = {entry.call_id: entry for entry in outcome.finished}
-        for call in to_run:
-            entry = ran.get(call.id)
-            if entry is None:
-                entry = _entry(call, result)
-                if outcome.reason != "malformed_calls":
-                    uncounted.add(call.id)
-            decided[call.id] = entry
 
     def _gate(self, calls: Sequence[ParsedCall]) -> tuple[list[ParsedCall], dict[str, HistoryEntry], set[str]]:
         """The calls to run, the answers of those over a ``per_turn`` limit (no error of the model's).
@@ -643,6 +690,7 @@ class Agent:
         uncounted: set[str] = set()
         to_run: list[ParsedCall] = []
         counts: dict[str, int] = {}
+        self._deferring = []
         for call in calls:
             if isinstance(call, MalformedCall):
                 to_run.append(call)  # the engine answers it (and counts it towards max_malformed)
@@ -659,19 +707,19 @@ class Agent:
             if behaviour.per_turn is not None:
                 seen = counts.get(category, 0)
                 if seen >= behaviour.per_turn:
-                    message = (
-                        f"Error: at most {behaviour.per_turn} {category} call(s) per turn - "
-                        f"{call.name!r} was not run; call it again next turn"
-                    )
-                    decided[call.id] = _entry(call, ToolResult.failure(message, extra={"status": "blocked"}))
+                    decided[call.id] = _entry(call, over_per_turn(behaviour.per_turn, category, call.name))
                     uncounted.add(call.id)
                     continue
                 counts[category] = seen + 1
+            if call.name in self._deferred:  # not run: it waits for the application's result (toolflow._deferred)
+                decided[call.id] = _entry(call, DEFERRED)
+                self._deferring.append(call)
+                continue
             to_run.append(call)
         return to_run, decided, uncounted
 
     def _decide(
-        self, state: RunState, entries: tuple[HistoryEntry, ...], response: ModelResponse, uncounted: frozenset[str]
+        self, state: RunState, entries: tuple[HistoryEntry, ...], tokens: int | None, uncounted: frozenset[str]
     ) -> tuple[LoopDecision, tuple[str, ...]]:
         """The decision after a turn and the calls that ended the loop; counts the failed calls in a row in *state*."""
         policy = self.policy
@@ -681,7 +729,6 @@ class Agent:
                 state.errors = 0 if entry.success else state.errors + 1
             if entry.tool_name in (self._end_on_success if entry.success else self._end_on_failure):
                 ends.append(entry)
-        tokens = response.usage.total_tokens if response.usage is not None else None
         base = check_loop_continuation(policy=policy, iteration=state.iteration, tokens_used=tokens)
         if self._stop:
             return self._stopped(state.iteration), ()
@@ -700,25 +747,3 @@ class Agent:
             should_continue=False, reason=reason, message=message, advisory=advisory, iterations_remaining=remaining
         )
         return decision, tuple(entry.call_id for entry in ends)
-
-    def _advise(self, entries: tuple[HistoryEntry, ...], decision: LoopDecision) -> tuple[HistoryEntry, ...]:
-        """Put the token advisory, and from the soft-warn turn on the loop advisory, on the turn's last result."""
-        if not entries:
-            return entries
-        extra: dict[str, Any] = {}
-        if decision.advisory is not None:
-            extra["_token_advisory"] = dict(decision.advisory)
-            if decision.reason == "token_critical":
-                extra["_token_advisory"]["message"] = LAST_TURN["token_critical"]
-        turn = self.policy.max_iterations - decision.iterations_remaining
-        if decision.should_continue and turn >= self._soft_warn_at:
-            left = decision.iterations_remaining
-            extra["_loop_advisory"] = {
-                "iterations_remaining": left,
-                "message": f"{left} turn(s) left before the iteration limit; wrap up and answer",
-            }
-        if not extra:
-            return entries
-        last = entries[-1]
-        result = attrs.evolve(last.result, extra={**last.result.extra, **extra})
-        return (*entries[:-1], attrs.evolve(last, result=result))

@@ -12,6 +12,7 @@ import attrs
 
 from toolflow._batch import HistoryEntry
 from toolflow._calls import ToolCall
+from toolflow._deferred import HeldTurn, PendingCall
 from toolflow._deliberate import Trigger
 from toolflow._policy import LoopDecision, LoopReason
 from toolflow._providers import Usage
@@ -96,6 +97,22 @@ class TurnRecord:
     triggers: tuple[Trigger, ...] = ()
     outcomes: tuple[TaskOutcome, ...] = ()
 
+    @classmethod
+    def resumed(
+        cls, held: HeldTurn, entries: tuple[HistoryEntry, ...], decision: LoopDecision, ended_by: tuple[str, ...]
+    ) -> TurnRecord:
+        """The record of a turn kept back for its deferred calls and ended on resume (no usage, no duration)."""
+        return cls(
+            turn=held.turn,
+            text=held.text,
+            entries=entries,
+            usage=None,
+            decision=decision,
+            duration=0.0,
+            tools_offered=held.tools_offered,
+            ended_by=ended_by,
+        )
+
 
 @attrs.frozen(kw_only=True)
 class LoopResult:
@@ -112,6 +129,8 @@ class LoopResult:
         usage: Tokens summed over all responses.
         outcomes: The outcomes of background calls noted in the history after the last turn:
             those the run ended with (``policy.on_exit``), in task order.
+        pending: The calls of deferred tools that wait for their results (``reason`` is
+            ``deferred``), in call order; :meth:`toolflow.Agent.resume` takes them.
     """
 
     final_answer: str
@@ -123,6 +142,7 @@ class LoopResult:
     format: str
     usage: Usage
     outcomes: tuple[TaskOutcome, ...] = ()
+    pending: tuple[PendingCall, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """The result as one JSON-ready document (``toolflow run --output json``)."""
@@ -132,6 +152,7 @@ class LoopResult:
             "decision": self.decision.to_dict(),
             "format": self.format,
             "usage": _usage_dict(self.usage),
+            "pending": [call.to_dict() for call in self.pending],
             "turns": [_turn_dict(turn) for turn in self.turns],
             "outcomes": [outcome.to_dict() for outcome in self.outcomes],
             "system": self.system,

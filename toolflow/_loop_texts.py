@@ -22,6 +22,7 @@ __all__ = [
     "STOPPED_BEFORE",
     "exit_refused",
     "must_call_last",
+    "over_per_turn",
 ]
 
 LAST_TURN: Mapping[str, str] = {
@@ -90,3 +91,9 @@ RESTART_NOTE = (
 """The user message that replaces a restarted turn (``toolflow._restart``): *tools* and their *contexts*."""
 RESTART_CONTEXT = "[context from {tool!r}]\n{context}"
 """One tool's context in :data:`RESTART_NOTE`."""
+
+
+def over_per_turn(per_turn: int, category: str, name: str) -> ToolResult:
+    """The result of a call over its category's ``per_turn`` limit (no error of the model's: it may call again)."""
+    message = f"Error: at most {per_turn} {category} call(s) per turn - {name!r} was not run; call it again next turn"
+    return ToolResult.failure(message, extra={"status": "blocked"})

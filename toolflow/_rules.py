@@ -208,3 +208,21 @@ class RuleBook:
     def missing(self) -> tuple[ToolRule, ...]:
         """The ``before_exit`` rules no successful call has met yet."""
         return tuple(rule for rule in self._exits if self._succeeded.isdisjoint(rule.tools))
+
+    def dump(self) -> dict[str, Any]:
+        """What this conversation did under the rules, as plain JSON data (a saved run, ``toolflow._run_state``)."""
+        return {
+            "turn_calls": dict(self._turn_calls),
+            "run_calls": dict(self._run_calls),
+            "last": self._last,
+            "called": self._called,
+            "succeeded": sorted(self._succeeded),
+        }
+
+    def restore(self, data: Mapping[str, Any]) -> None:
+        """Take up the conversation :meth:`dump` wrote (*data* of that shape, checked by the caller)."""
+        self._turn_calls = {str(name): int(count) for name, count in data["turn_calls"].items()}
+        self._run_calls = {str(name): int(count) for name, count in data["run_calls"].items()}
+        self._last = None if data["last"] is None else str(data["last"])
+        self._called = bool(data["called"])
+        self._succeeded = {str(name) for name in data["succeeded"]}

@@ -99,6 +99,10 @@ def _tool(tool: ToolSpec, text: str) -> ToolSummary:
         else Place.of(tool.file, tool.locator, f"{tool.pointer}/approval"),
         exposed=tool.expose,
         bound=tuple(tool.context),
+        deferred=Place.of(tool.file, tool.locator, f"{tool.pointer}/deferred") if tool.deferred else None,
+        approval=None
+        if tool.approval in (None, False)
+        else Place.of(tool.file, tool.locator, f"{tool.pointer}/approval"),
     )
 
 
@@ -227,6 +231,7 @@ def _settings(categories: Any, place: Callable[..., Place]) -> tuple[CategorySet
                 per_turn=own.get("per_turn") if _is_count(own.get("per_turn")) else None,
                 ends_loop=ends_loop if isinstance(ends_loop, str) else None,
                 places={key: place(f"/policy/categories{json_pointer([name, key])}") for key in written},
+                place=place(f"/policy/categories{json_pointer([name])}", key=True),
                 **flags,
             )
         )

@@ -219,6 +219,8 @@ class ToolSummary:
         exposed: False for ``expose: false``: it serves only as a pipeline step, never offered
             to a model.
         bound: The parameters its ``context:`` binds to the caller's context.
+        deferred: Its ``deferred: true``, when it writes one (issue 21).
+        approval: Its own ``approval:``, when it is ``true`` or a condition.
     """
 
     name: str
@@ -235,6 +237,8 @@ class ToolSummary:
     approval_off: Place | None = None
     exposed: bool = True
     bound: tuple[str, ...] = ()
+    deferred: Place | None = None
+    approval: Place | None = None
 
     @property
     def file(self) -> str:
@@ -267,6 +271,8 @@ class CategorySettings:
     ends_loop: str | None = None
     deferred: bool | None = None
     places: Mapping[str, Place] = attrs.field(factory=dict)
+    place: Place | None = None
+    """The entry's key (where a conflict of its settings is reported)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -419,6 +425,19 @@ class ProjectSummary:
         for tool in self.tools:
             grouped.setdefault(tool.name, []).append(tool)
         return {name: tuple(tools) for name, tools in grouped.items()}
+
+    def step_targets(self) -> Iterator[tuple[StepSummary, ToolSummary]]:
+        """Each pipeline step whose tool is declared exactly once, with that tool.
+
+        A step of an unknown tool (TF227) or of one declared twice (TF203) is left out: what it
+        calls is not known.
+        """
+        known = self.tools_by_name
+        for tool in self.tools:
+            for step in tool.pipeline.steps if tool.pipeline is not None else ():
+                called = known.get(step.tool)
+                if called is not None and len(called) == 1:
+                    yield step, called[0]
 
     @functools.cached_property
     def declared_categories(self) -> frozenset[str]:

@@ -73,33 +73,23 @@ from toolflow._schemas import did_you_mean
 
 
 def check(summary: ProjectSummary) -> Iterator[Diagnostic]:
-    known = summary.tools_by_name
-    for tool in summary.tools:
-        if tool.pipeline is None:
-            continue
-        for step in tool.pipeline.steps:
-            called = known.get(step.tool)
-            if called is None or len(called) != 1:
-                continue  # unknown (TF227) or declared twice (TF203): which parameters is not known
-            (target,) = called
-            given = {argument.name for argument in step.arguments}
-            if target.closed:
-                for argument in step.arguments:
-                    if argument.name not in target.parameters:
-                        message = (
-                            f"step {step.name!r} passes {argument.name!r}, which is not a parameter of "
-                            f"tool {target.name!r}{did_you_mean(argument.name, target.parameters)}"
-                        )
-                        yield RULE.diag_at(argument.place, message)
-            # A parameter bound to the caller's context is filled from it (TF255 reports setting one).
-            missing = [
-                n for n in target.required if n not in given and n not in target.defaulted and n not in target.bound
-            ]
-            if missing:
-                listed = ", ".join(repr(n) for n in missing)
-                noun = "parameter" if len(missing) == 1 else "parameters"
-                message = f"step {step.name!r} leaves out the required {noun} {listed} of tool {target.name!r}"
-                yield RULE.diag_at(step.arguments_place, message)
+    for step, target in summary.step_targets():
+        given = {argument.name for argument in step.arguments}
+        if target.closed:
+            for argument in step.arguments:
+                if argument.name not in target.parameters:
+                    message = (
+                        f"step {step.name!r} passes {argument.name!r}, which is not a parameter of "
+                        f"tool {target.name!r}{did_you_mean(argument.name, target.parameters)}"
+                    )
+                    yield RULE.diag_at(argument.place, message)
+        # A parameter bound to the caller's context is filled from it (TF255 reports setting one).
+        missing = [n for n in target.required if n not in given and n not in target.defaulted and n not in target.bound]
+        if missing:
+            listed = ", ".join(repr(n) for n in missing)
+            noun = "parameter" if len(missing) == 1 else "parameters"
+            message = f"step {step.name!r} leaves out the required {noun} {listed} of tool {target.name!r}"
+            yield RULE.diag_at(step.arguments_place, message)
 
 
 RULE = Rule(

@@ -59,22 +59,14 @@ from toolflow._lint._summary import ProjectSummary
 
 
 def check(summary: ProjectSummary) -> Iterator[Diagnostic]:
-    known = summary.tools_by_name
-    for tool in summary.tools:
-        if tool.pipeline is None:
-            continue
-        for step in tool.pipeline.steps:
-            called = known.get(step.tool)
-            if called is None or len(called) != 1 or not called[0].bound:
-                continue
-            (target,) = called
-            for argument in step.arguments:
-                if argument.name in target.bound:
-                    message = (
-                        f"step {step.name!r} sets {argument.name!r}, which tool {target.name!r} takes from "
-                        "the caller's context (its `context:`), not from arguments"
-                    )
-                    yield RULE.diag_at(argument.place, message)
+    for step, target in summary.step_targets():
+        for argument in step.arguments:
+            if argument.name in target.bound:
+                message = (
+                    f"step {step.name!r} sets {argument.name!r}, which tool {target.name!r} takes from "
+                    "the caller's context (its `context:`), not from arguments"
+                )
+                yield RULE.diag_at(argument.place, message)
 
 
 RULE = Rule(
