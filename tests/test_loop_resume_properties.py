@@ -1,7 +1,7 @@
 """History integrity across deferred calls and saved runs (issue 21, section 3), property-tested.
 
 Random transcripts call quick, slow, failing, terminal, unknown and deferred tools (a deferred tool and a
-deferred category) and tools that need approval (deferred for approval, or approved at once), under random limits, with a stop or a kill at a random moment. Whenever a run
+deferred category), a tool of a background category, and tools that need approval (deferred for approval, or approved at once), under random limits, with a stop or a kill at a random moment. Whenever a run
 ends, its state goes through JSON to a new agent on a new engine (a new process, as far as the
 loop can tell), which resumes it: with random results (successes and errors) for the calls it
 waits for, or with a new user message. Whatever the sequence, every tool call of the final
@@ -11,6 +11,7 @@ orphaned tool calls.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ import hypothesis.strategies as st
 import trio
 import trio.testing
 import yaml
+from _background_support import notes
 from _loop_support import Setup
 
 import toolflow
@@ -37,13 +39,19 @@ _DEFERRED = """\
     description: Reviewed by a person.
     category: review
     implementation: t.poke
+  later:
+    description: Takes 10 s, in the background.
+    category: later
+    timeout: 60s
+    implementation: t.slow
 policy:
   categories:
     review: {deferred: true}
     notify: {approval: true}
+    later: {background: true}
 """
 
-_CALL = st.sampled_from(["look", "fail", "slow", "say", "nope", "ask", "review", "ask", "notify"]).map(
+_CALL = st.sampled_from(["look", "fail", "slow", "say", "nope", "ask", "review", "ask", "notify", "later"]).map(
     lambda name: {"name": name, "arguments": {}}
 )
 _TURN = st.one_of(
@@ -80,6 +88,21 @@ def _check(messages: tuple[Mapping[str, Any], ...], fmt: str) -> None:
                 assert sorted(answered) == sorted(pending), (answered, pending)
                 pending = []
     assert not pending, pending
+
+
+def _check_tasks(messages: tuple[Mapping[str, Any], ...], fmt: str) -> None:
+    """Every background call that started has its outcome noted exactly once, whatever stopped, saved or resumed it."""
+    started = []
+    for message in messages:
+        contents = [message["content"]] if fmt == "openai" and message["role"] == "tool" else []
+        if fmt == "anthropic" and isinstance(message["content"], list):
+            contents = [b["content"] for b in message["content"] if b.get("type") == "tool_result"]
+        for content in contents:
+            data = json.loads(content if isinstance(content, str) else content[0]["text"]).get("data")
+            if isinstance(data, dict) and data.get("status") == "started":
+                started.append(data["task_id"])
+    noted = [line.split(" ")[2] for line in notes(messages)]
+    assert sorted(noted) == sorted(started), (noted, started)
 
 
 @hypothesis.settings(max_examples=80, deadline=None, suppress_health_check=[hypothesis.HealthCheck.too_slow])
@@ -150,6 +173,7 @@ def test_every_call_has_one_result_after_any_sequence_of_defer_save_and_resume(
         while result.pending:  # the application always answers in the end
             result, saved = await segment(provider, saved, first=False)
         _check(result.messages, fmt)
+        _check_tasks(result.messages, fmt)
         hypothesis.note(f"runs: {setup.tools.runs}")
 
     trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))

@@ -208,8 +208,7 @@ class Agent:
         self._background = BackgroundCalls.of(
             self.policy, self._categories, self._allowlist, self.format, self._messages
         )
-        self._stop = False
-        self._killed = False
+        self._stop = self._killed = False
         self._provider_scope: trio.CancelScope | None = None
         self._wait_scope: trio.CancelScope | None = None
 
@@ -295,6 +294,8 @@ class Agent:
         """Run turns until the policy ends the loop (unless *decision* did already); the run's result."""
         background = self._background
         async with running(background, self.engine, self.context, self.max_result_chars):
+            if decision is not None and background is not None:  # a resumed turn ended the run: on_exit, its notes
+                decision = await background.settle(decision, state, self.max_result_chars)
             while decision is None:
                 decision = await self._turn(state)
                 if decision is not None and background is not None:
