@@ -20,8 +20,9 @@ real ``redis-server`` this script starts (no persistence), called with httpx ove
   of the medians, Redis to memory.
 - **throughput**: 1, 2 and 3 replicas sharing the Redis, under the same closed-loop load:
   ``--clients`` clients, each with a session on replica ``i % replicas`` (a balancer that keeps a
-  client on one replica), calling ``limited`` in a loop for ``--seconds``; calls per second over
-  all clients. The client runs in this process, on the same machine: on 2 cores, the replicas,
+  client on one replica), calling ``--tool`` (``plain`` by default) in a loop for ``--seconds``;
+  calls per second over all clients. (``limited`` measures its fleet-wide ``concurrency: 4``
+  instead: the replicas share 4 leases.) The client runs in this process, on the same machine: on 2 cores, the replicas,
   Redis and the client share them (see docs/performance.md).
 
 Run it from the repository root (it is not collected by pytest)::
@@ -163,12 +164,21 @@ async def latency(urls: dict[str, str], rounds: int, calls: int, warmup: int) ->
     return results
 
 
+def cpu_seconds(pids: list[int]) -> float:
+    """User and system CPU time the processes *pids* have used so far (Linux's /proc)."""
+    total = 0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text(encoding="ascii").rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of proc(5))
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 def p90(values: list[float]) -> float:
     """The 90th percentile of *values* (seconds), in microseconds."""
     return statistics.quantiles(values, n=10)[-1] * 1e6
 
 
-async def throughput(urls: list[str], clients: int, seconds: float) -> tuple[float, float]:
+async def throughput(urls: list[str], tool: str, clients: int, seconds: float) -> tuple[float, float]:
     """Calls per second of *clients* closed-loop clients, client *i* on ``urls[i % len(urls)]``.
 
     And the share of one core the clients (this process) used meanwhile.
@@ -181,7 +191,7 @@ async def throughput(urls: list[str], clients: int, seconds: float) -> tuple[flo
             session = await Session(client, url).open()
             n = 0
             while trio.current_time() < deadline:
-                await session.call("limited", {"a": n, "b": 1})
+                await session.call(tool, {"a": n, "b": 1})
                 n += 1
             done += n
 
@@ -202,6 +212,9 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=50, help="calls per (state, tool) before timing (default 50)")
     parser.add_argument("--clients", type=int, default=12, help="closed-loop clients (default 12)")
     parser.add_argument("--seconds", type=float, default=10.0, help="seconds of load per replica count (default 10)")
+    parser.add_argument(
+        "--tool", choices=TOOLS, default="plain", help="the tool of the throughput part (default plain)"
+    )
     parser.add_argument("--skip-latency", action="store_true")
     parser.add_argument("--skip-throughput", action="store_true")
     args = parser.parse_args()
@@ -246,18 +259,24 @@ def main() -> None:
                 server.close()
         if not args.skip_throughput:
             print(
-                f"\nthroughput: {args.clients} closed-loop clients calling `limited` for {args.seconds:g} s, --state redis\n"
+                f"\nthroughput: {args.clients} closed-loop clients calling `{args.tool}` for {args.seconds:g} s, --state redis\n"
             )
-            print("| replicas | calls/s | the client's CPU (cores) |")
-            print("|---:|---:|---:|")
+            print(
+                "| replicas | calls/s | the replicas' CPU (cores) | the client's CPU (cores) | replicas' CPU per call |"
+            )
+            print("|---:|---:|---:|---:|---:|")
             for count in (1, 2, 3):
                 replicas = [HTTPServer(root, "--state", redis_server.url) for _ in range(count)]
+                pids = [server.process.pid for server in replicas]
                 try:
-                    rate, cpu = trio.run(throughput, [server.url for server in replicas], args.clients, args.seconds)
+                    before, started = cpu_seconds(pids), time.perf_counter()
+                    rate, cpu = trio.run(throughput, [s.url for s in replicas], args.tool, args.clients, args.seconds)
+                    used, elapsed = cpu_seconds(pids) - before, time.perf_counter() - started
                 finally:
                     for server in replicas:
                         server.close()
-                print(f"| {count} | {rate:,.0f} | {cpu:.2f} |", flush=True)
+                per_call = used / (rate * elapsed) * 1e3
+                print(f"| {count} | {rate:,.0f} | {used / elapsed:.2f} | {cpu:.2f} | {per_call:.1f} ms |", flush=True)
 
 
 if __name__ == "__main__":
