@@ -54,6 +54,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _mcp_project import HTTPServer
 from _mcp_wire import HTTP_HEADERS, INITIALIZE, INITIALIZED, PROTOCOL, answers
 from _redis import RedisServer
+from bench_serve import PLUGIN  # the same plugin: bench.add
 
 SPEC = """\
 toolflow: 1
@@ -78,19 +79,6 @@ tools:
     concurrency: 4
     rate_limit: {calls: 1000000, per: 1s}
     implementation: bench.add
-"""
-
-PLUGIN = """\
-import toolflow
-
-
-async def add(a, b):
-    return str(a + b)
-
-
-@toolflow.hookimpl
-def toolflow_register_implementations(register):
-    register("bench.add", add)
 """
 
 TOOLS = ("plain", "cached", "limited")
