@@ -122,6 +122,8 @@ def test_compose_names_a_redis_an_nginx_and_replicas_of_the_image() -> None:
         assert service["depends_on"]["redis"] == {"condition": "service_healthy"}
         assert [secret["target"] for secret in service["secrets"]] == ["tokens.toml"]
     assert "ports" not in services["redis"]  # keep Redis private
+    # nginx resolves the upstream's names at start: the replicas must be up by then
+    assert services["nginx"]["depends_on"] == {name: {"condition": "service_healthy"} for name in replicas()}
 
 
 def test_every_toolflow_command_line_parses() -> None:
