@@ -302,7 +302,7 @@ class Nginx:
             self._process.stderr.close()
 
 
-CLIENTS = 9
+CLIENTS = 15
 """Clients, each from an address of its own on loopback (127.0.0.11 ...), as many machines would be."""
 
 
