@@ -107,6 +107,8 @@ def test() -> None:
     os.environ["TOOLFLOW_TEST_MISSING_PACKAGES"] = system_packages("zsh", "fish")
     # The state backend's tests (issue 19) run a real Redis server; they skip, saying why, without it.
     os.environ["TOOLFLOW_TEST_MISSING_REDIS"] = system_packages("redis-server")
+    # tests/test_deploy_files.py runs deploy/nginx.conf in the real nginx; it skips, saying why, without it.
+    os.environ["TOOLFLOW_TEST_MISSING_NGINX"] = system_packages("nginx")
     sh(BIN / "ruff", "check", ".")
     sh(BIN / "ruff", "format", "--check", ".")
     sh(BIN / "mypy")
