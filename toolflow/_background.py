@@ -47,12 +47,12 @@ import trio
 from toolflow._batch import HistoryEntry, entry
 from toolflow._calls import ToolCall
 from toolflow._context import providing_context
+from toolflow._deferred import saved_result
 from toolflow._executor import Engine
 from toolflow._history import HistoryFormat, _angle_safe
 from toolflow._loop_records import RunState, TaskOutcome
 from toolflow._policy import CategoryPolicy, LoopDecision, OnExit, Policy
 from toolflow._results import ToolResult, truncate_text
-from toolflow._validation import ResultValidator
 
 __all__ = ["BackgroundCalls", "note_text", "running", "started"]
 
@@ -69,9 +69,6 @@ _USERS = (CANCELLED, KILLED, STOPPED)
 """Outcomes that are no error of the model's: they count neither way towards ``max_consecutive_errors``."""
 
 _UNLIMITED = 1 << 62
-
-_READER = ResultValidator(name="", compiled=None)
-"""Reads a saved outcome's result back (``ToolResult.to_dict()``'s shape)."""
 
 
 def started(task_id: str) -> ToolResult:
@@ -180,7 +177,7 @@ class BackgroundCalls:
                 task_id=item["task_id"],
                 entry=entry(
                     ToolCall(id=item["id"], name=item["tool"], arguments=item["arguments"], format="direct"),
-                    _READER.normalize(item["result"]),
+                    saved_result(item["result"]),
                 ),
             )
             for item in saved

@@ -143,7 +143,11 @@ def awaiting(
 
 
 _READER = ResultValidator(name="", compiled=None)
-"""Reads a saved result dictionary back into a :class:`ToolResult` (never raises)."""
+
+
+def saved_result(data: Mapping[str, Any]) -> ToolResult:
+    """A result a saved run holds (``ToolResult.to_dict()``'s shape), read back."""
+    return _READER.normalize(data)
 
 
 @attrs.frozen(kw_only=True)
@@ -208,7 +212,7 @@ class HeldTurn:
         """The turn :meth:`to_dict` wrote (of the shape ``toolflow._run_state`` checked), waiting for *pending*."""
         entries = []
         for item in data["entries"]:
-            result = DEFERRED if item["result"] is None else _READER.normalize(item["result"])
+            result = DEFERRED if item["result"] is None else saved_result(item["result"])
             call: ParsedCall
             if item["arguments"] is None:  # a malformed call, answered by its error
                 call = MalformedCall(
