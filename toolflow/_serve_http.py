@@ -59,6 +59,7 @@ __all__ = [
     "DEFAULT_MAX_SESSIONS",
     "DEFAULT_PORT",
     "DEFAULT_SESSION_IDLE_TIMEOUT",
+    "FLEET_SESSION",
     "MCP_PATH",
     "BearerTokens",
     "HTTPSettings",
@@ -79,6 +80,14 @@ DEFAULT_MAX_SESSIONS = 100
 
 DEFAULT_SESSION_IDLE_TIMEOUT = 30 * 60.0
 """Seconds a session may go without a request in flight before it is closed (the SDK's default)."""
+
+FLEET_SESSION = "toolflow.session"
+"""The ASGI scope key of a request's verified 2025-11-25 session id when a fleet keeps its sessions in the state.
+
+Only the fleet's session check writes it, after it found the request's ``Mcp-Session-Id`` in the
+shared state and owned by the request's principal; the tool service keys the conversation by it
+(issue 19). A request without it has no fleet session.
+"""
 
 MIN_TOKEN_LENGTH = 16
 """Characters a bearer token must have at least: shorter ones can be guessed."""
