@@ -231,6 +231,21 @@ def test_toolflow_call_shares_the_cache_through_the_environment(tmp_path: Path, 
     assert not (one / ".toolflow").exists()
 
 
+def test_the_fleets_secret_seals_the_shared_cache(tmp_path: Path, redis_server: RedisServer) -> None:
+    """With TOOLFLOW_STATE_SECRET, only a process holding the same secret reads what another cached."""
+    one, two, three = (_project(tmp_path / name) for name in ("one", "two", "three"))
+    env = {"TOOLFLOW_STATE": redis_server.url, "TOOLFLOW_STATE_SECRET": "the fleet's shared secret"}
+    first = _toolflow(one, "call", "stamp", '{"topic": "s"}', "--trace", env=env)
+    same = _toolflow(two, "call", "stamp", '{"topic": "s"}', "--trace", env=env)
+    other = {**env, "TOOLFLOW_STATE_SECRET": "another fleet's secret!"}
+    foreign = _toolflow(three, "call", "stamp", '{"topic": "s"}', "--trace", env=other)
+    for done in (first, same, foreign):
+        assert done.returncode == 0, done.stderr
+    assert "cache hit (persistent)" in same.stderr
+    assert "cache miss (persistent)" in foreign.stderr
+    assert json.loads(foreign.stdout) != json.loads(first.stdout)  # the tool ran again: a new stamp
+
+
 def test_toolflow_call_reads_the_state_from_the_project(tmp_path: Path, redis_server: RedisServer) -> None:
     root = _project(tmp_path, f'[tool.toolflow]\nstate = "{redis_server.url}"\n')
     first = _toolflow(root, "call", "stamp", '{"topic": "b"}')

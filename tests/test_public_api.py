@@ -34,6 +34,7 @@ EXPECTED = [
     "Diagnostic",
     "Engine",
     "Example",
+    "HandleKeys",
     "HistoryEntry",
     "HistoryFormat",
     "Implementation",

@@ -18,7 +18,7 @@ from _redis import RedisServer
 
 from toolflow._cache import CacheWarning
 from toolflow._results import ToolResult
-from toolflow._state import PERSISTENT, masked_url
+from toolflow._state import PERSISTENT, HandleKeys, masked_url
 from toolflow._state_redis import RedisLimits, RedisState
 
 
@@ -179,6 +179,57 @@ def test_a_damaged_or_foreign_value_is_a_miss_never_another_result(redis_server:
     finally:
         state.close()
         client.close()
+
+
+FLEET = HandleKeys.from_secrets("the fleet's shared secret")
+ROTATED = HandleKeys.from_secrets("the fleet's next secret!!", "the fleet's shared secret")
+
+
+def test_with_the_fleets_secret_only_a_replica_can_write_what_verifies(redis_server: RedisServer) -> None:
+    """Whoever can write to Redis but lacks the secret cannot plant a cached result or a conversation."""
+    replica = RedisState(redis_server.url, timeout=10, keys=FLEET)
+    outsider = RedisState(redis_server.url, timeout=10)  # same Redis, no secret: computes the unkeyed seal
+    client = redis.Redis.from_url(redis_server.url, socket_timeout=10)
+    try:
+        outsider.cache_set(PERSISTENT, "planted", ToolResult(success=True, data="forged"), None)
+        assert outsider.cache_get(PERSISTENT, "planted") is not None  # without a secret it verifies ...
+        assert replica.cache_get(PERSISTENT, "planted") is None  # ... but not for the fleet
+        replica.cache_set(PERSISTENT, "real", RESULT, None)
+        assert replica.cache_get(PERSISTENT, "real") == RESULT
+        assert outsider.cache_get(PERSISTENT, "real") is None
+        assert outsider.store("conv", {"gates": "forged"}, 0, ttl=60)
+        assert replica.load("conv").version == 0
+        assert replica.store("mine", {"tick": 1}, 0, ttl=60)
+        assert replica.load("mine").data == {"tick": 1}
+        stored = client.get("toolflow:conversation:mine")
+        assert isinstance(stored, bytes)
+        client.set("toolflow:conversation:other", stored)  # moved to another conversation's id
+        assert replica.load("other").version == 0
+        client.set("toolflow:conversation:mine", stored.replace(b'"tick":1', b'"tick":7'))  # edited
+        assert replica.load("mine").version == 0
+    finally:
+        for state in (replica, outsider):
+            state.close()
+        client.close()
+
+
+def test_a_rotated_secret_still_reads_what_the_old_one_sealed(redis_server: RedisServer) -> None:
+    """During a rotation the new secret seals and both verify; once the old one is dropped, its entries are misses."""
+    old = RedisState(redis_server.url, timeout=10, keys=FLEET)
+    rotating = RedisState(redis_server.url, timeout=10, keys=ROTATED)
+    new = RedisState(redis_server.url, timeout=10, keys=HandleKeys((ROTATED.keys[0],)))
+    try:
+        old.cache_set(PERSISTENT, "k", RESULT, None)
+        assert old.store("conv", {"tick": 1}, 0, ttl=60)
+        assert rotating.cache_get(PERSISTENT, "k") == RESULT
+        assert rotating.load("conv").version == 1
+        assert new.cache_get(PERSISTENT, "k") is None
+        assert new.load("conv").version == 0
+        rotating.cache_set(PERSISTENT, "k2", RESULT, None)
+        assert new.cache_get(PERSISTENT, "k2") == RESULT
+    finally:
+        for state in (old, rotating, new):
+            state.close()
 
 
 def test_forgetting_a_conversation_drops_its_session_cache_only(redis_server: RedisServer) -> None:

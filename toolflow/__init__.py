@@ -73,7 +73,7 @@ if TYPE_CHECKING:
     from toolflow._retrying import retry_after_seconds
     from toolflow._rules import ToolRule
     from toolflow._run_state import SavedRun
-    from toolflow._state import StateBackend
+    from toolflow._state import HandleKeys, StateBackend
     from toolflow._state_config import state_from_url
     from toolflow._telemetry import Operation, trace_context
     from toolflow._template_guards import unguarded_template_reads
@@ -154,6 +154,7 @@ _EXPORTS = {
     "Span": "toolflow._diagnostics",
     "SpecError": "toolflow._errors",
     "StateBackend": "toolflow._state",
+    "HandleKeys": "toolflow._state",
     "SpecFile": "toolflow._model",
     "StepRecord": "toolflow._results",
     "DEFAULT_TEMPLATE_BUDGET": "toolflow._templates",
@@ -231,6 +232,7 @@ __all__ = [
     "Diagnostic",
     "Engine",
     "Example",
+    "HandleKeys",
     "HistoryEntry",
     "HistoryFormat",
     "Implementation",

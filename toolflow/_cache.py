@@ -315,13 +315,16 @@ def _encode(text: str) -> bytes:
 _FRAME = struct.Struct("<Qd")
 
 
-def _checksum(key: bytes, value: bytes, expires: float | None) -> bytes:
+def _checksum(key: bytes, value: bytes, expires: float | None, secret: bytes = b"") -> bytes:
     """BLAKE2b-128 of a row: its key, its expiry and its value, framed so that no two rows share a text.
 
     The frame is the key's length and the expiry as a double; NaN stands for no expiry, which
-    a stored expiry never is (SQLite stores NaN as NULL).
+    a stored expiry never is (SQLite stores NaN as NULL). With a *secret* it is BLAKE2b's keyed
+    mode, a MAC that only the holders of the secret can compute (the state of a fleet,
+    :mod:`toolflow._state`); without one, a checksum against damage.
     """
-    digest = hashlib.blake2b(_FRAME.pack(len(key), math.nan if expires is None else expires), digest_size=16)
+    frame = _FRAME.pack(len(key), math.nan if expires is None else expires)
+    digest = hashlib.blake2b(frame, digest_size=16, key=secret)
     digest.update(key)
     digest.update(value)
     return digest.digest()

@@ -257,10 +257,9 @@ def project_cache_settings(args: argparse.Namespace | None = None) -> dict[str, 
     if project.cache_timeout is not None:
         settings["cache_timeout"] = project.cache_timeout
     url = state_setting(getattr(args, "state", None), project, os.environ)
-    if url is not None:
-        handle_keys_from_environ(os.environ)  # a weak secret fails now, not at the first handle
+    keys = handle_keys_from_environ(os.environ) if url is not None else None  # a weak secret fails now
     # One backend for the command's engines (serve's sessions): a rate_limit counts across them.
-    settings["state"] = state_from_url(url)
+    settings["state"] = state_from_url(url, keys=keys)
     return settings
 
 

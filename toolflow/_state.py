@@ -69,6 +69,8 @@ __all__ = [
     "masked_url",
     "new_conversation_id",
     "seal",
+    "tag_of",
+    "tagged",
     "unseal",
 ]
 
@@ -82,13 +84,15 @@ _NO_EXPIRY = "-"
 # --------------------------------------------------------------------------- sealed values
 
 
-def seal(key: str, result: ToolResult, expires: float | None) -> bytes | None:
+def seal(key: str, result: ToolResult, expires: float | None, secrets: tuple[bytes, ...] = ()) -> bytes | None:
     """*result* as stored bytes that :func:`unseal` verifies; ``None`` if it must not be stored.
 
     Failures, results that are not JSON and results over the cache's size cap are not stored.
-    The bytes are the checksum (BLAKE2b-128 of key, expiry and value, as the SQLite store's
-    rows), the expiry and the result's JSON: a value read under another key, with another expiry
-    or damaged anywhere does not verify.
+    The bytes are the tag, the expiry and the result's JSON. The tag is BLAKE2b-128 of key, expiry
+    and value (as the SQLite store's rows), keyed with ``secrets[0]`` when there are *secrets*
+    (:meth:`HandleKeys.derived`: the fleet's shared secret): a value read under another key, with
+    another expiry, damaged anywhere, or, with a secret, written by anyone who does not hold it,
+    does not verify.
     """
     if not result.success:
         return None
@@ -99,11 +103,11 @@ def seal(key: str, result: ToolResult, expires: float | None) -> bytes | None:
     if len(value) > MAX_STORED_BYTES:
         return None
     stamp = _NO_EXPIRY if expires is None else repr(float(expires))
-    return _checksum(_encode(key), value, expires) + stamp.encode("ascii") + b"\n" + value
+    return tag_of(key, value, expires, secrets) + stamp.encode("ascii") + b"\n" + value
 
 
-def unseal(key: str, sealed: bytes, now: float) -> ToolResult | None:
-    """The live result sealed under *key*, or ``None`` (damaged, another key's, expired)."""
+def unseal(key: str, sealed: bytes, now: float, secrets: tuple[bytes, ...] = ()) -> ToolResult | None:
+    """The live result sealed under *key* (with one of *secrets*, if any); ``None``: damaged, moved, expired, forged."""
     stamp, newline, value = sealed[_HEADER:].partition(b"\n")
     if not newline:
         return None
@@ -113,11 +117,22 @@ def unseal(key: str, sealed: bytes, now: float) -> ToolResult | None:
         return None
     if expires is not None and not math.isfinite(expires):
         return None
-    if not hmac.compare_digest(sealed[:_HEADER], _checksum(_encode(key), value, expires)):
+    if not tagged(sealed[:_HEADER], key, value, expires, secrets):
         return None
     if expires is not None and now >= expires:
         return None
     return _result_from_json(value)
+
+
+def tagged(tag: bytes, key: str, value: bytes, expires: float | None, secrets: tuple[bytes, ...] = ()) -> bool:
+    """Whether *tag* is the seal of *key*, *value* and *expires* under one of *secrets* (none: unkeyed)."""
+    raw = _encode(key)
+    return any(hmac.compare_digest(tag, _checksum(raw, value, expires, secret)) for secret in secrets or (b"",))
+
+
+def tag_of(key: str, value: bytes, expires: float | None, secrets: tuple[bytes, ...] = ()) -> bytes:
+    """The seal of *key*, *value* and *expires* that :func:`tagged` verifies (keyed with ``secrets[0]``, if any)."""
+    return _checksum(_encode(key), value, expires, secrets[0] if secrets else b"")
 
 
 # --------------------------------------------------------------------------- the interface
@@ -393,6 +408,15 @@ class HandleKeys:
     def random(cls) -> HandleKeys:
         """A key of this process alone (one replica: its handles are good only where they were minted)."""
         return cls((secrets.token_bytes(32),))
+
+    def derived(self, purpose: str) -> tuple[bytes, ...]:
+        """Keys for another use of the same secrets (*purpose* names it), in the same order.
+
+        One secret serves the handles, the seal of stored state and the ``requestState`` of
+        ``input_required`` results; a key derived for one purpose is worthless for another.
+        """
+        label = b"toolflow " + purpose.encode() + b"\0"
+        return tuple(hashlib.sha256(label + key).digest() for key in self.keys)
 
     def sign(self, conversation: str, principal: str | None, expires: float) -> str:
         """A handle for *conversation*, bound to *principal* (``None``: none authenticated), valid until *expires*."""

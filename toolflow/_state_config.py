@@ -35,12 +35,13 @@ PREVIOUS_SECRET_ENV = "TOOLFLOW_STATE_SECRET_PREVIOUS"  # noqa: S105 - a variabl
 """The variable that holds the secret being rotated out: handles it signed are still accepted."""
 
 
-def state_from_url(url: str | None) -> StateBackend:
+def state_from_url(url: str | None, *, keys: HandleKeys | None = None) -> StateBackend:
     """The state backend that *url* names: ``None`` or ``"memory"``, this process's memory; ``redis://...``, Redis.
 
     ``redis://[:password@]host:port/db``, ``rediss://`` (TLS) and ``unix:///path.sock`` are
     Redis (:class:`toolflow._state_redis.RedisState`); nothing connects until the first operation.
-    The caller closes the backend after every engine that uses it.
+    The caller closes the backend after every engine that uses it. With *keys* (the fleet's
+    secret, :func:`handle_keys_from_environ`), what Redis stores is sealed with a MAC.
 
     Raises:
         UsageError: *url* is neither, or it is Redis and redis-py is not installed (the message
@@ -59,7 +60,7 @@ def state_from_url(url: str | None) -> StateBackend:
             raise
         msg = f"state {masked_url(url)!r} needs redis-py, which is not installed: pip install 'toolflow-yaml[redis]'"
         raise UsageError(msg) from None
-    return RedisState(url)
+    return RedisState(url, keys=keys)
 
 
 def handle_keys_from_environ(environ: Mapping[str, str]) -> HandleKeys | None:

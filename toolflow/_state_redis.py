@@ -4,12 +4,13 @@
 backends") with redis-py's synchronous client, called from worker threads. Its keys, all under
 one prefix (``toolflow:`` by default; one fleet's keys apart from another's):
 
-- ``<prefix>cache:<namespace>:<key>``: a sealed cached result (:func:`toolflow._state.seal`),
+- ``<prefix>cache:<namespace>:<key>``: a sealed cached result (:func:`toolflow._state.seal`;
+  with the fleet's secret, *keys*, the seal is a MAC),
   expiring in Redis with its TTL; the persistent cache's keys are ``cache_key``'s, which hold the
   tool's spec digest, so editing a spec leaves its old entries to expire unread. A value that
   does not verify (damaged, written under another key, another program's) is a miss;
-- ``<prefix>conversation:<id>``: a conversation's state, ``<version>:<expiry>:<json>``, replaced
-  only by a store naming the version it read (one Lua script: compare and set);
+- ``<prefix>conversation:<id>``: a conversation's state, ``<version>:<expiry>:<tag><json>``,
+  replaced only by a store naming the version it read (one Lua script: compare and set);
 - the leases and rate counters of :class:`RedisLimits`, each operation one Lua script, atomic on
   the server:
 
@@ -48,7 +49,7 @@ import redis
 
 from toolflow._cache import CacheWarning
 from toolflow._results import ToolResult
-from toolflow._state import Conversation, masked_url, seal, unseal
+from toolflow._state import Conversation, HandleKeys, masked_url, seal, tag_of, tagged, unseal
 
 __all__ = ["RedisLimits", "RedisState"]
 
@@ -95,6 +96,8 @@ return 1
 """KEYS: the conversation. ARGV: now, the version read, the new value, its lifetime (ms)."""
 
 _LOST = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
+
+_TAG_DIGITS = 32  # a conversation's seal, BLAKE2b-128 in hex
 
 
 def _ms(seconds: float) -> int:
@@ -174,10 +177,27 @@ class RedisState(RedisLimits):
         prefix: The start of every key (one fleet's keys apart from another's).
         clock: Returns the current time in seconds (``time.time``; tests pass a fake clock).
         timeout: Seconds a connection or a reply may take before the operation gives up.
+        keys: The fleet's shared secret (``TOOLFLOW_STATE_SECRET``); with it, cached results and
+            conversations are sealed with a MAC, and whatever verifies was written by a replica.
     """
 
     shared = True
     """Every replica on the same Redis shares it: the persistent cache, the leases, the counts."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        prefix: str = "toolflow:",
+        clock: Callable[[], float] = time.time,
+        timeout: float = 1.0,
+        keys: HandleKeys | None = None,
+    ) -> None:
+        super().__init__(url, prefix=prefix, clock=clock, timeout=timeout)
+        # With the fleet's secret, what is stored is sealed with a MAC that only the replicas can
+        # compute: whoever can write to Redis but lacks the secret cannot plant a result or a
+        # conversation that verifies. Without one, the seal is a checksum against damage only.
+        self._secrets = () if keys is None else keys.derived("state seal")
 
     def _cache_key(self, namespace: str, key: str) -> bytes:
         return f"{self._prefix}cache:{namespace}:".encode() + key.encode("utf-8", "surrogatepass")
@@ -205,13 +225,13 @@ class RedisState(RedisLimits):
         sealed = self._cached(lambda: self._client.get(self._cache_key(namespace, key)))
         if type(sealed) is not bytes:
             return None
-        return unseal(key, sealed, float(self._clock()))
+        return unseal(key, sealed, float(self._clock()), self._secrets)
 
     def cache_set(self, namespace: str, key: str, result: ToolResult, ttl: float | None) -> None:
         if ttl is not None and ttl <= 0:
             return
         now = float(self._clock())
-        sealed = seal(key, result, None if ttl is None else now + ttl)
+        sealed = seal(key, result, None if ttl is None else now + ttl, self._secrets)
         if sealed is None:
             return
         expiry = None if ttl is None else _ms(ttl)
@@ -219,12 +239,13 @@ class RedisState(RedisLimits):
 
     def load(self, conversation: str) -> Conversation:
         stored = self._run(lambda: self._client.get(self._conversation_key(conversation)))
-        return _conversation(stored, float(self._clock()))
+        return _conversation(conversation, stored, float(self._clock()), self._secrets)
 
     def store(self, conversation: str, data: Mapping[str, Any], version: int, ttl: float) -> bool:
         now = float(self._clock())
-        text = json.dumps(dict(data), separators=(",", ":"), ensure_ascii=False)
-        value = f"{version + 1}:{now + ttl!r}:{text}".encode("utf-8", "surrogatepass")
+        text = json.dumps(dict(data), separators=(",", ":"), ensure_ascii=False).encode("utf-8", "surrogatepass")
+        tag = tag_of(f"{conversation}\0{version + 1}", text, now + ttl, self._secrets)
+        value = f"{version + 1}:{now + ttl!r}:".encode() + tag.hex().encode() + text
         args: list[str | int | bytes] = [repr(now), version, value, _ms(ttl)]
         return bool(self._run(lambda: self._store(keys=[self._conversation_key(conversation)], args=args)))
 
@@ -243,17 +264,29 @@ def _glob_escaped(text: str) -> str:
     return "".join("\\" + char if char in "*?[]\\" else char for char in text)
 
 
-def _conversation(stored: object, now: float) -> Conversation:
-    """The conversation stored as *stored* (``<version>:<expiry>:<json>``); version 0 if none, expired or damaged."""
+def _conversation(conversation: str, stored: object, now: float, secrets: tuple[bytes, ...]) -> Conversation:
+    """The conversation stored as *stored* (``<version>:<expiry>:<tag><json>``); version 0: none, expired, forged.
+
+    The tag (32 hex digits) seals the conversation's id, the version, the expiry and the JSON
+    (:func:`toolflow._state.tag_of`), so a document moved to another id or rolled back to an
+    older version does not verify either.
+    """
     if type(stored) is not bytes:
         return Conversation(0, {})
     version, _, rest = stored.partition(b":")
-    expires, _, text = rest.partition(b":")
+    expires, _, rest = rest.partition(b":")
+    tag, text = rest[:_TAG_DIGITS], rest[_TAG_DIGITS:]
     try:
         number, deadline = int(version), float(expires)
+        sealed = bytes.fromhex(tag.decode("ascii"))
+    except (ValueError, UnicodeDecodeError):
+        return Conversation(0, {})
+    if not math.isfinite(deadline) or now >= deadline or number < 1:
+        return Conversation(0, {})
+    if not tagged(sealed, f"{conversation}\0{number}", text, deadline, secrets):
+        return Conversation(0, {})
+    try:
         data = json.loads(text.decode("utf-8", "surrogatepass"))
     except (ValueError, UnicodeDecodeError, RecursionError):
         return Conversation(0, {})
-    if not math.isfinite(deadline) or now >= deadline or number < 1 or type(data) is not dict:
-        return Conversation(0, {})
-    return Conversation(number, data)
+    return Conversation(number, data) if type(data) is dict else Conversation(0, {})
