@@ -60,6 +60,10 @@ tools:
     concurrency: 2
     timeout: 1000s
     implementation: fleet.slow
+  licensed:
+    description: At most one at once across the fleet, and never more when the leases cannot be taken.
+    concurrency: {limit: 1, on_outage: closed}
+    implementation: fleet.search_any
 """
 
 
@@ -233,6 +237,42 @@ async def test_concurrency_holds_across_two_replicas_under_fifty_calls(
         assert state.acquire("slow", 2, "after-2", 30)
     finally:
         state.close()
+
+
+async def test_redis_down_concurrency_fails_as_the_spec_says(tmp_path: Path, redis_server: RedisServer) -> None:
+    """``concurrency: N`` runs under the engine's own limit while the leases cannot be taken; ``on_outage: closed`` refuses."""
+    registry, plugins, fleet = _setup(tmp_path)
+    fleet.hold = 0.01
+    state = RedisState(redis_server.url, timeout=10)
+    try:
+        with trio.fail_after(60):
+            async with toolflow.open_engine(registry, plugins=plugins, state=state) as engine:
+                assert (await engine.call("licensed", {})).success  # a lease taken and given back
+                redis_server.kill()
+                opened = await engine.call("slow", {})
+                closed = await engine.call("licensed", {})
+                redis_server.start()
+                back = await engine.call("licensed", {})
+    finally:
+        state.close()
+    assert opened.success
+    assert not closed.success
+    assert closed.error == (
+        "Error: tool 'licensed' may run at most 1 at once across the fleet, and the fleet's leases cannot be"
+        " taken now; try again later"
+    )
+    assert closed.extra == {"status": "unavailable", "retry_after": None}
+    assert back.success
+    assert fleet.runs == 2  # the refused call never ran
+
+
+def test_concurrency_takes_a_number_or_a_limit_with_on_outage(tmp_path: Path) -> None:
+    registry, _plugins, _fleet = _setup(tmp_path)
+    assert (registry.get("slow").spec.concurrency, registry.get("slow").spec.concurrency_on_outage) == (2, "open")
+    assert (registry.get("licensed").spec.concurrency, registry.get("licensed").spec.concurrency_on_outage) == (
+        1,
+        "closed",
+    )
 
 
 async def test_a_lease_is_renewed_while_its_call_runs(tmp_path: Path, mock_clock: trio.testing.MockClock) -> None:

@@ -95,7 +95,7 @@ class SharedLimits(Protocol):
         ...
 
     async def take(self, *, stoppable: bool) -> str | ToolResult:
-        """A lease's holder id (empty: none needed); KILLED or STOPPED when a kill or a stop ended the wait."""
+        """A lease's holder id (empty: none needed), or KILLED, STOPPED or the call's refusal when there is none."""
         ...
 
     def hold(self, work: Awaitable[Any], holder: str) -> Awaitable[Any]:
@@ -459,8 +459,8 @@ class Attempts:
             if not self._take_free_slots(plan) and not await self._wait_for_slots(plan, stoppable=attempt == 1):
                 return KILLED if self.kills != kills else STOPPED
             holder = await self._lease(plan, stoppable=attempt == 1) if plan.leased else ""
-            if holder is None:
-                return KILLED if self.kills != kills else STOPPED
+            if isinstance(holder, ToolResult):  # killed, stopped, or refused (the state down, on_outage: closed)
+                return holder
             attempt_started = trio.current_time()
             result, error = await self._attempt(plan, function, cleaned, call, call_id, attempt, holder)
             if self.kills != kills:
@@ -516,15 +516,15 @@ class Attempts:
                 await cast("SharedLimits", plan.limits).give_back(holder)
         return result, error
 
-    async def _lease(self, plan: Plan, *, stoppable: bool) -> str | None:
+    async def _lease(self, plan: Plan, *, stoppable: bool) -> str | ToolResult:
         """A lease of the tool's fleet-wide ``concurrency`` (its holder; empty: none needed).
 
-        ``None``, with the attempt's slots given back, when a kill or a stop ended the wait.
+        A result, with the attempt's slots given back, when there is none: :data:`KILLED` or
+        :data:`STOPPED` when a kill or a stop ended the wait, or the call's refusal.
         """
         taken = await cast("SharedLimits", plan.limits).take(stoppable=stoppable)
         if isinstance(taken, ToolResult):
             self._release_slots(plan)
-            return None
         return taken
 
     def _dispatch(  # noqa: PLR0917 - one attempt's whole context

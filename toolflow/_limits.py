@@ -16,8 +16,9 @@ in-memory backend) or, with a Redis state, the fleet's.
   :data:`LEASE_TTL` seconds. With an in-memory backend the engine's own slots are the limit.
 
 The state unavailable (:class:`ConnectionError`): a rate limit does what its ``on_outage`` says
-(``closed``, the default: the call is refused; ``open``: it runs uncounted); a lease fails open
-to the engine's own slots (the per-replica limit still holds). Each is logged on
+(``closed``, the default: the call is refused; ``open``: it runs uncounted); a lease too, with
+the opposite default (``open``: the engine's own slots hold, so the per-replica limit; ``closed``:
+the call is refused with ``status: unavailable``). Each is logged on
 ``toolflow.state``, once per outage of each kind.
 
 Every backend operation runs in a worker thread (the Redis client is synchronous), as the
@@ -142,8 +143,9 @@ class ToolLimits:
         """A lease of the tool's fleet-wide ``concurrency`` (its holder's id), waiting while all are held.
 
         :data:`~toolflow._attempts.KILLED` or :data:`~toolflow._attempts.STOPPED` (no lease held)
-        when a kill or, if *stoppable*, a stop ended the wait. The backend unavailable: an empty
-        holder (no lease; the engine's own slots hold).
+        when a kill or, if *stoppable*, a stop ended the wait. The backend unavailable: as the
+        spec's ``on_outage`` says, an empty holder (``open``: no lease; the engine's own slots
+        hold) or the call's refusal (``closed``).
         """
         fleet, limit = self._fleet, int(self._leased or 1)
         holder, name, kills = secrets.token_hex(8), self._spec.name, fleet.attempts.kills
@@ -154,7 +156,7 @@ class ToolLimits:
                 await self.give_back(holder if taken else "")
                 return KILLED
             if taken is None:
-                return ""
+                return "" if self._spec.concurrency_on_outage == "open" else self._outage(limit)
             if taken:
                 return holder
             with fleet.attempts.guarded(trio.CancelScope(), stoppable=stoppable):
@@ -162,6 +164,14 @@ class ToolLimits:
                 poll = min(poll * 2, _POLL_MAX)
                 continue
             return KILLED if fleet.attempts.kills != kills else STOPPED
+
+    def _outage(self, limit: int) -> ToolResult:
+        """The refusal of a call whose lease cannot be taken while the state is down (``on_outage: closed``)."""
+        return ToolResult.failure(
+            f"Error: tool {self._spec.name!r} may run at most {limit} at once across the fleet, and the"
+            " fleet's leases cannot be taken now; try again later",
+            extra={"status": "unavailable", "retry_after": None},
+        )
 
     async def hold(self, work: Awaitable[_T], holder: str) -> _T:
         """Await *work* while renewing *holder*'s lease every third of its TTL; *work*'s value or exception.

@@ -16,7 +16,7 @@ import os
 import stat
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 from yaml.nodes import Node
@@ -558,7 +558,8 @@ class _Builder:
             ),
             idempotent=idempotent,
             strict=bool(body.get("strict", defaults.get("strict", False))),
-            concurrency=body.get("concurrency"),
+            concurrency=_concurrency(body.get("concurrency")),
+            concurrency_on_outage=_concurrency_outage(body.get("concurrency")),
             rate_limit=_rate_limit(body.get("rate_limit")),
             cache=_cache(defaults.get("cache"), body.get("cache")),
             parameter_rules=self.parameter_rules(body.get("parameter_rules", []), pointer),
@@ -666,6 +667,15 @@ def _retry(default: Any, own: Any, *, dangerous: bool) -> RetryPolicy:
         jitter=bool(settings.get("jitter", True)),
         on=tuple(settings.get("on", RetryPolicy().on)),
     )
+
+
+def _concurrency(setting: int | dict[str, Any] | None) -> int | None:
+    """A tool's ``concurrency:`` limit: the number, or the ``limit`` of its object form (checked by the schema)."""
+    return setting["limit"] if isinstance(setting, dict) else setting
+
+
+def _concurrency_outage(setting: int | dict[str, Any] | None) -> Literal["open", "closed"]:
+    return setting.get("on_outage", "open") if isinstance(setting, dict) else "open"
 
 
 def _rate_limit(settings: dict[str, Any] | None) -> RateLimit | None:

@@ -319,6 +319,9 @@ class ToolSpec:
     idempotent: bool = False
     strict: bool = False
     concurrency: int | None = None
+    concurrency_on_outage: Literal["open", "closed"] = "open"
+    """What a call does when the fleet's ``concurrency`` leases cannot be taken (the shared state is
+    unreachable): ``open`` runs it under the engine's own limit, ``closed`` refuses it."""
     rate_limit: RateLimit | None = None
     """At most so many calls per period, across every engine that shares the state (``None``: no limit)."""
     cache: CachePolicy | None = None
