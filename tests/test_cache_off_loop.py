@@ -205,9 +205,12 @@ async def test_a_locked_file_is_a_miss_with_one_warning_per_process(tmp_path: Pa
     path = tmp_path / "cache.sqlite3"
     await call_all(registry, plugins, path, [1])
     locker = _lock(path)
+    # A wait long enough that SQLite's busy timeout (0.8 of it) always ends first, even on a loaded
+    # machine: with the default 50 ms, a stalled worker thread let the engine's timeout win.
+    patient = {"cache_timeout": 1.0}
     try:
-        first, caught_first = await call_all(registry, plugins, path, [1, 2, 1])
-        second, caught_second = await call_all(registry, plugins, path, [1, 2])
+        first, caught_first = await call_all(registry, plugins, path, [1, 2, 1], **patient)
+        second, caught_second = await call_all(registry, plugins, path, [1, 2], **patient)
     finally:
         locker.execute("ROLLBACK")
         locker.close()
