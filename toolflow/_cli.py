@@ -23,6 +23,7 @@ from toolflow._cli_support import (
     project_cache_settings,
     registry_to_read,
     remote_tools,
+    serve_conversation_settings,
     shutdown_grace,
     spec_paths,
     with_caps,
@@ -504,6 +505,7 @@ def _cmd_serve(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
 
     @contextlib.asynccontextmanager
     async def open_service() -> AsyncIterator[_serve.ToolService]:
+        settings = project_cache_settings(args)
         async with open_tools(specs, plugins, no_cache=args.no_cache) as registry:
             yield _serve.ToolService.under_policy(
                 registry,
@@ -512,7 +514,8 @@ def _cmd_serve(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
                 tools=_split(args.tool),
                 approve=None if args.approve is None else args.approve == "yes",
                 plugins=plugins,
-                **project_cache_settings(args),
+                **settings,
+                **serve_conversation_settings(http, settings["state"], stderr),
             )
 
     return _serve.serve(
