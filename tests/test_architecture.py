@@ -125,6 +125,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "toolflow.default_plugins",
             "toolflow._serve",
             "toolflow._serve_conversation",
+            "toolflow._serve_fleet",
             "toolflow._serve_http",
             "toolflow._serve_progress",
             "toolflow._serve_stdio",

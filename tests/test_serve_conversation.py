@@ -30,6 +30,7 @@ import toolflow
 from toolflow._serve import ToolService, build_server
 from toolflow._serve_conversation import CONVERSATION_META
 from toolflow._state import HandleKeys, MemoryState
+from toolflow._state_redis import RedisState
 
 pytestmark = pytest.mark.filterwarnings(
     r"ignore:Async generator '(httpx2|httpcore2)\..*' was garbage collected:ResourceWarning"
@@ -314,3 +315,53 @@ async def test_an_approval_question_carries_the_handle_and_the_retry_stays_in_th
     assert conversation_of((question.meta or {})[CONVERSATION_META]) == conversation_of(echoed[CONVERSATION_META])
     assert text(wiped) == "wiped"  # depends_on met: the retry ran in the conversation of the login
     assert conversation_of((wiped.meta or {})[CONVERSATION_META]) == conversation_of(echoed[CONVERSATION_META])
+
+
+# --------------------------------------------------------------------------- 2025-11-25 fleet sessions
+
+
+class Alternating(httpx2.AsyncBaseTransport):
+    """A real HTTP transport that sends each POST to the next replica's port, and notes the session id minted."""
+
+    def __init__(self, urls: list[str]) -> None:
+        self._ports = [httpx2.URL(url).port for url in urls]
+        self._posts = 0
+        self._inner = httpx2.AsyncHTTPTransport()
+        self.session: str | None = None
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        if request.method == "POST":
+            request.url = request.url.copy_with(port=self._ports[self._posts % len(self._ports)])
+            self._posts += 1
+        response = await self._inner.handle_async_request(request)
+        self.session = response.headers.get("mcp-session-id", self.session)
+        return response
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+async def test_a_fleet_session_keeps_its_conversation_on_every_replica(
+    project: Path, redis_server: RedisServer
+) -> None:
+    """2025-11-25 over a fleet: the session's calls alternate replicas; depends_on, the cache and the rules hold."""
+    with trio.fail_after(120):
+        async with servers(project, 2, "--state", redis_server.url) as (one, two):
+            transport = Alternating([one.url, two.url])
+            async with (
+                httpx2.AsyncClient(transport=transport, headers={"Authorization": f"Bearer {TOKENS['alice']}"}) as http,
+                Client(streamable_http_client(one.url, http_client=http), mode="legacy") as client,
+            ):
+                results = [await client.session.call_tool(name, {}) for name in ("login", "fetch")]
+                stamps = [text(await client.session.call_tool("stamp", {"topic": "s"})) for _ in range(2)]
+                limited = [await client.session.call_tool("limited", {}) for _ in range(3)]
+                state = RedisState(redis_server.url, timeout=10)
+                try:  # before the client leaves: its DELETE ends the session, and the document with it
+                    stored = state.load(str(transport.session)).data
+                finally:
+                    state.close()
+    assert [text(r) for r in results] == ["logged in", "fetched"]
+    assert stamps[0] == stamps[1]
+    assert [r.is_error for r in limited] == [False, False, True]
+    assert CONVERSATION_META not in (results[1].meta or {})  # the session is the key: no handle
+    assert set(stored) >= {"session", "conversation"}  # the sessions' part and this one, side by side
