@@ -208,13 +208,13 @@ def serve_argv(*args: str) -> list[str]:
 class HTTPServer:
     """``toolflow serve --transport http --port 0`` in a subprocess; the URL is read from its announcement."""
 
-    def __init__(self, root: Path, *args: str) -> None:
+    def __init__(self, root: Path, *args: str, env: dict[str, str] | None = None) -> None:
         self.lines: Queue[str] = Queue()
         self.output: list[str] = []
         self.process = subprocess.Popen(
             serve_argv("--transport", "http", "--port", "0", *args),
             cwd=root,
-            env=server_environment(),
+            env={**server_environment(), **(env or {})},
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,

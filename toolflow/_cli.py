@@ -23,6 +23,7 @@ from toolflow._cli_support import (
     project_cache_settings,
     registry_to_read,
     remote_tools,
+    serve_conversation_settings,
     shutdown_grace,
     spec_paths,
     with_caps,
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from toolflow._lint._rule import Rule
     from toolflow._plugins import Plugins
     from toolflow._serve_http import HTTPSettings
+    from toolflow._state import StateBackend
 
 __all__ = ["main", "run"]
 
@@ -498,7 +500,8 @@ def _cmd_serve(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         except OSError as exc:
             msg = f"serve: cannot use project directory {args.project!r}: {exc.strerror or exc}"
             raise UsageError(msg) from None
-    http = _http_settings(args, stderr) if args.transport == "http" else None
+    stores = project_cache_settings(args)  # the state: the engines' and, in a fleet, the HTTP sessions'
+    http = _http_settings(args, stderr, stores["state"]) if args.transport == "http" else None
     plugins = _load_plugins(stderr)
     specs = load_specs(spec_paths(args.specs or []), **plugins.loader_options())
 
@@ -512,7 +515,8 @@ def _cmd_serve(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
                 tools=_split(args.tool),
                 approve=None if args.approve is None else args.approve == "yes",
                 plugins=plugins,
-                **project_cache_settings(args),
+                **stores,
+                **serve_conversation_settings(http, stores["state"], stderr),
             )
 
     return _serve.serve(
@@ -524,7 +528,7 @@ def _cmd_serve(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     )
 
 
-def _http_settings(args: argparse.Namespace, stderr: TextIO) -> HTTPSettings:
+def _http_settings(args: argparse.Namespace, stderr: TextIO, state: StateBackend | None = None) -> HTTPSettings:
     """``toolflow serve``'s HTTP settings: the options, then ``[tool.toolflow.serve]``, then the defaults."""
     from toolflow._errors import UsageError  # noqa: PLC0415
     from toolflow._model import parse_duration  # noqa: PLC0415
@@ -564,4 +568,5 @@ def _http_settings(args: argparse.Namespace, stderr: TextIO) -> HTTPSettings:
         max_sessions=args.max_sessions or config.max_sessions or DEFAULT_MAX_SESSIONS,
         session_idle_timeout=idle,
         stateless=args.stateless,
+        state=state,
     )

@@ -225,6 +225,9 @@ class StateBackend(Limits, Protocol):
 # --------------------------------------------------------------------------- memory
 
 
+_FIRST_SWEEP = 1024
+
+
 class MemoryState:
     """The state of one process, in its memory: what every engine has today, behind the interface.
 
@@ -245,6 +248,7 @@ class MemoryState:
         self._conversations: dict[str, tuple[float, Conversation]] = {}
         self._leases: dict[str, dict[str, float]] = {}
         self._calls: dict[str, deque[float]] = {}
+        self._sweep_at = _FIRST_SWEEP
 
     def cache_get(self, namespace: str, key: str) -> ToolResult | None:
         with self._lock:
@@ -280,7 +284,19 @@ class MemoryState:
             if current != version:
                 return False
             self._conversations[conversation] = (now + ttl, Conversation(version + 1, copied))
+            if len(self._conversations) >= self._sweep_at:
+                self._sweep(now)
             return True
+
+    def _sweep(self, now: float) -> None:
+        """Drop the expired conversations and their session caches; the next sweep comes at twice the size.
+
+        A serve that mints a conversation for every request without a handle must not grow without end.
+        """
+        for expired in [c for c, (expires, _) in self._conversations.items() if now >= expires]:
+            del self._conversations[expired]
+            self._caches.pop(expired, None)  # its entries expired with it: none outlives the conversation's ttl
+        self._sweep_at = max(_FIRST_SWEEP, 2 * len(self._conversations))
 
     def forget(self, conversation: str) -> None:
         with self._lock:
@@ -332,27 +348,30 @@ _WARNERS_LOCK = threading.Lock()
 
 
 class StateCache:
-    """A state backend's :data:`PERSISTENT` namespace as an engine's persistent store (``_cache.PersistentStore``).
+    """A namespace of a state backend as an engine's store (``_cache.PersistentStore``).
 
-    The backend is its owner's (the command or application that opened it): closing the store
-    leaves it open for the other engines. A backend never raises from a cache operation (an
-    outage is a miss, with its own warning), so the store is never ``busy``.
+    The :data:`PERSISTENT` namespace holds the persistent cache; a conversation's id, its
+    session cache (``open_engine(conversation=...)``). The backend is its owner's (the command
+    or application that opened it): closing the store leaves it open for the other engines. A
+    backend never raises from a cache operation (an outage is a miss, with its own warning), so
+    the store is never ``busy``.
     """
 
     busy = False
 
-    def __init__(self, state: StateBackend) -> None:
+    def __init__(self, state: StateBackend, namespace: str = PERSISTENT) -> None:
         self._state = state
+        self._namespace = namespace
         # One warner per backend: its problems are reported once, however many engines
         # (toolflow serve's sessions) use it.
         with _WARNERS_LOCK:
             self._warner = _WARNERS.setdefault(state, _Warner("of the state backend"))
 
     def get(self, key: str) -> ToolResult | None:
-        return self._state.cache_get(PERSISTENT, key)
+        return self._state.cache_get(self._namespace, key)
 
     def set(self, key: str, result: ToolResult, ttl: float | None) -> None:
-        self._state.cache_set(PERSISTENT, key, result, ttl)
+        self._state.cache_set(self._namespace, key, result, ttl)
 
     def clear(self) -> None:
         """Nothing: a fleet's entries expire in the store (clearing it is the store's operator's business)."""
