@@ -116,6 +116,19 @@ def _check(messages: tuple[Mapping[str, Any], ...], fmt: str) -> tuple[Counter[s
     on_exit=st.sampled_from(["wait", "cancel"]),
     action=_ACTION,
 )
+@hypothesis.example(  # found by hypothesis: an outcome delivered before turn 3 came back after turn 4 as well
+    turns=[
+        {"tool_calls": [{"name": "broken", "arguments": {}}]},
+        {"tool_calls": [{"name": "wait", "arguments": {"seconds": 0}}]},
+        {"tool_calls": [{"name": "look", "arguments": {}}]},
+        {"tool_calls": [{"name": "look", "arguments": {}}]},
+    ],
+    fmt="openai",
+    max_iterations=4,
+    max_errors=1,
+    on_exit="wait",
+    action=None,
+)
 def test_every_call_has_one_result_and_every_task_one_note(
     tmp_path_factory: Any,
     turns: list[Any],

@@ -324,7 +324,8 @@ class BackgroundCalls:
         if waits and self.finished and decision.iterations_remaining > 0:
             return None
         iteration, last = self._last
-        carried = last if last and not (state.turns and state.turns[-1].turn == iteration) else ()
+        # Only the outcomes whose turn has no record: a turn recorded before the last one keeps its own.
+        carried = last if last and not any(turn.turn == iteration for turn in state.turns) else ()
         self.exit_outcomes = (*carried, *self.deliver(state, max_chars))
         return decision
 
