@@ -127,6 +127,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "toolflow._serve_progress",
             "toolflow._serve_stdio",
             "toolflow._serve_tasks",
+            "toolflow._task_records",
             "toolflow._shutdown",
         ),
     ),

@@ -91,9 +91,9 @@ from toolflow._results import DEFAULT_MAX_RESULT_CHARS, ToolResult, _to_json, tr
 from toolflow._serve_http import HTTPSettings, Listener, Principal, listen, principal_of, serve_http
 from toolflow._serve_progress import call_with_progress
 from toolflow._serve_stdio import serve_stdio
-from toolflow._serve_tasks import TaskLimits, Tasks, connection_of, running, session_of
+from toolflow._serve_tasks import TaskLimits, Tasks, connection_of, fleet_records, running, session_of
 from toolflow._shutdown import DEFAULT_GRACE, Interrupts, open_signal_watch
-from toolflow._state import StateBackend
+from toolflow._state import HandleKeys, StateBackend
 from toolflow._telemetry import remote_parent
 
 __all__ = [
@@ -254,6 +254,8 @@ class ToolService:
         background: The served tools of background categories: they may run as MCP tasks.
         on_exit: The policy's ``on_exit``: whether a stop waits for running tasks or cancels them.
         task_limits: Tasks per client and their retention.
+        state: The state the engines share; a shared one (Redis) with *keys* keeps the tasks' records.
+        keys: The fleet's keys (``TOOLFLOW_STATE_SECRET``), which sign task ids (default: a random key).
         tasks: The tasks of the server (None when no tool may run as one).
     """
 
@@ -265,6 +267,8 @@ class ToolService:
     background: frozenset[str] = frozenset()
     on_exit: OnExit = "wait"
     task_limits: TaskLimits = attrs.field(factory=TaskLimits)
+    state: StateBackend | None = None
+    keys: HandleKeys | None = None
     tasks: Tasks | None = attrs.field(init=False)
     _listing: types.ListToolsResult = attrs.field(init=False)
     _structured: frozenset[str] = attrs.field(init=False)
@@ -272,10 +276,17 @@ class ToolService:
     def __attrs_post_init__(self) -> None:
         every = {tool.name: tool.spec for tool in self.engine_tools or self.registry}
         definitions = [mcp_tool(t.spec, every, task_support=t.name in self.background) for t in self.registry]
-        tasks = Tasks(
-            background=self.background, run_call=self.task_call, on_exit=self.on_exit, limits=self.task_limits
-        )
-        self.tasks = tasks if self.background else None
+        self.tasks = None
+        if self.background:  # in a fleet, every replica answers for a task (its record in the shared state)
+            keys, records = self.keys or HandleKeys.random(), fleet_records(self.state, self.keys)
+            self.tasks = Tasks(
+                background=self.background,
+                run_call=self.task_call,
+                on_exit=self.on_exit,
+                limits=self.task_limits,
+                keys=keys,
+                records=records,
+            )
         self._listing = types.ListToolsResult(tools=[types.Tool.model_validate(d) for d in definitions])
         self._structured = frozenset(d["name"] for d in definitions if "outputSchema" in d)
 
@@ -294,6 +305,7 @@ class ToolService:
         cache_options: Mapping[str, Any] | None = None,
         cache_timeout: float = DEFAULT_CACHE_TIMEOUT,
         state: StateBackend | None = None,
+        keys: HandleKeys | None = None,
     ) -> ToolService:
         """The service of *registry*'s tools that *policy* exposes, each session on an engine that enforces it.
 
@@ -333,6 +345,8 @@ class ToolService:
             max_result_chars=policy.max_result_chars,
             background=frozenset(t.name for t in exposed if policy.category(t.spec.category).background),
             on_exit=policy.on_exit,
+            state=state,
+            keys=keys,
         )
 
     def input_schema(self, name: str) -> dict[str, Any] | None:
