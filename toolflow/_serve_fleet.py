@@ -35,6 +35,7 @@ its own. The state is called from worker threads: the Redis client is synchronou
 
 from __future__ import annotations
 
+import enum
 import json
 import logging
 import math
@@ -89,8 +90,13 @@ _SESSION_HEADER = MCP_SESSION_ID_HEADER.encode("latin-1")
 _T = TypeVar("_T")
 
 
-class _UnavailableError(Exception):
-    """The state could not be reached; the request is answered 503."""
+class _Down(enum.Enum):
+    """What :meth:`FleetSessions._call` gives when the state could not be reached (the request is answered 503)."""
+
+    DOWN = "down"
+
+
+DOWN = _Down.DOWN
 
 
 class FleetSessions:
@@ -133,17 +139,14 @@ class FleetSessions:
         user = scope.get("user")
         owner = dict(authorization_context(user)) if isinstance(user, AuthenticatedUser) else None
         session_id = _header(scope, _SESSION_HEADER)
-        try:
-            if scope["method"] == "GET":
-                await _refuse(send, 405, "Method Not Allowed: a fleet has no standalone stream", allow=True)
-            elif session_id is not None:
-                await self._in_session(session_id, owner, scope, receive, send)
-            elif scope["method"] == "POST":
-                await self._opening(owner, scope, receive, send)
-            else:
-                await self.app(scope, receive, send)
-        except _UnavailableError:
-            await _refuse(send, 503, "Session store unavailable", code=INTERNAL_ERROR)
+        if scope["method"] == "GET":
+            await _refuse(send, 405, "Method Not Allowed: a fleet has no standalone stream", allow=True)
+        elif session_id is not None:
+            await self._in_session(session_id, owner, scope, receive, send)
+        elif scope["method"] == "POST":
+            await self._opening(owner, scope, receive, send)
+        else:
+            await self.app(scope, receive, send)
 
     async def _concerns(self, scope: Scope) -> bool:
         """Whether *scope* is a 2025-era request to the endpoint that the SDK would not refuse before its session."""
@@ -163,17 +166,24 @@ class FleetSessions:
         self, session_id: str, owner: dict[str, Any] | None, scope: Scope, receive: Receive, send: Send
     ) -> None:
         stored = await self._session(session_id, owner)
+        if stored is DOWN:
+            await _unavailable(send)
+            return
         if stored is None:
             await _refuse(send, 404, "Session not found")  # the SDK's words for an unknown session
             return
         version, data = stored
         if scope["method"] == "DELETE":
-            await self._call(lambda: self._state.forget(session_id))
+            if await self._call(lambda: self._state.forget(session_id)) is DOWN:
+                await _unavailable(send)
+                return
             start = {"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]}
             await send(start)
             await send({"type": "http.response.body", "body": b""})
             return
-        await self._refresh(session_id, version, data)
+        if not await self._refresh(session_id, version, data):
+            await _unavailable(send)
+            return
         headers = list(scope["headers"])
         protocol = data[SESSION_DOCUMENT].get("protocol")
         if _header(scope, _PROTOCOL_HEADER) is None and protocol in HANDSHAKE_PROTOCOL_VERSIONS:
@@ -182,11 +192,15 @@ class FleetSessions:
             headers.append((_PROTOCOL_HEADER, protocol.encode("latin-1")))
         await self.app({**scope, "headers": headers, FLEET_SESSION: session_id}, receive, send)
 
-    async def _session(self, session_id: str, owner: dict[str, Any] | None) -> tuple[int, Mapping[str, Any]] | None:
-        """The version and document of *owner*'s session *session_id*, or None when there is no such session."""
+    async def _session(
+        self, session_id: str, owner: dict[str, Any] | None
+    ) -> tuple[int, Mapping[str, Any]] | _Down | None:
+        """The version and document of *owner*'s session *session_id*; None: there is no such session."""
         if len(session_id) > MAX_SESSION_ID or not SESSION_ID_PATTERN.fullmatch(session_id):
             return None  # not an id toolflow mints: no need to ask the state
         conversation = await self._call(lambda: self._state.load(session_id))
+        if conversation is DOWN:
+            return DOWN
         session = conversation.data.get(SESSION_DOCUMENT)
         if not isinstance(session, dict) or session.get("principal") != owner:
             if isinstance(session, dict):
@@ -194,16 +208,19 @@ class FleetSessions:
             return None
         return conversation.version, conversation.data
 
-    async def _refresh(self, session_id: str, version: int, data: Mapping[str, Any]) -> None:
-        """Store the session again (its expiry moves on) if a tenth of the idle timeout passed since the last time."""
+    async def _refresh(self, session_id: str, version: int, data: Mapping[str, Any]) -> bool:
+        """Store the session again (its expiry moves on) if a tenth of the idle timeout passed since the last time.
+
+        Returns whether the state could be reached.
+        """
         session = data[SESSION_DOCUMENT]
         now = self._clock()
         stamp = session.get("refreshed")
         if isinstance(stamp, int | float) and math.isfinite(stamp) and now - stamp < self._ttl / REFRESHES_PER_TIMEOUT:
-            return
+            return True
         document = {**data, SESSION_DOCUMENT: {**session, "refreshed": now}}
         # A lost compare-and-set means another request stored it since: the expiry moved on anyway.
-        await self._call(lambda: self._state.store(session_id, document, version, self._ttl))
+        return await self._call(lambda: self._state.store(session_id, document, version, self._ttl)) is not DOWN
 
     # ----------------------------------------------------------------------- opening a session
 
@@ -225,14 +242,16 @@ class FleetSessions:
         session_id = new_conversation_id()
         now = self._clock()
         document = {SESSION_DOCUMENT: {"principal": owner, "protocol": answer.protocol(), "refreshed": now}}
-        if not await self._call(lambda: self._state.store(session_id, document, 0, self._ttl)):
-            raise _UnavailableError  # an id already taken (never seen: 144 random bits); the client retries
+        # Not stored: the state is down, or the id is taken (144 random bits: never seen). The client retries.
+        if await self._call(lambda: self._state.store(session_id, document, 0, self._ttl)) is not True:
+            await _unavailable(send)
+            return
         await answer.flush((_SESSION_HEADER, session_id.encode("ascii")))
 
     # ----------------------------------------------------------------------- the state
 
-    async def _call(self, operation: Callable[[], _T]) -> _T:
-        """*operation* on the state in a worker thread; :class:`_UnavailableError` if the state is down."""
+    async def _call(self, operation: Callable[[], _T]) -> _T | _Down:
+        """*operation* on the state in a worker thread; :data:`DOWN` (one warning per outage) if it is unavailable."""
         try:
             value = await trio.to_thread.run_sync(operation, abandon_on_cancel=True)
         except ConnectionError as exc:
@@ -243,7 +262,7 @@ class FleetSessions:
                     " is back: %s",
                     exc,
                 )
-            raise _UnavailableError from exc
+            return DOWN
         self._down = False
         return value
 
@@ -325,6 +344,10 @@ def _header(scope: Scope, name: bytes) -> str | None:
         if key.lower() == name:
             return str(value.decode("latin-1"))
     return None
+
+
+async def _unavailable(send: Send) -> None:
+    await _refuse(send, 503, "Session store unavailable", code=INTERNAL_ERROR)
 
 
 async def _refuse(send: Send, status: int, text: str, *, code: int = INVALID_REQUEST, allow: bool = False) -> None:
