@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -26,10 +27,20 @@ from _redis import RedisServer
 from mcp import Client, types
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
-from test_serve_tasks import TOKENS, cancel, client_of, create_legacy, get_legacy, get_modern, result_legacy, text
+from test_serve_tasks import (
+    TOKENS,
+    Project,
+    cancel,
+    client_of,
+    create_legacy,
+    get_legacy,
+    get_modern,
+    result_legacy,
+    text,
+)
 
 from toolflow._serve_tasks import CreateExtensionTask
-from toolflow._state import HandleKeys
+from toolflow._state import HandleKeys, MemoryState
 from toolflow._state_redis import RedisState
 from toolflow._task_records import STALE_AFTER, STOPPED_REPLICA, ServedTask, TaskRecords, view
 
@@ -356,3 +367,32 @@ def test_records_are_sealed_with_the_fleet_secret(redis_server: RedisServer) -> 
     finally:
         state.close()
         client.close()
+
+
+# --- the keys ------------------------------------------------------------------------------------
+
+
+def test_records_need_a_shared_state_and_the_fleet_secret(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Without the secret the replicas cannot verify each other's ids: no records, and a warning at start-up."""
+    project = Project(tmp_path)
+    keys = HandleKeys.from_secrets(SECRET)
+    state = RedisState("redis://127.0.0.1:1/0")  # nothing connects until the first operation
+    try:
+        with caplog.at_level(logging.WARNING, logger="toolflow.state"):
+            alone = project.service(state=state)
+        warned = caplog.text
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="toolflow.state"):
+            shared = project.service(state=state, keys=keys)
+            memory = project.service(state=MemoryState(), keys=keys)
+    finally:
+        state.close()
+    assert alone.tasks is not None
+    assert alone.tasks.records is None
+    assert "the state is shared but TOOLFLOW_STATE_SECRET is not set" in warned
+    assert shared.tasks is not None
+    assert shared.tasks.records is not None
+    assert shared.tasks.keys is keys
+    assert memory.tasks is not None
+    assert memory.tasks.records is None  # one replica: nothing is written
+    assert caplog.text == ""

@@ -30,12 +30,19 @@ and the plugins decide, and a call nobody approves is refused (its task complete
 ``isError`` result) — a client that wants to approve calls them without a task.
 
 A task id is an explicit handle (:class:`toolflow._state.HandleKeys`, HMAC-SHA256 with a key
-of this process): it names the task, the principal that created it and, under 2025-11-25, the
-protocol session, and it expires with the task. Under 2026-07-28 a later request finds the
-task by its id alone, so an id that is forged, expired, or presented by another principal (or
-session) is "not found", the same error for each. Limits (:class:`TaskLimits`): tasks running
+of this process, or the fleet's keys): it names the task, the principal that created it and,
+under 2025-11-25, the protocol session (a fleet session's verified id, when the HTTP layer left
+one in the request's scope), and it expires with the task (wall-clock time). Under 2026-07-28
+a later request finds the task by its id alone, so an id that is forged, expired, or presented
+by another principal (or session) is "not found", the same error for each. Limits (:class:`TaskLimits`): tasks running
 and kept per owner, and the retention (``ttl``, capped); a task still running when its
 retention ends is cancelled, and the tool's ``timeout`` bounds its run time before that.
+
+**A fleet** (a shared state and the fleet's secret, :func:`fleet_records`): a task still runs
+on the replica that created it, which keeps its record in the state
+(:mod:`toolflow._task_records`), so that every replica answers ``tasks/get``, ``tasks/result``,
+``tasks/list`` and ``tasks/cancel`` for it; a cancel request stored by another replica is acted
+on here within a second. The limits stay each replica's own.
 
 The server's stop and kill (:class:`toolflow._serve.Lifecycle`) apply: a stop refuses new
 tasks and waits for the running ones (``policy.on_exit: wait``, until the grace period ends)
@@ -263,7 +270,7 @@ class Tasks:
         to be registered as the ``tools/call`` handler inside the lifecycle's guard.
         """
         self.lifetime = lifetime
-        extension = ServedTasksExtension(self)
+        extension = _TasksExtension(self)
         for binding in extension.methods():
             server.add_request_handler(binding.method, binding.params_type, binding.handler)
         server.extensions[extension.identifier] = extension.settings()
@@ -553,7 +560,7 @@ class Tasks:
         )
 
 
-class ServedTasksExtension(Extension):
+class _TasksExtension(Extension):
     """The Tasks extension's methods and ``tools/call`` interceptor, with the 2025-11-25 methods beside them."""
 
     identifier = TASKS_EXTENSION
