@@ -4,8 +4,8 @@
 with the two forms a client sees (2025-11-25's ``Task``, the Tasks extension's
 :class:`ExtensionTask`) and the form a fleet stores, its *record*.
 
-A task runs on the replica that created it: its cancel scope, its
-engine and its result live there. With a shared state (Redis), that replica also keeps the
+A task runs on the replica that created it: its cancel scope, its engine and its result live
+there. With a shared state (Redis), that replica also keeps the
 task's *record* in the state, through :class:`toolflow._state.StateBackend`'s conversation
 documents (``load``/``store``: compare-and-set JSON objects that expire), so that every other
 replica can answer ``tasks/get``, ``tasks/result``, ``tasks/list`` and ``tasks/cancel``:
@@ -29,7 +29,10 @@ other replicas report it ``failed`` (:func:`view`).
 Each backend operation runs in a worker thread (the Redis client is synchronous) through
 :func:`toolflow._limits.off_loop`, bounded by :data:`OPERATION_TIMEOUT`. The state unavailable:
 the running replica goes on from memory (its own requests are answered as before), the others
-cannot know the task (:class:`Unavailable`); one warning on ``toolflow.state`` per outage.
+cannot know the task (:data:`Unavailable`); one warning on ``toolflow.state`` per outage.
+
+Times in a record are wall-clock (``time.time``), read by other replicas: the replicas' clocks
+must agree to well within :data:`STALE_AFTER` seconds, as NTP keeps them.
 """
 
 from __future__ import annotations
@@ -124,7 +127,11 @@ def failure(text: str) -> types.CallToolResult:
 
 @attrs.define(kw_only=True, eq=False)
 class ServedTask:
-    """One task: its handle, owner, status and, once finished, its result."""
+    """One task: its handle, owner, status and, once finished, its result.
+
+    ``expires`` is the end of its retention on this process's trio clock (its scope's deadline),
+    ``until`` the same on the wall clock (its id's expiry and its record's, which other replicas read).
+    """
 
     id: str
     local: str
@@ -143,7 +150,7 @@ class ServedTask:
     done: trio.Event = attrs.field(factory=trio.Event)
     notify: Connection | None = None
     remote: bool = False
-    """A view of another replica's task, read from its record (:mod:`toolflow._task_records`)."""
+    """A view of another replica's task, read from its record (no scope or event of its own to use)."""
 
     @property
     def terminal(self) -> bool:
