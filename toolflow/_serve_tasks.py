@@ -409,18 +409,23 @@ class Tasks:
         return captured.unwrap()
 
     async def _watch(self, task: ServedTask, records: TaskRecords) -> None:
-        """Read the running *task*'s record every CHECK_INTERVAL seconds, refresh it every HEARTBEAT."""
+        """Read the running *task*'s record every CHECK_INTERVAL seconds, refresh it every HEARTBEAT.
+
+        A refresh that fails is tried again at the next check, so that once the state is back the
+        record is fresh within a second rather than read as its replica's death by the others.
+        """
         beat = trio.current_time()
         while True:
             await trio.sleep(CHECK_INTERVAL)
             if trio.current_time() - beat < HEARTBEAT:
                 cancelled = await records.cancel_requested(task.local)
             else:
-                beat = trio.current_time()
                 try:
                     cancelled = await records.save(task)
                 except Unavailable:
                     cancelled = False
+                else:
+                    beat = trio.current_time()
             if cancelled:
                 self._cancelled_elsewhere(task)
 
