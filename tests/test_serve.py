@@ -382,6 +382,8 @@ def test_only_the_serve_modules_import_mcp() -> None:
         "_serve_http.py",
         "_serve_progress.py",
         "_serve_stdio.py",
+        "_serve_approval.py",
         "_serve_tasks.py",
+        "_task_records.py",
     }
     assert importers == {*serving, "_mcp_sources.py", "_cli_lint_connect.py"}

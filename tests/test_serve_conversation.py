@@ -249,7 +249,8 @@ async def test_a_shared_state_without_a_secret_warns_at_start(project: Path, red
             await alice.call(one.url, "login")
             elsewhere = await alice.call(two.url, "fetch")
             output = "".join(one.output)
-    assert output.count("TOOLFLOW_STATE_SECRET is not set") == 1, output
+    assert output.count("TOOLFLOW_STATE_SECRET is not set") == 1, output  # one warning: handles and task ids
+    assert "the conversation handles and task ids this replica mints are good on this replica only" in output
     assert elsewhere.is_error  # the other replica's keys do not verify the handle
 
 

@@ -486,6 +486,7 @@ def _cmd_serve(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     from toolflow._errors import UsageError  # noqa: PLC0415
     from toolflow._loader import load_specs  # noqa: PLC0415
     from toolflow._policy import Policy  # noqa: PLC0415
+    from toolflow._state_config import handle_keys_from_environ  # noqa: PLC0415
 
     try:
         from toolflow import _serve  # noqa: PLC0415
@@ -515,6 +516,7 @@ def _cmd_serve(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
                 tools=_split(args.tool),
                 approve=None if args.approve is None else args.approve == "yes",
                 plugins=plugins,
+                keys=handle_keys_from_environ(os.environ) if stores["state"].shared else None,  # signs task ids
                 **stores,
                 **serve_conversation_settings(http, stores["state"], stderr),
             )

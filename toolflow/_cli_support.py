@@ -281,8 +281,8 @@ def serve_conversation_settings(http: Any, state: Any, stderr: TextIO) -> dict[s
         keys = HandleKeys.random()
         if state is not None and state.shared:
             print(
-                f"toolflow: warning: {SECRET_ENV} is not set: the conversation handles this replica mints are"
-                " good on this replica only (set the same secret on every replica of the fleet)",
+                f"toolflow: warning: {SECRET_ENV} is not set: the conversation handles and task ids this replica"
+                " mints are good on this replica only (set the same secret on every replica of the fleet)",
                 file=stderr,
                 flush=True,
             )

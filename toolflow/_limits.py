@@ -40,7 +40,7 @@ from toolflow._model import ToolSpec, format_duration
 from toolflow._results import ToolResult
 from toolflow._state import Limits
 
-__all__ = ["LEASE_TTL", "FleetLimits", "ToolLimits"]
+__all__ = ["LEASE_TTL", "FleetLimits", "ToolLimits", "off_loop"]
 
 LEASE_TTL = 30.0
 """Seconds a concurrency lease lives unless renewed (the longest a dead replica holds one)."""
@@ -85,16 +85,25 @@ class FleetLimits:
         A kill ends the wait (the caller tells it by the kill count), and ``None`` is returned.
         """
         with self.attempts.guarded(trio.CancelScope(), stoppable=False):
-            try:
-                value = await trio.to_thread.run_sync(operation, abandon_on_cancel=True, limiter=self._limiter)
-            except ConnectionError as exc:
-                if kind not in self._down:
-                    self._down.add(kind)
-                    logger.warning("the shared state is unavailable (%s): %s", kind, exc)
-                return None
-            self._down.discard(kind)
-            return value
+            return await off_loop(operation, self._limiter, self._down, kind)
         return None
+
+
+async def off_loop(operation: Callable[[], _T], limiter: trio.CapacityLimiter, down: set[str], kind: str) -> _T | None:
+    """*operation* of a state backend in a worker thread; ``None`` if the backend is unavailable.
+
+    An outage is logged on ``toolflow.state`` once per outage of *kind*: *down* holds the kinds
+    failing now (the caller's own set). Cancellation abandons the thread (it finishes on its own).
+    """
+    try:
+        value = await trio.to_thread.run_sync(operation, abandon_on_cancel=True, limiter=limiter)
+    except ConnectionError as exc:
+        if kind not in down:
+            down.add(kind)
+            logger.warning("the shared state is unavailable (%s): %s", kind, exc)
+        return None
+    down.discard(kind)
+    return value
 
 
 class ToolLimits:

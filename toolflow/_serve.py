@@ -73,12 +73,10 @@ from mcp import types
 from mcp.server import Server, ServerRequestContext
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp_types import RequestId
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolflow import __version__
-from toolflow._approval import ApprovalReason, ApprovalWarning, asking_approval
+from toolflow._approval import ApprovalWarning, asking_approval
 from toolflow._cache import DEFAULT_CACHE_TIMEOUT, CacheWarning
-from toolflow._calls import ToolCall
 from toolflow._context import providing_context
 from toolflow._conversation import DEFAULT_TTL
 from toolflow._errors import UsageError
@@ -90,11 +88,12 @@ from toolflow._plugins import Plugins
 from toolflow._policy import OnExit, Policy
 from toolflow._registry import Registry
 from toolflow._results import DEFAULT_MAX_RESULT_CHARS, ToolResult, _to_json, truncate_text
+from toolflow._serve_approval import APPROVAL_INPUT, APPROVAL_STATE, ClientApproval
 from toolflow._serve_conversation import Conversations, Keyed
 from toolflow._serve_http import HTTPSettings, Listener, Principal, listen, principal_of, serve_http
 from toolflow._serve_progress import call_with_progress
 from toolflow._serve_stdio import serve_stdio
-from toolflow._serve_tasks import TaskLimits, Tasks, connection_of, running, session_of
+from toolflow._serve_tasks import TaskLimits, Tasks, connection_of, fleet_records, running, session_of
 from toolflow._shutdown import DEFAULT_GRACE, Interrupts, open_signal_watch
 from toolflow._state import HandleKeys, StateBackend
 from toolflow._telemetry import remote_parent
@@ -130,26 +129,6 @@ _SHUTTING_DOWN = ToolResult.failure(
 
 _ANSWER_WAIT = 5.0
 """Seconds the transport waits, after a kill, for the answers of the cancelled calls to be written."""
-
-
-APPROVAL_INPUT = "toolflow.approval"
-"""The key of the approval question in a 2026-07-28 ``input_required`` result, and of its answer."""
-
-_APPROVAL_STATE = "toolflow.approval/v1"
-"""The ``requestState`` of an approval question: the SDK's boundary seals it, bound to the call."""
-
-_APPROVAL_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "approve": {
-            "type": "boolean",
-            "title": "Run this call",
-            "description": "Yes runs the call once, as shown; no refuses it.",
-            "default": False,
-        }
-    },
-    "required": ["approve"],
-}
 
 
 def exposed_tools(
@@ -257,6 +236,8 @@ class ToolService:
         background: The served tools of background categories: they may run as MCP tasks.
         on_exit: The policy's ``on_exit``: whether a stop waits for running tasks or cancels them.
         task_limits: Tasks per client and their retention.
+        state: The state the engines share; a shared one (Redis) with *keys* keeps the tasks' records.
+        keys: The fleet's keys (``TOOLFLOW_STATE_SECRET``), which sign task ids (default: a random key).
         tasks: The tasks of the server (None when no tool may run as one).
         conversations: How a request's conversation kept in the state is keyed (2026-07-28
             handles, fleet sessions; :mod:`toolflow._serve_conversation`); ``None``: none is.
@@ -273,6 +254,8 @@ class ToolService:
     task_limits: TaskLimits = attrs.field(factory=TaskLimits)
     conversations: Conversations | None = None
     open_conversation: Callable[[str], AbstractAsyncContextManager[Engine]] | None = None
+    state: StateBackend | None = None
+    keys: HandleKeys | None = None
     tasks: Tasks | None = attrs.field(init=False)
     _listing: types.ListToolsResult = attrs.field(init=False)
     _structured: frozenset[str] = attrs.field(init=False)
@@ -280,10 +263,17 @@ class ToolService:
     def __attrs_post_init__(self) -> None:
         every = {tool.name: tool.spec for tool in self.engine_tools or self.registry}
         definitions = [mcp_tool(t.spec, every, task_support=t.name in self.background) for t in self.registry]
-        tasks = Tasks(
-            background=self.background, run_call=self.task_call, on_exit=self.on_exit, limits=self.task_limits
-        )
-        self.tasks = tasks if self.background else None
+        self.tasks = None
+        if self.background:  # in a fleet, every replica answers for a task (its record in the shared state)
+            keys, records = self.keys or HandleKeys.random(), fleet_records(self.state, self.keys)
+            self.tasks = Tasks(
+                background=self.background,
+                run_call=self.task_call,
+                on_exit=self.on_exit,
+                limits=self.task_limits,
+                keys=keys,
+                records=records,
+            )
         self._listing = types.ListToolsResult(tools=[types.Tool.model_validate(d) for d in definitions])
         self._structured = frozenset(d["name"] for d in definitions if "outputSchema" in d)
 
@@ -304,6 +294,7 @@ class ToolService:
         state: StateBackend | None = None,
         handle_keys: HandleKeys | None = None,
         conversation_ttl: float = DEFAULT_TTL,
+        keys: HandleKeys | None = None,
     ) -> ToolService:
         """The service of *registry*'s tools that *policy* exposes, each session on an engine that enforces it.
 
@@ -352,6 +343,8 @@ class ToolService:
             on_exit=policy.on_exit,
             conversations=conversations,
             open_conversation=open_session,
+            state=state,
+            keys=keys,
         )
 
     def input_schema(self, name: str) -> dict[str, Any] | None:
@@ -440,7 +433,7 @@ class ToolService:
         arguments = params.arguments if params.arguments is not None else {}
         engine.tick()  # one request is one turn
         call_id = f"mcp_{ctx.request_id}"
-        client = _ClientApproval(ctx, params, task=task)
+        client = ClientApproval(ctx, params, task=task)
         with (
             asking_approval(client),
             providing_context(principal_context(principal_of(ctx))),
@@ -452,7 +445,7 @@ class ToolService:
                 result = await call_with_progress(engine, ctx, name, arguments, call_id)
         if client.question is not None:  # 2026-07-28: the client answers by retrying the call
             return types.InputRequiredResult(
-                input_requests={APPROVAL_INPUT: client.question}, request_state=_APPROVAL_STATE
+                input_requests={APPROVAL_INPUT: client.question}, request_state=APPROVAL_STATE
             )
         return call_result(result, structured=name in self._structured, max_chars=self.max_result_chars)
 
@@ -466,65 +459,6 @@ def principal_context(principal: Principal | None) -> dict[str, Any]:
     if principal is None:
         return {}
     return {"principal": {"id": principal.id, "claims": dict(principal.claims)}}
-
-
-class _ClientApproval:
-    """Asks the client that made one ``tools/call`` request to approve a call, when it can.
-
-    The engine asks it last (after ``--approve`` and the plugins). A client that did not declare
-    form elicitation cannot be asked: no answer (the call is refused as needing approval).
-    Over a 2025-11-25 session the question is an ``elicitation/create`` request related to the
-    call's request. A 2026-07-28 request cannot be sent requests: the first round records the
-    question (:attr:`question`, which the handler returns as ``input_required``) and answers
-    nothing, so nothing runs; the client's retry carries the answer, which counts only with the
-    ``requestState`` this server sealed for exactly that call (tool and arguments).
-    """
-
-    def __init__(
-        self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams, *, task: bool = False
-    ) -> None:
-        self._ctx = ctx
-        self._params = params
-        self._task = task  # a task's client is not there to answer
-        self.question: types.ElicitRequest | None = None
-
-    async def __call__(self, call: ToolCall, category: str) -> bool | None:
-        capabilities = self._ctx.session.client_capabilities
-        elicitation = capabilities.elicitation if capabilities is not None else None
-        # An empty `elicitation: {}` is form mode (the 2025-06-18 shape); `url` alone is not.
-        if self._task or elicitation is None or (elicitation.form is None and elicitation.url is not None):
-            return None
-        message = _approval_message(call, category)
-        if self._ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
-            session = self._ctx.session
-            return _approved(
-                await session.elicit_form(message, _APPROVAL_SCHEMA, related_request_id=self._ctx.request_id)
-            )
-        response = (self._params.input_responses or {}).get(APPROVAL_INPUT)
-        if self._params.request_state == _APPROVAL_STATE and isinstance(response, types.ElicitResult):
-            return _approved(response)
-        self.question = types.ElicitRequest(
-            params=types.ElicitRequestFormParams(message=message, requested_schema=_APPROVAL_SCHEMA)
-        )
-        return None
-
-
-def _approval_message(call: ToolCall, category: str) -> str:
-    arguments = _to_json(dict(call.arguments))
-    steps = (
-        f" Your answer covers its steps {truncate_text(', '.join(call.approves), 2000)} too." if call.approves else ""
-    )
-    reason = f" ({category.text})" if isinstance(category, ApprovalReason) and category.by_tool else ""
-    return (
-        f"Approve the {category} call {call.name}({truncate_text(arguments, 2000)})?{reason}{steps}"
-        " It runs only if you say yes."
-    )
-
-
-def _approved(answer: types.ElicitResult) -> bool:
-    """Yes only for an accepted form whose ``approve`` is true; a decline or a cancel is no."""
-    content = answer.content or {}
-    return answer.action == "accept" and content.get("approve") is True
 
 
 def _meta(ctx: ServerRequestContext[Any, Any]) -> object:

@@ -30,12 +30,19 @@ and the plugins decide, and a call nobody approves is refused (its task complete
 ``isError`` result) — a client that wants to approve calls them without a task.
 
 A task id is an explicit handle (:class:`toolflow._state.HandleKeys`, HMAC-SHA256 with a key
-of this process): it names the task, the principal that created it and, under 2025-11-25, the
-protocol session, and it expires with the task. Under 2026-07-28 a later request finds the
-task by its id alone, so an id that is forged, expired, or presented by another principal (or
-session) is "not found", the same error for each. Limits (:class:`TaskLimits`): tasks running
+of this process, or the fleet's keys): it names the task, the principal that created it and,
+under 2025-11-25, the protocol session (a fleet session's verified id, when the HTTP layer left
+one in the request's scope), and it expires with the task (wall-clock time). Under 2026-07-28
+a later request finds the task by its id alone, so an id that is forged, expired, or presented
+by another principal (or session) is "not found", the same error for each. Limits (:class:`TaskLimits`): tasks running
 and kept per owner, and the retention (``ttl``, capped); a task still running when its
 retention ends is cancelled, and the tool's ``timeout`` bounds its run time before that.
+
+**A fleet** (a shared state and the fleet's secret, :func:`fleet_records`): a task still runs
+on the replica that created it, which keeps its record in the state
+(:mod:`toolflow._task_records`), so that every replica answers ``tasks/get``, ``tasks/result``,
+``tasks/list`` and ``tasks/cancel`` for it; a cancel request stored by another replica is acted
+on here within a second. The limits stay each replica's own.
 
 The server's stop and kill (:class:`toolflow._serve.Lifecycle`) apply: a stop refuses new
 tasks and waits for the running ones (``policy.on_exit: wait``, until the grace period ends)
@@ -46,12 +53,14 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import secrets
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from datetime import UTC, datetime
 from typing import Any, Literal, Protocol, TypeAlias
 
 import attrs
+import outcome
 import trio
 from mcp import types
 from mcp.server import Server, ServerRequestContext
@@ -63,9 +72,23 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from toolflow._serve_http import principal_of
+from toolflow._serve_http import FLEET_SESSION, principal_of
 from toolflow._shutdown import Interrupts
-from toolflow._state import HandleKeys
+from toolflow._state import HandleKeys, StateBackend
+from toolflow._task_records import (
+    CHECK_INTERVAL,
+    CLIENT_CANCELLED,
+    HEARTBEAT,
+    NOT_FOUND,
+    POLL_INTERVAL_MS,
+    CreateExtensionTask,
+    ExtensionTask,
+    ServedTask,
+    TaskRecords,
+    Unavailable,
+    failure,
+    now_text,
+)
 
 __all__ = [
     "DEFAULT_MAX_KEPT",
@@ -80,6 +103,7 @@ __all__ = [
     "TaskLimits",
     "Tasks",
     "connection_of",
+    "fleet_records",
     "running",
     "session_of",
 ]
@@ -102,8 +126,7 @@ DEFAULT_TTL = 15 * 60.0
 DEFAULT_MAX_TTL = 60 * 60.0
 """The longest retention a client may ask for, in seconds."""
 
-POLL_INTERVAL_MS = 1000
-"""The polling interval suggested to clients."""
+logger = logging.getLogger("toolflow.state")
 
 _SESSION_KEY = "toolflow.tasks.session"
 """Where a connection's random session id lives in the SDK's per-connection ``state``."""
@@ -117,38 +140,13 @@ _LEGACY_CAPABILITY = types.ServerTasksCapability(
     requests=types.ServerTasksRequestsCapability(tools=types.TasksToolsCapability(call=types.TasksCallCapability())),
 ).model_dump(by_alias=True, mode="json", exclude_none=True)
 
-_CLIENT_CANCELLED = "Error: cancelled - the client cancelled the task (tasks/cancel) before it finished"
 _EXPIRED = "Error: cancelled - the task's retention (ttl) ended before it finished"
 
-TaskStatus: TypeAlias = Literal["working", "input_required", "completed", "failed", "cancelled"]
 RunCall: TypeAlias = Callable[
     [ServerRequestContext[Any, Any], types.CallToolRequestParams],
     Awaitable[Callable[[], Awaitable[types.CallToolResult | types.InputRequiredResult]]],
 ]
 """Prepares a call to run as a task (during the request) and returns what runs it (later)."""
-
-
-class ExtensionTask(types.Result):
-    """A task as the Tasks extension (2026-07-28) sends it: the result of ``tasks/get``."""
-
-    result_type: str = "complete"
-    task_id: str
-    status: TaskStatus
-    status_message: str | None = None
-    created_at: str
-    last_updated_at: str
-    ttl_ms: int | None
-    poll_interval_ms: int | None = None
-    result: dict[str, Any] | None = None
-    """The ``CallToolResult``, once ``completed``."""
-    error: dict[str, Any] | None = None
-    """The JSON-RPC error, once ``failed``."""
-
-
-class CreateExtensionTask(ExtensionTask):
-    """The answer to a ``tools/call`` that became a task (2026-07-28): ``resultType: "task"``."""
-
-    result_type: Literal["task"] = "task"  # the extension's discriminator
 
 
 class UpdateTaskParams(types.RequestParams):
@@ -219,12 +217,11 @@ def session_of(ctx: ServerRequestContext[Any, Any]) -> Connection | None:
     return connection
 
 
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def _failure(text: str) -> types.CallToolResult:
-    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
+def _fleet_session(ctx: ServerRequestContext[Any, Any]) -> str | None:
+    """A fleet's verified 2025-11-25 session id (:data:`toolflow._serve_http.FLEET_SESSION`); None without one."""
+    scope = getattr(ctx.request, "scope", None) if not _modern(ctx) else None
+    session = scope.get(FLEET_SESSION) if isinstance(scope, Mapping) else None
+    return session if isinstance(session, str) else None
 
 
 def _modern(ctx: ServerRequestContext[Any, Any]) -> bool:
@@ -238,68 +235,6 @@ def _declares_tasks(ctx: ServerRequestContext[Any, Any]) -> bool:
     return bool(declared) and TASKS_EXTENSION in (declared or {})
 
 
-@attrs.define(kw_only=True, eq=False)
-class _Task:
-    """One task: its handle, owner, status and, once finished, its result."""
-
-    id: str
-    local: str
-    owner: str
-    modern: bool
-    created: str
-    updated: str
-    expires: float
-    ttl_ms: int
-    status: TaskStatus = "working"
-    message: str | None = None
-    result: types.CallToolResult | None = None
-    error: dict[str, Any] | None = None
-    scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
-    done: trio.Event = attrs.field(factory=trio.Event)
-    notify: Connection | None = None
-
-    @property
-    def terminal(self) -> bool:
-        return self.status in ("completed", "failed", "cancelled")
-
-    def legacy(self) -> dict[str, Any]:
-        """The 2025-11-25 ``Task`` fields."""
-        return {
-            "task_id": self.id,
-            "status": self.status,
-            "status_message": self.message,
-            "created_at": self.created,
-            "last_updated_at": self.updated,
-            "ttl": self.ttl_ms,
-            "poll_interval": POLL_INTERVAL_MS,
-        }
-
-    def extension(self, model: type[ExtensionTask] = ExtensionTask) -> ExtensionTask:
-        """The 2026-07-28 task, its result or error inlined when it has one."""
-        result = None
-        if self.status == "completed" and self.result is not None:
-            result = self.result.model_dump(by_alias=True, mode="json", exclude_none=True)
-        return model(
-            task_id=self.id,
-            status=self.status,
-            status_message=self.message,
-            created_at=self.created,
-            last_updated_at=self.updated,
-            ttl_ms=self.ttl_ms,
-            poll_interval_ms=POLL_INTERVAL_MS,
-            result=result,
-            error=self.error if self.status == "failed" else None,
-        )
-
-    def finish(self, status: TaskStatus, result: types.CallToolResult | None, message: str | None) -> bool:
-        """Move to terminal *status*, unless already terminal (a cancelled task stays cancelled)."""
-        if self.terminal:
-            return False
-        self.status, self.result, self.message, self.updated = status, result, message, _now()
-        self.done.set()
-        return True
-
-
 @attrs.define(kw_only=True)
 class Tasks:
     """The tasks of one server: created by ``tools/call``, run in a nursery of the server's lifetime.
@@ -309,7 +244,9 @@ class Tasks:
         run_call: Prepares a call to run as a task (:meth:`toolflow._serve.ToolService.task_call`).
         on_exit: ``policy.on_exit``: a stop waits for running tasks (``wait``) or cancels them.
         limits: Tasks per owner and their retention.
-        keys: The keys that sign task ids (default: a random key of this process).
+        keys: The keys that sign task ids (default: a random key of this process; a fleet's
+            replicas share the fleet's keys, so that each verifies the ids the others sign).
+        records: A fleet's task records in its shared state (None: one replica, tasks in memory only).
         lifetime: The server's stop and kill, set by :meth:`install`.
     """
 
@@ -318,8 +255,9 @@ class Tasks:
     on_exit: Literal["wait", "cancel"] = "wait"
     limits: TaskLimits = attrs.field(factory=TaskLimits)
     keys: HandleKeys = attrs.field(factory=HandleKeys.random)
+    records: TaskRecords | None = None
     lifetime: Lifetime | None = None
-    _tasks: dict[str, _Task] = attrs.field(factory=dict, init=False)
+    _tasks: dict[str, ServedTask] = attrs.field(factory=dict, init=False)
     _nursery: trio.Nursery | None = attrs.field(default=None, init=False)
 
     # --- wiring ------------------------------------------------------------------------------
@@ -353,11 +291,11 @@ class Tasks:
     # --- creation ----------------------------------------------------------------------------
 
     def _owner(self, ctx: ServerRequestContext[Any, Any]) -> str:
-        """Whose a task is: the principal, and under 2025-11-25 the protocol session."""
+        """Whose a task is: the principal, and under 2025-11-25 the protocol session (a fleet's: its verified id)."""
         principal = principal_of(ctx)
-        session = None
+        session = _fleet_session(ctx)
         connection = session_of(ctx)
-        if connection is not None:
+        if session is None and connection is not None:
             session = connection.state.setdefault(_SESSION_KEY, secrets.token_urlsafe(12))
         return json.dumps([principal.id if principal is not None else None, session])
 
@@ -385,7 +323,7 @@ class Tasks:
 
     async def create(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams, ttl_ms: int | None
-    ) -> _Task:
+    ) -> ServedTask:
         """A new task running *params*' call; it exists (``tasks/get`` finds it) before this returns.
 
         Raises:
@@ -397,18 +335,18 @@ class Tasks:
         owner = self._owner(ctx)
         self._make_room(owner)
         seconds = self.limits.ttl if ttl_ms is None else min(max(ttl_ms, 1) / 1000, self.limits.max_ttl)
-        expires = trio.current_time() + seconds
+        until = time.time() + seconds  # wall-clock: a fleet's other replicas verify the id
         local = secrets.token_urlsafe(12)
-        created = _now()
-        modern = _modern(ctx)
-        task = _Task(
-            id=self.keys.sign(local, owner, expires),
+        created = now_text()
+        task = ServedTask(
+            id=self.keys.sign(local, owner, until),
             local=local,
             owner=owner,
-            modern=modern,
+            modern=_modern(ctx),
             created=created,
             updated=created,
-            expires=expires,
+            expires=trio.current_time() + seconds,
+            until=until,
             ttl_ms=round(seconds * 1000),
             notify=session_of(ctx),
         )
@@ -419,19 +357,30 @@ class Tasks:
         self._tasks[local] = task
         if self.lifetime is not None:  # now, so that a stop or kill right after this answer finds it
             self.lifetime.track(task.scope, cancel_on_stop=self.on_exit == "cancel")
-        self._nursery.start_soon(self._run, task, run)
+        if self.records is None:
+            self._nursery.start_soon(self._run, task, run)
+        else:  # the record is stored before the client has the id, and before any later change of it
+            await self._nursery.start(self._run, task, run)
         return task
 
     async def _run(
-        self, task: _Task, run: Callable[[], Awaitable[types.CallToolResult | types.InputRequiredResult]]
+        self,
+        task: ServedTask,
+        run: Callable[[], Awaitable[types.CallToolResult | types.InputRequiredResult]],
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
         lifetime = self.lifetime
         changed = False
+        if self.records is not None:
+            with contextlib.suppress(Unavailable):  # the task runs all the same; this replica answers for it
+                await self.records.created(task)
+        task_status.started()
         try:
             with task.scope:
                 task.scope.deadline = task.expires  # a task nobody may fetch any more stops
                 try:
-                    result = await run()
+                    result = await self._watched(task, run)
                 except Exception as exc:  # noqa: BLE001 - a bug must fail the task, not the server's nursery
                     task.error = {"code": -32603, "message": f"Internal error: {type(exc).__name__}"}
                     changed = task.finish("failed", None, f"the call failed: {type(exc).__name__}")
@@ -440,15 +389,64 @@ class Tasks:
         finally:
             if not task.terminal:  # cancelled: by the ttl, a stop, a kill or the server's end
                 text = _EXPIRED if trio.current_time() >= task.expires else self._stopped()
-                changed = task.finish("cancelled", _failure(text), text)
+                changed = task.finish("cancelled", failure(text), text)
             if lifetime is not None:
                 lifetime.release(task.scope)
         if changed:  # a task the client cancelled was reported by tasks/cancel
-            await self._notify(task)
+            await self._changed(task)
 
-    def _complete(self, task: _Task, result: types.CallToolResult | types.InputRequiredResult) -> bool:
+    async def _watched(
+        self, task: ServedTask, run: Callable[[], Awaitable[types.CallToolResult | types.InputRequiredResult]]
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        """*run*'s result; in a fleet, while it runs, the record is refreshed and read for a cancel request."""
+        if self.records is None:
+            return await run()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._watch, task, self.records)
+            captured = await outcome.acapture(run)  # raised outside the nursery, as it was raised
+            nursery.cancel_scope.cancel()
+        return captured.unwrap()
+
+    async def _watch(self, task: ServedTask, records: TaskRecords) -> None:
+        """Read the running *task*'s record every CHECK_INTERVAL seconds, refresh it every HEARTBEAT.
+
+        A refresh that fails is tried again at the next check, so that once the state is back the
+        record is fresh within a second rather than read as its replica's death by the others.
+        """
+        beat = trio.current_time()
+        while True:
+            await trio.sleep(CHECK_INTERVAL)
+            if trio.current_time() - beat < HEARTBEAT:
+                cancelled = await records.cancel_requested(task.local)
+            else:
+                try:
+                    cancelled = await records.save(task)
+                except Unavailable:
+                    cancelled = False
+                else:
+                    beat = trio.current_time()
+            if cancelled:
+                self._cancelled_elsewhere(task)
+
+    def _cancelled_elsewhere(self, task: ServedTask) -> None:
+        """Another replica stored a cancel request in *task*'s record: cancel it here (the record says so already)."""
+        task.finish("cancelled", failure(CLIENT_CANCELLED), CLIENT_CANCELLED)
+        task.scope.cancel()
+
+    async def _changed(self, task: ServedTask) -> None:
+        """*task*'s status changed: its record (in a fleet) and its session's notification."""
+        if self.records is not None:
+            try:
+                cancelled = await self.records.save(task)
+            except Unavailable:
+                cancelled = False
+            if cancelled and task.status != "cancelled":  # another replica's cancel was stored first: it stands
+                task.status, task.result, task.message = "cancelled", failure(CLIENT_CANCELLED), CLIENT_CANCELLED
+        await self._notify(task)
+
+    def _complete(self, task: ServedTask, result: types.CallToolResult | types.InputRequiredResult) -> bool:
         if not isinstance(result, types.CallToolResult):  # never for a task: nobody is asked a question
-            result = _failure("Error: the call needed the client's input, which a task cannot ask for")
+            result = failure("Error: the call needed the client's input, which a task cannot ask for")
         message = None
         if result.is_error and result.content and isinstance(result.content[0], types.TextContent):
             message = result.content[0].text[:500]
@@ -460,7 +458,7 @@ class Tasks:
             return self.lifetime.interrupts.cancelled().error or "Error: cancelled"
         return "Error: cancelled - the server stopped before the task finished"
 
-    async def _notify(self, task: _Task) -> None:
+    async def _notify(self, task: ServedTask) -> None:
         """``notifications/tasks/status`` on the task's session (2025-11-25); best effort, as the spec allows."""
         connection = task.notify
         if connection is None:
@@ -482,39 +480,67 @@ class Tasks:
 
     # --- requests ----------------------------------------------------------------------------
 
-    def find(self, ctx: ServerRequestContext[Any, Any], task_id: str) -> _Task:
-        """The caller's task *task_id*.
+    async def find(self, ctx: ServerRequestContext[Any, Any], task_id: str) -> ServedTask:
+        """The caller's task *task_id*: this replica's, or in a fleet another's (read from its record).
 
         Raises:
-            MCPError: ``-32602``: no task of the caller's has this id (forged, expired, another's).
+            MCPError: ``-32602``: no task of the caller's has this id (forged, expired, another's),
+                or it is another replica's and the shared state is unavailable.
         """
-        local = self.keys.verify(task_id, self._owner(ctx), trio.current_time())
+        owner = self._owner(ctx)
+        local = self.keys.verify(task_id, owner, time.time())
+        self._purge()
         task = self._tasks.get(local) if local is not None else None
+        if task is None and local is not None and self.records is not None:
+            task = await self.records.find(local, task_id, owner)
+        elif (
+            task is not None
+            and not task.terminal
+            and self.records is not None
+            and await self.records.cancel_requested(task.local)  # stored by another replica a moment ago
+        ):
+            self._cancelled_elsewhere(task)
         if task is None:
-            msg = "Failed to retrieve task: no task of yours has this id (it may have expired)"
-            raise MCPError(code=INVALID_PARAMS, message=msg)
+            raise MCPError(code=INVALID_PARAMS, message=NOT_FOUND)
         return task
 
-    async def cancel(self, task: _Task) -> None:
-        """Cancel *task* (it reports ``cancelled`` at once).
+    async def cancel(self, task: ServedTask) -> ServedTask:
+        """Cancel *task* (it reports ``cancelled`` at once, in a fleet on every replica); the task after it.
 
         Raises:
             MCPError: ``-32602``: the task has finished already (2025-11-25; the extension acknowledges).
         """
-        if task.terminal:
-            if task.modern:
-                return
+        if task.remote and self.records is not None:
+            task, cancelled = await self.records.cancel(task)
+        elif cancelled := not task.terminal:
+            task.finish("cancelled", failure(CLIENT_CANCELLED), CLIENT_CANCELLED)
+            task.scope.cancel()
+            await self._changed(task)
+        if not cancelled and not task.modern:
             msg = f"Cannot cancel task: already in terminal status {task.status!r}"
             raise MCPError(code=INVALID_PARAMS, message=msg)
-        task.finish("cancelled", _failure(_CLIENT_CANCELLED), _CLIENT_CANCELLED)
-        task.scope.cancel()
-        await self._notify(task)
+        return task
 
-    def of_owner(self, ctx: ServerRequestContext[Any, Any]) -> list[_Task]:
-        """The caller's tasks, oldest first."""
+    async def finished(self, task: ServedTask) -> ServedTask:
+        """*task* once terminal: this replica's awaited, another's polled from its record.
+
+        Raises:
+            MCPError: ``-32602``: another replica's task whose record is gone (its retention ended).
+        """
+        if task.remote and self.records is not None:
+            return await self.records.finished(task)
+        await task.done.wait()
+        return task
+
+    async def of_owner(self, ctx: ServerRequestContext[Any, Any]) -> list[ServedTask]:
+        """The caller's tasks, oldest first; in a fleet, those of every replica."""
         self._purge()
         owner = self._owner(ctx)
-        return [task for task in self._tasks.values() if task.owner == owner]
+        mine = [task for task in self._tasks.values() if task.owner == owner]
+        if self.records is None:
+            return mine
+        others = [task for task in await self.records.of_owner(owner) if task.local not in self._tasks]
+        return sorted([*mine, *others], key=lambda task: task.created) if others else mine
 
     async def _legacy_middleware(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         """2025-11-25: the ``tasks`` capability in ``initialize``, and ``tools/call`` with a ``task``."""
@@ -564,20 +590,19 @@ class _TasksExtension(Extension):
         task = await self.tasks.create(ctx, params, None)
         return task.extension(CreateExtensionTask)
 
-    def _task(self, ctx: ServerRequestContext[Any, Any], task_id: str) -> _Task:
+    async def _task(self, ctx: ServerRequestContext[Any, Any], task_id: str) -> ServedTask:
         if _modern(ctx):
             require_client_extension(ctx, TASKS_EXTENSION)
-        return self.tasks.find(ctx, task_id)
+        return await self.tasks.find(ctx, task_id)
 
     async def get_task(self, ctx: ServerRequestContext[Any, Any], params: types.GetTaskRequestParams) -> HandlerResult:
-        task = self._task(ctx, params.task_id)
+        task = await self._task(ctx, params.task_id)
         return task.extension() if _modern(ctx) else types.GetTaskResult(**task.legacy())
 
     async def cancel_task(
         self, ctx: ServerRequestContext[Any, Any], params: types.CancelTaskRequestParams
     ) -> HandlerResult:
-        task = self._task(ctx, params.task_id)
-        await self.tasks.cancel(task)
+        task = await self.tasks.cancel(await self._task(ctx, params.task_id))
         return types.EmptyResult() if _modern(ctx) else types.CancelTaskResult(**task.legacy())
 
     async def task_result(
@@ -585,9 +610,8 @@ class _TasksExtension(Extension):
     ) -> HandlerResult:
         """2025-11-25: wait for the task to end; its ``CallToolResult``, naming the task in ``_meta``."""
         _legacy_only(ctx, "tasks/result")
-        task = self._task(ctx, params.task_id)
-        await task.done.wait()
-        result = task.result or _failure(task.message or "Error: the task failed")
+        task = await self.tasks.finished(await self._task(ctx, params.task_id))
+        result = task.result or failure(task.message or "Error: the task failed")
         return result.model_copy(update={"meta": {**(result.meta or {}), RELATED_TASK: {"taskId": task.id}}})
 
     async def list_tasks(
@@ -597,13 +621,13 @@ class _TasksExtension(Extension):
         _legacy_only(ctx, "tasks/list")
         if params.cursor is not None:
             raise MCPError(code=INVALID_PARAMS, message="Invalid cursor: tasks/list has one page")
-        return types.ListTasksResult(tasks=[types.Task(**task.legacy()) for task in self.tasks.of_owner(ctx)])
+        return types.ListTasksResult(tasks=[types.Task(**task.legacy()) for task in await self.tasks.of_owner(ctx)])
 
     async def update_task(self, ctx: ServerRequestContext[Any, Any], params: UpdateTaskParams) -> HandlerResult:
         """2026-07-28: acknowledged; toolflow's tasks never ask for input, so every response is ignored."""
         if not _modern(ctx):
             raise MCPError(code=METHOD_NOT_FOUND, message="Method not found", data="tasks/update")
-        self._task(ctx, params.task_id)
+        await self._task(ctx, params.task_id)
         return types.EmptyResult()
 
 
@@ -611,6 +635,17 @@ def _legacy_only(ctx: ServerRequestContext[Any, Any], method: str) -> None:
     """The Tasks extension dropped ``tasks/result`` and ``tasks/list``: not found under 2026-07-28."""
     if _modern(ctx):
         raise MCPError(code=METHOD_NOT_FOUND, message="Method not found", data=method)
+
+
+def fleet_records(state: StateBackend | None, keys: HandleKeys | None) -> TaskRecords | None:
+    """A fleet's task records: with a shared state and the fleet's *keys*; else None (tasks in memory only).
+
+    Without the keys, the replicas cannot verify each other's task ids: each answers for its own
+    tasks only (``toolflow serve`` warns of it once, at the start, with the handles').
+    """
+    if state is None or not state.shared or keys is None:
+        return None
+    return TaskRecords(state)
 
 
 @contextlib.asynccontextmanager
