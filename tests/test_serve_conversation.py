@@ -26,6 +26,7 @@ from _redis import RedisServer
 from mcp import Client, types
 from mcp.client.context import ClientRequestContext
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 from test_serve_tasks import TasksClient  # the client's half of the Tasks extension
 
 import toolflow
@@ -327,6 +328,38 @@ async def test_an_approval_question_carries_the_handle_and_the_retry_stays_in_th
     assert conversation_of((question.meta or {})[CONVERSATION_META]) == conversation_of(echoed[CONVERSATION_META])
     assert text(wiped) == "wiped"  # depends_on met: the retry ran in the conversation of the login
     assert conversation_of((wiped.meta or {})[CONVERSATION_META]) == conversation_of(echoed[CONVERSATION_META])
+
+
+async def test_an_approval_asked_by_one_replica_is_answered_on_another_with_the_fleets_keys(project: Path) -> None:
+    """The ``requestState`` of ``input_required`` is sealed with the fleet's key: the retry may reach any replica."""
+
+    async def approve(
+        context: ClientRequestContext,
+        params: types.ElicitRequestParams,
+    ) -> types.ElicitResult | types.ErrorData:
+        return types.ElicitResult(action="accept", content={"approve": True})
+
+    state, fleet = MemoryState(), HandleKeys.from_secrets("the fleet's shared secret")
+    one, two = (_service(project, handle_keys=fleet, keys=fleet, state=state) for _ in range(2))
+    stranger = _service(project, handle_keys=fleet, state=state)  # no fleet keys: its own seal
+    answer: Any = {"toolflow.approval": types.ElicitResult(action="accept", content={"approve": True})}
+    with trio.fail_after(30):
+        async with (
+            Client(build_server(one), mode="2026-07-28", elicitation_callback=approve) as first,
+            Client(build_server(two), mode="2026-07-28", elicitation_callback=approve) as second,
+            Client(build_server(stranger), mode="2026-07-28", elicitation_callback=approve) as third,
+        ):
+            login = await first.call_tool("login", {})
+            echoed: Any = {CONVERSATION_META: (login.meta or {})[CONVERSATION_META]}
+            question = await first.session.call_tool("wipe", {}, meta=echoed, allow_input_required=True)
+            assert isinstance(question, types.InputRequiredResult)
+            sealed = question.request_state
+            wiped = await second.session.call_tool(
+                "wipe", {}, meta=echoed, input_responses=answer, request_state=sealed
+            )
+            with pytest.raises(MCPError):  # another key: the boundary refuses the state it did not seal
+                await third.session.call_tool("wipe", {}, meta=echoed, input_responses=answer, request_state=sealed)
+    assert text(wiped) == "wiped"
 
 
 # --------------------------------------------------------------------------- 2025-11-25 fleet sessions

@@ -71,7 +71,6 @@ import attrs
 import trio
 from mcp import types
 from mcp.server import Server, ServerRequestContext
-from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp_types import RequestId
 
 from toolflow import __version__
@@ -88,7 +87,7 @@ from toolflow._plugins import Plugins
 from toolflow._policy import OnExit, Policy
 from toolflow._registry import Registry
 from toolflow._results import DEFAULT_MAX_RESULT_CHARS, ToolResult, _to_json, truncate_text
-from toolflow._serve_approval import APPROVAL_INPUT, APPROVAL_STATE, ClientApproval
+from toolflow._serve_approval import APPROVAL_INPUT, APPROVAL_STATE, ClientApproval, request_state_boundary
 from toolflow._serve_conversation import Conversations, Keyed
 from toolflow._serve_http import HTTPSettings, Listener, Principal, listen, principal_of, serve_http
 from toolflow._serve_progress import call_with_progress
@@ -573,13 +572,14 @@ def build_server(service: ToolService, lifecycle: Lifecycle | None = None) -> Se
     """An MCP server named ``toolflow`` whose tools are *service*'s, under *lifecycle*'s stop and kill.
 
     The SDK's :class:`~mcp.server.request_state.RequestStateBoundary` seals the ``requestState``
-    of ``input_required`` results (under a key held by this process only) and verifies the
-    client's echo, so an approval answer counts only for the call it was asked about.
+    of ``input_required`` results (under a key derived from the fleet's secret, *service*'s
+    ``keys``, so that the retry may reach any replica; without one, a key of this process) and
+    verifies the client's echo, so an approval answer counts only for the call it was asked about.
     """
     server: Server[Any] = Server(
         "toolflow", version=__version__, get_tool_input_schema=service.input_schema, on_list_tools=service.list_tools
     )
-    server.middleware.append(RequestStateBoundary(RequestStateSecurity.ephemeral(), default_audience="toolflow"))
+    server.middleware.append(request_state_boundary(service.keys))
     call_tool: CallTool = service.call_tool
     if service.tasks is not None:  # the tools of background categories may run as MCP tasks
         call_tool = service.tasks.install(server, call_tool, lifecycle)

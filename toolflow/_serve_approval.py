@@ -4,8 +4,10 @@ The engine asks approvers in order (``--approve``, the plugins, then the client)
 is asked with an elicitation (:class:`ClientApproval`): an ``elicitation/create`` request on a
 2025-11-25 session, an ``input_required`` result under 2026-07-28, whose answer comes back in the
 client's retry of the call. The SDK's :class:`~mcp.server.request_state.RequestStateBoundary`
-seals the ``requestState`` of that result and verifies the client's echo, so an answer counts
-only for the call it was asked about.
+seals the ``requestState`` of that result and verifies the client's echo
+(:func:`request_state_boundary`), so an answer counts only for the call it was asked about. The
+seal's key is the fleet's (derived from ``TOOLFLOW_STATE_SECRET``) when there is one, so a retry
+that reaches another replica is verified there too; otherwise a key of this process.
 """
 
 from __future__ import annotations
@@ -14,13 +16,15 @@ from typing import Any
 
 from mcp import types
 from mcp.server import ServerRequestContext
+from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolflow._approval import ApprovalReason
 from toolflow._calls import ToolCall
 from toolflow._results import _to_json, truncate_text
+from toolflow._state import HandleKeys
 
-__all__ = ["APPROVAL_INPUT", "APPROVAL_SCHEMA", "APPROVAL_STATE", "ClientApproval"]
+__all__ = ["APPROVAL_INPUT", "APPROVAL_SCHEMA", "APPROVAL_STATE", "ClientApproval", "request_state_boundary"]
 
 APPROVAL_INPUT = "toolflow.approval"
 """The key of the approval question in a 2026-07-28 ``input_required`` result, and of its answer."""
@@ -99,3 +103,12 @@ def _approved(answer: types.ElicitResult) -> bool:
     """Yes only for an accepted form whose ``approve`` is true; a decline or a cancel is no."""
     content = answer.content or {}
     return answer.action == "accept" and content.get("approve") is True
+
+
+def request_state_boundary(keys: HandleKeys | None) -> RequestStateBoundary:
+    """The SDK's seal of ``input_required`` state: under a key derived from the fleet's *keys*, else this process's."""
+    if keys is None:
+        security = RequestStateSecurity.ephemeral()
+    else:
+        security = RequestStateSecurity(keys=list(keys.derived("request state")))
+    return RequestStateBoundary(security, default_audience="toolflow")
