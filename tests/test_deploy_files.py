@@ -28,6 +28,7 @@ import httpx
 import pytest
 import trio
 import yaml
+from _fleet import Fleet
 from _mcp_project import HTTPServer, write_project
 from _mcp_wire import HTTP_HEADERS, INITIALIZE, answers, call
 from _redis import RedisServer, _free_port
@@ -341,9 +342,9 @@ async def test_nginx_keeps_each_client_on_one_replica(
     to whichever replica the id hashes to, which mostly did not mint it (404, "Session not found").
     """
     executable, directory = nginx
-    servers = [HTTPServer(project, *image_command(project, redis_server.url)) for _ in range(3)]
+    fleet = Fleet(project, *image_command(project, redis_server.url), count=3)
     try:
-        addresses = [server.url.removeprefix("http://").removesuffix("/mcp") for server in servers]
+        addresses = [server.url.removeprefix("http://").removesuffix("/mcp") for server in fleet.replicas]
         proxy = Nginx(executable, directory / "by-address", addresses, None)
         try:
             with trio.fail_after(120):
@@ -364,5 +365,4 @@ async def test_nginx_keeps_each_client_on_one_replica(
             proxy.close()
         assert any(404 in statuses for _, statuses, _ in outcomes)
     finally:
-        for server in servers:
-            server.close()
+        fleet.close()
