@@ -199,7 +199,8 @@ class Rotating(httpx2.AsyncBaseTransport):
     """Each request to the next replica of *ports* on 127.0.0.1 (see the module's docstring).
 
     Attributes:
-        sent: The port each request was sent to, in order (a test checks that they rotated).
+        sent: The port each request went to, from the moment it is sent (a test checks that
+            they rotated, or waits until its requests reached the replicas).
     """
 
     def __init__(self, ports: Sequence[int]) -> None:
@@ -216,13 +217,12 @@ class Rotating(httpx2.AsyncBaseTransport):
                 continue
             # The Host header stays what the client wrote, as behind a load balancer.
             request.url = request.url.copy_with(port=port)
-            try:
-                response = await self._inner.handle_async_request(request)
-            except httpx2.ConnectError:
-                self._down.add(port)  # nothing was sent: the next replica may take it
-                continue
             self.sent.append(port)
-            return response
+            try:
+                return await self._inner.handle_async_request(request)
+            except httpx2.ConnectError:
+                self.sent.remove(port)  # one of this port's: others may be on their way meanwhile
+                self._down.add(port)  # nothing was sent: the next replica may take it
         msg = f"no replica of {self._ports} accepts connections"
         raise httpx2.ConnectError(msg, request=request)
 

@@ -11,15 +11,21 @@ makes a test slower, not wrong.
 
 from __future__ import annotations
 
+import io
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import httpx2
 import pytest
 import trio
-from _fleet import Fleet, fleet_client, journal, most_at_once, write_fleet_project
+from _fleet import Fleet, Rotating, fleet_client, journal, most_at_once, write_fleet_project
 from _redis import RedisServer
-from mcp import types
+from mcp import Client, types
+
+from toolflow._cli import run
+from toolflow._errors import UsageError
+from toolflow._limits import lease_ttl
 
 # The SDK's HTTP client (httpx2) leaves its SSE streams' async generators to the garbage
 # collector when a session ends under trio; trio's finalizer warns about each one.
@@ -46,6 +52,12 @@ def fleet(project: Path, redis_server: RedisServer) -> Iterator[Fleet]:
         replicas.close()
 
 
+async def until(condition: Callable[[], bool]) -> None:
+    """Wait until *condition* holds, looking again every 20 ms (the caller's ``fail_after`` bounds the wait)."""
+    while not condition():  # noqa: ASYNC110 - another process writes what it reads: no Event to wait on
+        await trio.sleep(0.02)
+
+
 def structured(result: types.CallToolResult) -> dict[str, object]:
     assert not result.is_error, result.content
     assert isinstance(result.structured_content, dict), result
@@ -70,3 +82,102 @@ async def test_concurrency_holds_across_three_replicas_under_fifty_calls(fleet: 
     assert Counter(n for what, n, _ in entries if what == "enter") == dict.fromkeys(range(CALLS), 1)
     assert {pid for _, _, pid in entries} == set(fleet.pids())  # every replica ran some
     assert set(rotating.sent) == set(fleet.ports)
+
+
+LEASE_TTL = "6s"
+"""The replicas' ``TOOLFLOW_LEASE_TTL`` in the SIGKILL test: a dead replica's leases free in seconds, not 30.
+
+Not shorter: a lease is renewed every third of it, and a live replica whose renewal came later
+than the TTL (a loaded machine) would lose its lease to another."""
+
+
+async def test_a_replica_killed_holding_leases_frees_them_and_no_call_is_answered_twice(
+    project: Path, redis_server: RedisServer
+) -> None:
+    """SIGKILL a replica while its calls hold both leases: they expire, the others' calls run, each call ran once."""
+    fleet = Fleet(project, "--state", redis_server.url, env={"TOOLFLOW_LEASE_TTL": LEASE_TTL})
+    victim, survivors = fleet.ports[0], fleet.ports[1:]
+    lost: list[object] = []
+    answered: list[dict[str, object]] = []
+
+    async def held() -> None:
+        """Two calls on the victim alone, which hold both leases until it dies; what its client makes of that."""
+        try:
+            async with (
+                fleet_client(fleet, "2026-07-28", Rotating([victim])) as (pinned, _),
+                trio.open_nursery() as calls,
+            ):
+
+                async def one(n: int) -> None:
+                    lost.append(await pinned.call_tool("hold", {"n": n, "seconds": 1000}))
+
+                for n in (0, 1):
+                    calls.start_soon(one, n)
+        except* httpx2.TransportError as group:  # the SDK's HTTP task fails: the server disconnected
+            lost.extend(group.exceptions)
+
+    try:
+        with trio.fail_after(300):
+            async with (
+                fleet_client(fleet, "2026-07-28", Rotating(survivors)) as (waiting, waiting_transport),
+                fleet_client(fleet, "2026-07-28") as (rotating, transport),
+                trio.open_nursery() as nursery,
+            ):
+
+                async def quick(client: Client, n: int) -> None:
+                    answered.append(structured(await client.call_tool("hold", {"n": n, "seconds": 0.1})))
+
+                nursery.start_soon(held)
+                await until(lambda: len(journal(fleet.journal)) == 2)  # both leases, in the victim
+                async with trio.open_nursery() as calls:
+                    for n in range(2, 6):
+                        calls.start_soon(quick, waiting, n)  # they wait for a lease
+                    await until(lambda: len(waiting_transport.sent) == 4)  # sent to the other two replicas
+                    before = journal(fleet.journal)
+                    fleet.kill(0)
+                    for n in range(6, 10):
+                        calls.start_soon(quick, rotating, n)  # the balancer finds the dead one
+    finally:
+        fleet.close()
+    entries = journal(fleet.journal)
+    victim_pid = fleet.pids()[0]
+    assert sorted(before) == [("enter", 0, victim_pid), ("enter", 1, victim_pid)]  # nobody else ran meanwhile
+    assert Counter(n for what, n, _ in entries if what == "enter") == dict.fromkeys(range(10), 1)
+    assert sorted(int(str(answer["n"])) for answer in answered) == list(range(2, 10))  # each answered once
+    assert victim_pid not in {answer["pid"] for answer in answered}
+    assert lost
+    assert not any(isinstance(outcome, types.CallToolResult) for outcome in lost)  # lost, not answered
+    assert most_at_once([entry for entry in entries if entry[2] != victim_pid]) <= 2
+    assert victim not in transport.sent
+
+
+# --------------------------------------------------------------------------- the lease TTL setting
+
+
+def test_the_lease_ttl_comes_from_the_environment() -> None:
+    """``TOOLFLOW_LEASE_TTL``: a duration or a number of seconds, at least one second; 30 s without it."""
+    assert lease_ttl({}) == 30.0
+    assert lease_ttl({"TOOLFLOW_LEASE_TTL": ""}) == 30.0
+    assert lease_ttl({"TOOLFLOW_LEASE_TTL": "6s"}) == 6.0
+    assert lease_ttl({"TOOLFLOW_LEASE_TTL": "2m"}) == 120.0
+    assert lease_ttl({"TOOLFLOW_LEASE_TTL": " 10 "}) == 10.0
+    assert lease_ttl({"TOOLFLOW_LEASE_TTL": "1.5"}) == 1.5
+    with pytest.raises(UsageError, match=r"TOOLFLOW_LEASE_TTL: a lease must live 1s or more, got '500ms'"):
+        lease_ttl({"TOOLFLOW_LEASE_TTL": "500ms"})
+    for bad in ("soon", "inf", "-5", "1e3", "0"):
+        with pytest.raises(UsageError, match="TOOLFLOW_LEASE_TTL: "):
+            lease_ttl({"TOOLFLOW_LEASE_TTL": bad})
+
+
+def test_a_bad_lease_ttl_is_a_usage_error_at_start(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A command with a shared state refuses a bad ``TOOLFLOW_LEASE_TTL`` before it connects or calls anything."""
+    write_fleet_project(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TOOLFLOW_STATE", "redis://127.0.0.1:1/0")  # nothing listens there: nothing connects
+    monkeypatch.setenv("TOOLFLOW_LEASE_TTL", "a while")
+    out, err = io.StringIO(), io.StringIO()
+    code = run(["call", "stamp", '{"n": 1}'], stdout=out, stderr=err)
+    assert code == 2, err.getvalue()
+    assert "TOOLFLOW_LEASE_TTL: expected a duration like '500ms', '30s', '5m' or a number of seconds" in err.getvalue()
+    assert "Traceback" not in err.getvalue()
+    assert not journal(tmp_path / "journal")

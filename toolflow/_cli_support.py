@@ -241,9 +241,10 @@ def project_cache_settings(args: argparse.Namespace | None = None) -> dict[str, 
 
     Raises:
         UsageError: The state is not a URL toolflow knows, redis-py is missing for a Redis one,
-            or ``TOOLFLOW_STATE_SECRET`` is too short.
+            ``TOOLFLOW_STATE_SECRET`` is too short, or ``TOOLFLOW_LEASE_TTL`` is not a duration.
     """
     from toolflow._cache import default_cache_path  # noqa: PLC0415
+    from toolflow._limits import lease_ttl  # noqa: PLC0415
     from toolflow._project import load_project, state_setting  # noqa: PLC0415
     from toolflow._state_config import handle_keys_from_environ, state_from_url  # noqa: PLC0415
 
@@ -259,6 +260,7 @@ def project_cache_settings(args: argparse.Namespace | None = None) -> dict[str, 
     url = state_setting(getattr(args, "state", None), project, os.environ)
     if url is not None:
         handle_keys_from_environ(os.environ)  # a weak secret fails now, not at the first handle
+        lease_ttl(os.environ)  # and a bad TOOLFLOW_LEASE_TTL, not at the first session's engine
     # One backend for the command's engines (serve's sessions): a rate_limit counts across them.
     settings["state"] = state_from_url(url)
     return settings
