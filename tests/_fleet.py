@@ -107,13 +107,19 @@ tools:
 
 
 def write_fleet_project(root: Path) -> Path:
-    """``_mcp_project``'s project in *root*, plus the fleet's spec file and plugin; *root*."""
+    """``_mcp_project``'s project in *root*, plus the fleet's spec file and plugin; *root*.
+
+    The replicas wait for the persistent store up to 30 s (a loaded machine must not turn hits
+    into misses); a Redis that is down refuses at once, so that costs no waiting.
+    """
     write_project(root)
     (root / "specs" / "fleet.yaml").write_text(SPECS, encoding="utf-8")
     (root / "fleet_tools.py").write_text(PLUGIN, encoding="utf-8")
     (root / "pyproject.toml").write_text(
         '[project]\nname = "fleet-demo"\n\n[tool.toolflow]\nspecs = ["specs"]\n'
-        'plugins = ["serve_tools", "fleet_tools"]\n',
+        'plugins = ["serve_tools", "fleet_tools"]\n'
+        # A generous wait for the store: on a loaded machine a late answer would be a miss.
+        '\n[tool.toolflow.cache]\ntimeout = "30s"\n',
         encoding="utf-8",
     )
     return root

@@ -12,6 +12,7 @@ makes a test slower, not wrong.
 from __future__ import annotations
 
 import io
+import re
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -181,3 +182,55 @@ def test_a_bad_lease_ttl_is_a_usage_error_at_start(tmp_path: Path, monkeypatch: 
     assert "TOOLFLOW_LEASE_TTL: expected a duration like '500ms', '30s', '5m' or a number of seconds" in err.getvalue()
     assert "Traceback" not in err.getvalue()
     assert not journal(tmp_path / "journal")
+
+
+# --------------------------------------------------------------------------- Redis restarted
+
+
+DOCUMENTED_WARNINGS = (
+    re.compile(r"toolflow: warning: cache Redis at redis://127\.0\.0\.1:\d+/0 is unavailable \(.*\);"
+               r" calls run without it until it is back"),
+    re.compile(r"the shared state is unavailable \((lease|rate)\): .*"),
+)  # fmt: skip
+"""What a replica may say while Redis restarts (docs/deploying.md, "Redis unavailable or restarted")."""
+
+
+async def test_redis_restarted_mid_run_costs_documented_warnings_only(fleet: Fleet, redis_server: RedisServer) -> None:
+    """Calls rotating across three replicas while Redis restarts empty: all answer, never another argument's result."""
+    outcomes: list[tuple[int, dict[str, object]]] = []
+    restarted = trio.Event()
+    with trio.fail_after(300):
+        async with fleet_client(fleet, "2026-07-28") as (client, _):
+
+            async def caller(first: int) -> None:
+                """Calls ``stamp`` for 0..5 in turn until well after the restart."""
+                n, after = first, 0
+                while after < 12:
+                    result = await client.call_tool("stamp", {"n": n % 6})
+                    outcomes.append((n % 6, structured(result)))
+                    after += restarted.is_set()
+                    n += 1
+
+            async with trio.open_nursery() as nursery:
+                for first in range(4):
+                    nursery.start_soon(caller, first)
+                await until(lambda: len(outcomes) >= 24)  # a warm cache across the fleet
+                await trio.to_thread.run_sync(redis_server.restart)
+                restarted.set()
+            # Back and empty: a miss stores again, and the other replicas' look-ups hit it.
+            again = [structured(await client.call_tool("stamp", {"n": 100})) for _ in range(3)]
+    assert all(n == data["n"] for n, data in outcomes)  # never another argument's result
+    stamps: dict[int, set[object]] = {}
+    for n, data in outcomes:
+        stamps.setdefault(n, set()).add(data["stamp"])
+    runs = Counter(n for what, n, _ in journal(fleet.journal) if what == "stamp")
+    assert all(len(stamps[n]) <= runs[n] for n in stamps)  # every stamp served was one a run made
+    assert len({data["stamp"] for data in again}) == 1
+    assert runs[100] == 1
+    said = [line.strip() for line in fleet.output().splitlines() if line.strip()]
+    unexpected = [
+        line
+        for line in said
+        if not line.startswith("toolflow: serving ") and not any(w.search(line) for w in DOCUMENTED_WARNINGS)
+    ]
+    assert unexpected == []
