@@ -123,6 +123,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "toolflow._testing_items",
             "toolflow.default_plugins",
             "toolflow._serve",
+            "toolflow._serve_fleet",
             "toolflow._serve_http",
             "toolflow._serve_progress",
             "toolflow._serve_stdio",

@@ -375,5 +375,12 @@ def test_only_the_serve_modules_import_mcp() -> None:
             )
             if any(name.split(".")[0] in {"mcp", "mcp_types", "hypercorn", "starlette"} for name in names):
                 importers.add(path.relative_to(package).as_posix())
-    serving = {"_serve.py", "_serve_http.py", "_serve_progress.py", "_serve_stdio.py", "_serve_tasks.py"}
+    serving = {
+        "_serve.py",
+        "_serve_fleet.py",
+        "_serve_http.py",
+        "_serve_progress.py",
+        "_serve_stdio.py",
+        "_serve_tasks.py",
+    }
     assert importers == {*serving, "_mcp_sources.py", "_cli_lint_connect.py"}

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from toolflow._lint._rule import Rule
     from toolflow._plugins import Plugins
     from toolflow._serve_http import HTTPSettings
+    from toolflow._state import StateBackend
 
 __all__ = ["main", "run"]
 
@@ -498,7 +499,8 @@ def _cmd_serve(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         except OSError as exc:
             msg = f"serve: cannot use project directory {args.project!r}: {exc.strerror or exc}"
             raise UsageError(msg) from None
-    http = _http_settings(args, stderr) if args.transport == "http" else None
+    stores = project_cache_settings(args)  # the state: the engines' and, in a fleet, the HTTP sessions'
+    http = _http_settings(args, stderr, stores["state"]) if args.transport == "http" else None
     plugins = _load_plugins(stderr)
     specs = load_specs(spec_paths(args.specs or []), **plugins.loader_options())
 
@@ -512,7 +514,7 @@ def _cmd_serve(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
                 tools=_split(args.tool),
                 approve=None if args.approve is None else args.approve == "yes",
                 plugins=plugins,
-                **project_cache_settings(args),
+                **stores,
             )
 
     return _serve.serve(
@@ -524,7 +526,7 @@ def _cmd_serve(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     )
 
 
-def _http_settings(args: argparse.Namespace, stderr: TextIO) -> HTTPSettings:
+def _http_settings(args: argparse.Namespace, stderr: TextIO, state: StateBackend | None = None) -> HTTPSettings:
     """``toolflow serve``'s HTTP settings: the options, then ``[tool.toolflow.serve]``, then the defaults."""
     from toolflow._errors import UsageError  # noqa: PLC0415
     from toolflow._model import parse_duration  # noqa: PLC0415
@@ -564,4 +566,5 @@ def _http_settings(args: argparse.Namespace, stderr: TextIO) -> HTTPSettings:
         max_sessions=args.max_sessions or config.max_sessions or DEFAULT_MAX_SESSIONS,
         session_idle_timeout=idle,
         stateless=args.stateless,
+        state=state,
     )

@@ -17,7 +17,9 @@ The MCP SDK's streamable HTTP app does the protocol; this module decides what it
   session can only be used with the token that opened it. A token is compared in constant time
   with every configured token. :func:`principal_of` reads a request's principal.
 - **Sessions.** At most ``max_sessions`` at once (then 503 with ``Retry-After``); a session without
-  a request for ``session_idle_timeout`` is closed with its engine, and its id answers 404.
+  a request for ``session_idle_timeout`` is closed with its engine, and its id answers 404. With a
+  shared state (a fleet), toolflow keeps the sessions in it instead, so that any replica serves
+  any request of one (:mod:`toolflow._serve_fleet`); ``max_sessions`` does not apply to them.
 - **Answers.** Two gaps of mcp 2.3 are closed around its app (:class:`_AnswerEachRequest`): a
   request its client cancelled gets no answer (the SDK sends ``-32800``), and a request the SDK
   takes for a notification or a response gets a 400 with a JSON-RPC error instead of a silent 202.
@@ -49,10 +51,13 @@ from mcp.server.auth.settings import AuthSettings
 from mcp.server.streamable_http import REQUEST_CANCELLED
 from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import AnyHttpUrl
+from starlette.middleware import Middleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from toolflow._errors import ConfigError, UsageError
+from toolflow._serve_fleet import FLEET_SESSION, FleetSessions
 from toolflow._serve_stdio import misread_request
+from toolflow._state import StateBackend
 
 __all__ = [
     "DEFAULT_HOST",
@@ -80,14 +85,6 @@ DEFAULT_MAX_SESSIONS = 100
 
 DEFAULT_SESSION_IDLE_TIMEOUT = 30 * 60.0
 """Seconds a session may go without a request in flight before it is closed (the SDK's default)."""
-
-FLEET_SESSION = "toolflow.session"
-"""The ASGI scope key of a request's verified 2025-11-25 session id when a fleet keeps its sessions in the state.
-
-Only the fleet's session check writes it, after it found the request's ``Mcp-Session-Id`` in the
-shared state and owned by the request's principal; the tool service keys the conversation by it
-(issue 19). A request without it has no fleet session.
-"""
 
 MIN_TOKEN_LENGTH = 16
 """Characters a bearer token must have at least: shorter ones can be guessed."""
@@ -284,6 +281,9 @@ class HTTPSettings:
             stands alone, with an engine of its own (no session cache, ``depends_on`` history or
             rules' counts carry from one request to the next), so that any replica behind a load
             balancer can answer any request.
+        state: The state the engines share. A shared one (Redis) without *stateless* makes a
+            fleet: its 2025-11-25 sessions are kept in the state (:class:`FleetSessions`) over the
+            SDK's stateless transport, and any replica serves any request of one.
     """
 
     host: str = DEFAULT_HOST
@@ -295,6 +295,12 @@ class HTTPSettings:
     max_sessions: int = DEFAULT_MAX_SESSIONS
     session_idle_timeout: float = DEFAULT_SESSION_IDLE_TIMEOUT
     stateless: bool = False
+    state: StateBackend | None = None
+
+    @property
+    def fleet(self) -> bool:
+        """Whether the 2025-11-25 sessions are kept in the shared state (see *state*)."""
+        return self.state is not None and self.state.shared and not self.stateless
 
 
 @attrs.define(kw_only=True)
@@ -436,8 +442,13 @@ class _RetryAfter:
             return
 
         async def send_with_retry_after(message: Message) -> None:
-            if message["type"] == "http.response.start" and message["status"] == 503:
-                message = {**message, "headers": [*message.get("headers", ()), self.header]}
+            headers = message.get("headers", ())
+            if (
+                message["type"] == "http.response.start"
+                and message["status"] == 503
+                and not any(name.lower() == b"retry-after" for name, _ in headers)
+            ):
+                message = {**message, "headers": [*headers, self.header]}
             await send(message)
 
         await self.app(scope, receive, send_with_retry_after)
@@ -518,10 +529,22 @@ def build_app(server: Server[Any], listener: Listener) -> ASGIApp:
         transport_security=listener.security,
         max_sessions=settings.max_sessions,
         session_idle_timeout=settings.session_idle_timeout,
-        stateless_http=settings.stateless,
+        stateless_http=settings.stateless or settings.fleet,
         auth=auth,
         token_verifier=settings.tokens,
     )
+    if settings.fleet and settings.state is not None:
+        # Innermost of the app's middleware: after the bearer authentication (the request's user is
+        # known), before the route that refuses an unauthenticated request and the transport.
+        app.user_middleware.append(
+            Middleware(
+                FleetSessions,
+                settings.state,
+                path=MCP_PATH,
+                idle_timeout=settings.session_idle_timeout,
+                security=listener.security,
+            )
+        )
     retry = max(1, min(60, math.ceil(settings.session_idle_timeout)))
     return _RetryAfter(_AnswerEachRequest(app), retry)
 

@@ -1,0 +1,213 @@
+"""2025-11-25 sessions that any replica of a fleet serves (issue 19, toolflow/_serve_fleet.py).
+
+Three real ``toolflow serve --transport http --state redis://...`` processes on loopback share
+one real ``redis-server``; clients send each request of one session to another replica: the
+SDK's own client (through an httpx transport of this file that sends each request to the next
+replica's port, over real sockets) and plain HTTP requests where a test needs to choose the
+replica.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import httpx2
+import pytest
+import trio
+from _mcp_project import HTTPServer, write_project
+from _mcp_wire import HTTP_HEADERS, INITIALIZE, PROTOCOL, answers, call
+from _redis import RedisServer
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+pytestmark = pytest.mark.filterwarnings(
+    r"ignore:Async generator '(httpx2|httpcore2)\..*' was garbage collected:ResourceWarning"
+)
+
+TOKENS = {"alice": "tf-alice-0123456789abcdef", "bob": "tf-bob-0123456789abcdefgh"}
+REPLICAS = 3
+
+
+def bearer(name: str) -> dict[str, str]:
+    return {**HTTP_HEADERS, "Authorization": f"Bearer {TOKENS[name]}"}
+
+
+@pytest.fixture
+def fleet(tmp_path: Path, redis_server: RedisServer) -> Iterator[list[HTTPServer]]:
+    """Three replicas of one project, with bearer tokens, sharing *redis_server*."""
+    root = write_project(tmp_path / "served")
+    tokens = root / "tokens.toml"
+    tokens.write_text("".join(f'[principals.{n}]\ntoken = "{t}"\n' for n, t in TOKENS.items()), encoding="utf-8")
+    tokens.chmod(0o600)
+    servers: list[HTTPServer] = []
+    try:
+        servers.extend(
+            HTTPServer(root, "--auth-tokens", "tokens.toml", "--state", redis_server.url) for _ in range(REPLICAS)
+        )
+        yield servers
+    finally:
+        for server in servers:
+            server.close()
+
+
+class Rotating(httpx2.AsyncBaseTransport):
+    """A real HTTP transport that sends each request to the next replica's port; it logs who answered what.
+
+    POSTs take their turns apart from GETs and DELETEs, so that which replica answers which
+    message does not depend on when the client's GET stream retries.
+    """
+
+    def __init__(self, urls: list[str]) -> None:
+        self._ports = [httpx2.URL(url).port for url in urls]
+        self._next = {"POST": 0, "GET": 0, "DELETE": 0}  # POSTs in turn, whatever the GET stream does meanwhile
+        self._inner = httpx2.AsyncHTTPTransport()
+        self.log: list[tuple[str, str, int, int]] = []  # (HTTP method, JSON-RPC method, replica, status)
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        replica = self._next[request.method] % len(self._ports)
+        self._next[request.method] += 1
+        request.url = request.url.copy_with(port=self._ports[replica])
+        body = json.loads(request.content) if request.method == "POST" else {}
+        response = await self._inner.handle_async_request(request)
+        self.log.append((request.method, str(body.get("method", "")), replica, response.status_code))
+        return response
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+@pytest.fixture
+async def post() -> AsyncIterator[Any]:
+    """``post(server, body, name, session=None)``: one plain POST to the replica of the test's choice."""
+    async with httpx.AsyncClient(timeout=30) as client:
+
+        async def one(
+            server: HTTPServer, body: dict[str, Any], name: str = "alice", session: str | None = None
+        ) -> httpx.Response:
+            headers = bearer(name) | (
+                {} if session is None else {"Mcp-Session-Id": session, "MCP-Protocol-Version": PROTOCOL}
+            )
+            return await client.post(server.url, json=body, headers=headers)
+
+        yield one
+
+
+async def open_session(post: Any, server: HTTPServer, name: str = "alice") -> str:
+    response = await post(server, INITIALIZE, name)
+    assert response.status_code == 200, response.text
+    assert answers(response)[0]["result"]["protocolVersion"] == PROTOCOL
+    return str(response.headers["mcp-session-id"])
+
+
+@contextlib.asynccontextmanager
+async def sdk_client(fleet: list[HTTPServer], name: str, mode: str) -> AsyncIterator[tuple[Client, Rotating]]:
+    """The SDK's client with *name*'s token, speaking *mode*, each request to the next replica."""
+    rotating = Rotating([server.url for server in fleet])
+    with trio.fail_after(90):
+        async with (
+            httpx2.AsyncClient(transport=rotating, headers={"Authorization": f"Bearer {TOKENS[name]}"}) as http,
+            Client(streamable_http_client(fleet[0].url, http_client=http), mode=mode) as client,
+        ):
+            yield client, rotating
+
+
+async def test_the_sdk_client_is_served_by_every_replica_within_one_session(fleet: list[HTTPServer]) -> None:
+    """One 2025-11-25 session of the SDK's client, each request on the next replica: all answered."""
+    async with sdk_client(fleet, "alice", "legacy") as (client, rotating):
+        listed = await client.session.list_tools()
+        first = await client.session.call_tool("add", {"a": 2, "b": 3})
+        second = await client.session.call_tool("greet", {"name": "Ada"})
+    assert "add" in {tool.name for tool in listed.tools}
+    assert first.structured_content == {"sum": 5}
+    assert not second.is_error
+    posts = [(method, replica, status) for verb, method, replica, status in rotating.log if verb == "POST"]
+    assert [(method, replica) for method, replica, _ in posts] == [
+        ("initialize", 0),  # the session is minted on the first replica,
+        ("notifications/initialized", 1),
+        ("tools/list", 2),  # and used on the others
+        ("tools/call", 0),
+        ("tools/call", 1),
+    ]
+    assert all(200 <= status < 300 for _, _, status in posts), posts
+    deletes = [(replica, status) for verb, _, replica, status in rotating.log if verb == "DELETE"]
+    assert [status for _, status in deletes] == [200]  # the client ended its session on leaving
+    gets = {status for verb, _, _, status in rotating.log if verb == "GET"}
+    assert gets <= {405}  # no standalone stream in a fleet
+
+
+async def test_a_session_is_one_principal_s_on_any_replica_until_deleted(fleet: list[HTTPServer], post: Any) -> None:
+    """Minted on A; used on B and C; another principal's token or a forged id get 404; DELETE on C ends it on A."""
+    one, two, three = fleet
+    with trio.fail_after(90):
+        session = await open_session(post, one)
+        listed = await post(two, {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, session=session)
+        assert listed.status_code == 200, listed.text
+        called = await post(three, call(2, "add", {"a": 1, "b": 1}), session=session)
+        assert answers(called)[0]["result"]["structuredContent"] == {"sum": 2}
+
+        stolen = await post(two, call(3, "add", {"a": 1, "b": 1}), "bob", session=session)
+        assert stolen.status_code == 404
+        assert stolen.json()["error"]["message"] == "Session not found"
+        for forged in ("A" * 24, "no such session", "x" * 500):
+            refused = await post(one, call(4, "add", {"a": 1, "b": 1}), session=forged)
+            assert refused.status_code in {404, 400}, forged  # 400: a value no HTTP header may carry
+        without = await post(two, call(5, "add", {"a": 1, "b": 1}))
+        assert without.status_code == 400  # a request without a session, other than initialize
+        assert "Missing session ID" in without.text
+
+        async with httpx.AsyncClient(timeout=30) as client:
+            headers = bearer("alice") | {"Mcp-Session-Id": session}
+            stream = await client.get(one.url, headers=headers | {"Accept": "text/event-stream"})
+            assert stream.status_code == 405
+            assert stream.headers["allow"] == "POST, DELETE"
+            ended = await client.delete(three.url, headers=headers)
+            assert ended.status_code == 200
+        after = await post(one, {"jsonrpc": "2.0", "id": 6, "method": "tools/list"}, session=session)
+        assert after.status_code == 404
+        assert after.json()["error"]["message"] == "Session not found"
+        assert await open_session(post, one) != session  # the client initializes again
+
+
+async def test_a_redis_outage_is_503_and_a_restart_without_persistence_forgets_the_session(
+    fleet: list[HTTPServer], post: Any, redis_server: RedisServer
+) -> None:
+    """Redis down: a session cannot be checked, nor a new one registered (503, Retry-After, one warning).
+
+    The test's Redis keeps nothing on disk, so once it is back the session is gone (404) and the
+    client initializes again; a Redis that persists (RDB/AOF) would serve it again.
+    """
+    one, two, _ = fleet
+    with trio.fail_after(90):
+        session = await open_session(post, one)
+        redis_server.kill()
+        for attempt in range(2):
+            down = await post(two, call(attempt, "add", {"a": 1, "b": 1}), session=session)
+            assert down.status_code == 503
+            assert down.headers["retry-after"] == "5"
+        opening = await post(two, INITIALIZE)
+        assert opening.status_code == 503
+        assert opening.headers.get_list("retry-after") == ["5"]
+        await trio.to_thread.run_sync(redis_server.start)
+        lost = await post(two, call(9, "add", {"a": 1, "b": 1}), session=session)
+        assert lost.status_code == 404
+        fresh = await open_session(post, two)
+        again = await post(one, call(10, "add", {"a": 2, "b": 2}), session=fresh)
+        assert answers(again)[0]["result"]["structuredContent"] == {"sum": 4}
+    warned = [line for line in two.output if "the shared state is unavailable (sessions)" in line]
+    assert len(warned) == 1, two.output  # one warning for the outage, however many requests it refused
+
+
+async def test_a_modern_request_passes_untouched(fleet: list[HTTPServer]) -> None:
+    """2026-07-28 has no sessions: the fleet's session check lets its requests through to the SDK."""
+    async with sdk_client(fleet, "bob", "2026-07-28") as (client, rotating):
+        listed = await client.session.list_tools()
+        results = [await client.session.call_tool("add", {"a": 20, "b": n}) for n in (22, 23)]
+    assert "add" in {tool.name for tool in listed.tools}
+    assert [result.structured_content for result in results] == [{"sum": 42}, {"sum": 43}]
+    assert {replica for _, _, replica, _ in rotating.log} == set(range(REPLICAS))
+    assert all(200 <= status < 300 for _, _, _, status in rotating.log), rotating.log
