@@ -61,6 +61,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "toolflow._retrying",
             "toolflow._cache",
             "toolflow._state",
+            "toolflow._conversation",
             "toolflow._state_redis",
             "toolflow._state_config",
         ),

@@ -23,6 +23,7 @@ _ARGUMENT_TYPES: tuple[tuple[str, type | tuple[type, ...], str], ...] = (
     ("cache_backend", (str, type(None)), "a backend's name or None"),
     ("cache_options", (Mapping, type(None)), "a mapping or None"),
     ("state", (StateBackend, type(None)), "a state backend or None"),
+    ("conversation", (str, type(None)), "a conversation's id or None"),
 )
 _ARGUMENT_COUNTS = (("max_concurrency", 1, False), ("max_threads", 1, True), ("max_malformed", 0, False))
 
@@ -37,6 +38,7 @@ def check_arguments(arguments: Mapping[str, object]) -> None:
     if not callable(arguments["clock"]):
         msg = f"open_engine: clock must be a function returning seconds, got {type(arguments['clock']).__name__!r}"
         raise TypeError(msg)
+    positive_seconds("open_engine: conversation_ttl", arguments["conversation_ttl"])  # type: ignore[arg-type]
 
 
 def positive_seconds(name: str, value: float) -> float:

@@ -40,19 +40,11 @@ turn's calls are a batch of :mod:`toolflow._batch`.
 Nothing escapes :meth:`Engine.call` but cancellation: ``trio.Cancelled`` (and other
 ``BaseException``) is never caught, never retried and never cached.
 
-Stop and kill reach every call. :meth:`Engine.kill` cancels every scope a call can wait in
-(its attempt, a retry back-off, a wait for a slot) and every batch: a direct call returns the
-failure ``{"status": "aborted", "reason": "killed"}``, its result dropped and never cached.
-:meth:`Engine.request_stop` ends the waits for a first slot: such a call is not dispatched
-(``{"status": "aborted", "reason": "stopped"}``); calls already running finish.
-
-:meth:`Engine.execute_batch` runs the calls of one model turn (:mod:`toolflow._batch`: seed
-002's discriminated outcome, dangerous calls one per tick), :meth:`Engine.run_batch` gives one
-result per call; a pipeline's steps are calls through the same engine (:mod:`toolflow._pipelines`).
-
-Sync tools run in worker threads behind ``max_threads`` tokens; an abandoned (timed out or
-killed) thread gives its token back at once, so hung sync tools never starve the others (the
-thread itself runs on until its function returns).
+Stop and kill reach every call (:meth:`Engine.kill`, :meth:`Engine.request_stop`). A model
+turn's calls are a batch (:meth:`Engine.execute_batch`); a pipeline's steps are calls through the
+same engine (:mod:`toolflow._pipelines`). Sync tools run in worker threads behind ``max_threads``
+tokens (see :func:`open_engine`). An engine opened for a conversation serves one segment of it
+(:class:`toolflow._store_access.ConversationStore`).
 
 What a tool's spec implies is worked out once per engine and tool (:class:`~toolflow._attempts.Plan`).
 """
@@ -101,6 +93,7 @@ from toolflow._cache import (
     cache_key,
 )
 from toolflow._calls import ToolCall, arguments_problem, parse_tool_calls
+from toolflow._conversation import DEFAULT_TTL as DEFAULT_CONVERSATION_TTL
 from toolflow._engine_arguments import check_arguments, positive_seconds
 from toolflow._gates import Gates
 from toolflow._limits import FleetLimits
@@ -114,7 +107,7 @@ from toolflow._results import ToolResult
 from toolflow._retrying import may_retry_automatically
 from toolflow._rules import RuleBook
 from toolflow._state import MemoryState, StateBackend
-from toolflow._store_access import Pending, StoreAccess
+from toolflow._store_access import Pending, engine_stores
 from toolflow._telemetry import EXECUTE_TOOL, Operation, active_wrappers, operation_scope
 
 __all__ = [
@@ -160,6 +153,8 @@ class Engine:
         policy: Policy | None = None,
         approve: Approver | None = None,
         state: StateBackend | None = None,
+        conversation: str | None = None,
+        conversation_ttl: float = DEFAULT_CONVERSATION_TTL,
     ) -> None:
         check_arguments(locals())  # the parameters, by name
         self.registry = registry
@@ -177,19 +172,13 @@ class Engine:
         threads = trio.CapacityLimiter(max_concurrency if max_threads is None else max_threads)
         self._attempts = Attempts(self._hooks, threads=threads, slots=Slots(max_concurrency), counted=True)
         shared = state is not None and state.shared  # a fleet's: concurrency by leases too
-        self._limits = FleetLimits(
-            state if state is not None else MemoryState(), shared=shared, attempts=self._attempts
-        )
-        self._store = StoreAccess(
-            backend=cache_backend,
-            plugins=plugins,
-            path=cache_path,
-            options=cache_options,
-            clock=clock,
-            timeout=positive_seconds("cache_timeout", cache_timeout),
+        state = state if state is not None else MemoryState()
+        self._limits = FleetLimits(state, shared=shared, attempts=self._attempts)
+        self._stores, self.conversation = engine_stores(  # with a conversation: its segment, the session cache
+            state, conversation, conversation_ttl, backend=cache_backend, plugins=plugins, path=cache_path,
+            options=cache_options, clock=clock, timeout=positive_seconds("cache_timeout", cache_timeout),
             attempts=self._attempts,
-            state=state,
-        )
+        )  # fmt: skip
         self._plans: dict[str, Plan] = {}
         self._caches: dict[CacheScope, MemoryCache] = {}  # tick and session
         self._stop_requested = False
@@ -280,10 +269,13 @@ class Engine:
         The persistent store is closed in a worker thread, waited for at most ``cache_timeout``;
         a store still busy with an abandoned operation then closes nothing.
         """
+        if self.conversation is not None:  # what this engine's calls did, into the conversation's state
+            await self.conversation.commit(self._gates)
         for cache in self._caches.values():
             cache.close()
         self._caches.clear()
-        await self._store.close()
+        for store in self._stores.values():
+            await store.close()
 
     # --- one call --------------------------------------------------------------------------
 
@@ -438,7 +430,7 @@ class Engine:
         if isinstance(cache, MemoryCache):
             cache.set(key, result, plan.ttl)
         elif cache is not None:
-            await self._store.set(cache, result, plan.ttl)
+            await cache.access.set(cache, result, plan.ttl)
 
     def _prepare(
         self, plan: Plan, arguments: object, call_id: str, missed: Pending | None = None
@@ -462,9 +454,9 @@ class Engine:
             cleaned, warnings = checked
             if plan.cache_scope is not None:
                 key = cache_key(plan.spec, cleaned)
-                if plan.cache_scope is CacheScope.PERSISTENT:
+                if (store := self._stores.get(plan.cache_scope)) is not None:  # persistent; a conversation's session
                     if key is not None:  # arguments without a key are neither looked up nor stored
-                        return self._store.pending(cleaned, warnings, key)
+                        return store.pending(cleaned, warnings, key)
                 else:
                     memory = self._caches.get(plan.cache_scope)
                     if memory is None:
@@ -504,7 +496,7 @@ class Engine:
         within ``cache_timeout`` is a miss.
         """
         kills = self._attempts.kills
-        hit = await self._store.get(persistent)
+        hit = await persistent.access.get(persistent)
         if self._attempts.kills != kills:
             return KILLED  # the call never started: no hook saw it begin, none sees it end
         if hit is not None:
@@ -685,6 +677,8 @@ async def open_engine(
     approve: Approver | None = None,
     cache_timeout: float = DEFAULT_CACHE_TIMEOUT,
     state: StateBackend | None = None,
+    conversation: str | None = None,
+    conversation_ttl: float = DEFAULT_CONVERSATION_TTL,
 ) -> AsyncIterator[Engine]:
     """Open an :class:`Engine` over *registry*; its caches are closed on exit.
 
@@ -717,6 +711,10 @@ async def open_engine(
             ``persistent`` cache instead of *cache_path* or *cache_backend*, and the tools'
             ``concurrency`` leases and ``rate_limit`` counts; default: this engine's memory. The
             engine does not close it: its opener does, after every engine that uses it.
+        conversation: The id of a conversation kept in *state* that this engine serves a segment of
+            (serve: a request): its ``session`` cache, ``depends_on`` successes and rules' counts,
+            loaded on entry, merged back on exit (:class:`toolflow._store_access.ConversationStore`).
+        conversation_ttl: Seconds the conversation's state lives after each exit (default 30 min).
 
     Raises:
         TypeError: An argument of the wrong type (the message names it and what it must be),
@@ -740,8 +738,12 @@ async def open_engine(
         approve=approve,
         cache_timeout=cache_timeout,
         state=state,
+        conversation=conversation,
+        conversation_ttl=conversation_ttl,
     )
     try:
+        if engine.conversation is not None:
+            await engine.conversation.begin(engine.gates)
         yield engine
     finally:
         with trio.CancelScope(shield=True):  # bounded: aclose waits at most the cache timeout

@@ -317,27 +317,30 @@ _WARNERS_LOCK = threading.Lock()
 
 
 class StateCache:
-    """A state backend's :data:`PERSISTENT` namespace as an engine's persistent store (``_cache.PersistentStore``).
+    """A namespace of a state backend as an engine's store (``_cache.PersistentStore``).
 
-    The backend is its owner's (the command or application that opened it): closing the store
-    leaves it open for the other engines. A backend never raises from a cache operation (an
-    outage is a miss, with its own warning), so the store is never ``busy``.
+    The :data:`PERSISTENT` namespace holds the persistent cache; a conversation's id, its
+    session cache (``open_engine(conversation=...)``). The backend is its owner's (the command
+    or application that opened it): closing the store leaves it open for the other engines. A
+    backend never raises from a cache operation (an outage is a miss, with its own warning), so
+    the store is never ``busy``.
     """
 
     busy = False
 
-    def __init__(self, state: StateBackend) -> None:
+    def __init__(self, state: StateBackend, namespace: str = PERSISTENT) -> None:
         self._state = state
+        self._namespace = namespace
         # One warner per backend: its problems are reported once, however many engines
         # (toolflow serve's sessions) use it.
         with _WARNERS_LOCK:
             self._warner = _WARNERS.setdefault(state, _Warner("of the state backend"))
 
     def get(self, key: str) -> ToolResult | None:
-        return self._state.cache_get(PERSISTENT, key)
+        return self._state.cache_get(self._namespace, key)
 
     def set(self, key: str, result: ToolResult, ttl: float | None) -> None:
-        self._state.cache_set(PERSISTENT, key, result, ttl)
+        self._state.cache_set(self._namespace, key, result, ttl)
 
     def clear(self) -> None:
         """Nothing: a fleet's entries expire in the store (clearing it is the store's operator's business)."""

@@ -13,24 +13,34 @@ The store opens at its first operation, never before: an engine whose tools have
 cache never touches the file. With a state backend whose caches outlive the process (Redis,
 issue 19), the store is the backend's ``persistent`` namespace (:class:`toolflow._state.StateCache`)
 instead of the SQLite file or a plugin's backend, reached the same way.
+
+An engine opened for a conversation (``open_engine(conversation=...)``, issue 19) reaches the
+state the same way for the conversation's part of it (:class:`ConversationStore`): its
+``session`` cache (the state's namespace of the conversation's id) and its stored document,
+loaded when the engine opens and merged back when it closes (:mod:`toolflow._conversation`).
 """
 
 from __future__ import annotations
 
 import functools
+import threading
+import warnings
+import weakref
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 import trio
 
 from toolflow._attempts import Attempts
-from toolflow._cache import PersistentStore, persistent_store
-from toolflow._model import format_duration
+from toolflow._cache import CacheWarning, PersistentStore, persistent_store
+from toolflow._conversation import empty_part, merged, part_of
+from toolflow._gates import Gates
+from toolflow._model import CacheScope, format_duration
 from toolflow._plugins import Plugins
 from toolflow._results import ToolResult
-from toolflow._state import StateBackend, StateCache
+from toolflow._state import Conversation, StateBackend, StateCache
 
-__all__ = ["Pending", "StoreAccess"]
+__all__ = ["COMMIT_ATTEMPTS", "CONVERSATION_WAIT", "ConversationStore", "Pending", "StoreAccess", "engine_stores"]
 
 _T = TypeVar("_T")
 
@@ -43,13 +53,17 @@ class Pending:
     hung backend), the store is skipped.
     """
 
-    __slots__ = ("allowance", "cleaned", "key", "warnings")
+    __slots__ = ("access", "allowance", "cleaned", "key", "warnings")
 
-    def __init__(self, cleaned: Mapping[str, Any], warnings: tuple[str, ...], key: str, allowance: float) -> None:
+    def __init__(
+        self, cleaned: Mapping[str, Any], warnings: tuple[str, ...], key: str, allowance: float, access: StoreAccess
+    ) -> None:
         self.cleaned = cleaned
         self.warnings = warnings
         self.key = key
         self.allowance = allowance
+        self.access = access
+        """The store it looks up and stores in (the persistent store, or a conversation's session cache)."""
 
 
 class StoreAccess:
@@ -66,10 +80,13 @@ class StoreAccess:
         timeout: float,
         attempts: Attempts,
         state: StateBackend | None = None,
+        namespace: str | None = None,
     ) -> None:
         self.timeout = timeout
         self._open: Callable[[], PersistentStore]
-        if state is not None and state.shared:
+        if state is not None and namespace is not None:  # a conversation's session cache
+            self._open = functools.partial(StateCache, state, namespace)
+        elif state is not None and state.shared:
             self._open = functools.partial(StateCache, state)
         else:
             self._open = functools.partial(
@@ -87,7 +104,7 @@ class StoreAccess:
 
     def pending(self, cleaned: Mapping[str, Any], warnings: tuple[str, ...], key: str) -> Pending:
         """A call's use of the store, with the whole allowance still to spend."""
-        return Pending(cleaned, warnings, key, self.timeout)
+        return Pending(cleaned, warnings, key, self.timeout, self)
 
     async def get(self, pending: Pending) -> ToolResult | None:
         """The stored result of *pending*'s key, or ``None`` (a miss, or no answer in time).
@@ -148,3 +165,177 @@ class StoreAccess:
             value = await trio.to_thread.run_sync(operation, abandon_on_cancel=True, limiter=self._limiter)
             return True, value
         return False, None
+
+
+def engine_stores(
+    state: StateBackend, conversation: str | None, lifetime: float, **settings: Any
+) -> tuple[dict[CacheScope, StoreAccess], ConversationStore | None]:
+    """An engine's stores by cache scope, and its conversation's segment (``None``: it serves none).
+
+    The ``persistent`` scope's store from *settings* (:class:`StoreAccess`'s arguments); with a
+    *conversation*, its :class:`ConversationStore` is the ``session`` scope's.
+    """
+    stores = {CacheScope.PERSISTENT: StoreAccess(state=state, **settings)}
+    if conversation is None:
+        return stores, None
+    segment = ConversationStore(
+        state,
+        conversation,
+        lifetime=lifetime,
+        clock=settings["clock"],
+        timeout=settings["timeout"],
+        attempts=settings["attempts"],
+    )
+    stores[CacheScope.SESSION] = segment
+    return stores, segment
+
+
+# --------------------------------------------------------------------------- a conversation's state
+
+CONVERSATION_WAIT = 2.0
+"""Seconds an engine waits for each load or store of its conversation's document (then: unavailable).
+
+Longer than ``cache_timeout``: a miss of the document is not a cache miss but a conversation run
+from nothing (``depends_on`` refuses until its dependency runs again), so only a store that does
+not answer, not a busy moment, should cost it.
+"""
+
+COMMIT_ATTEMPTS = 5
+"""How often a commit reads, merges and stores again after losing the race to another of the conversation."""
+
+
+class _Outage:
+    """Whether a state backend's conversation documents are out of reach: one warning per outage."""
+
+    def __init__(self) -> None:
+        self._down = False
+        self._lock = threading.Lock()
+
+    def failed(self) -> bool:
+        """Note a failure; whether it is the first of an outage (then the caller warns)."""
+        with self._lock:
+            first, self._down = not self._down, True
+        return first
+
+    def recovered(self) -> None:
+        self._down = False
+
+
+_OUTAGES: weakref.WeakKeyDictionary[StateBackend, _Outage] = weakref.WeakKeyDictionary()
+_OUTAGES_LOCK = threading.Lock()
+
+
+class ConversationStore(StoreAccess):
+    """One engine's segment of a conversation kept in a state backend (``open_engine(conversation=...)``).
+
+    As a :class:`StoreAccess` it is the engine's ``session`` cache: the backend's namespace of the
+    conversation's id, each entry kept for the tool's ``ttl`` or the conversation's *lifetime*,
+    whichever is shorter. :meth:`begin` loads the conversation's document and restores the
+    engine's gates from it; :meth:`commit` merges what the engine's calls did into the document
+    as it is by then (:func:`toolflow._conversation.merged`) and stores it with a compare-and-set,
+    retrying a lost race up to :data:`COMMIT_ATTEMPTS` times; the document then expires
+    *lifetime* seconds on.
+
+    The state unavailable (:class:`ConnectionError`, or no answer within
+    :data:`CONVERSATION_WAIT`): the engine runs on an empty conversation (fail closed: a
+    ``depends_on`` dependency must run again), its session cache is not used, and one
+    :class:`~toolflow.CacheWarning` per outage of the backend says so.
+    """
+
+    def __init__(
+        self,
+        state: StateBackend,
+        conversation: str,
+        *,
+        lifetime: float,
+        clock: Callable[[], float],
+        timeout: float,
+        attempts: Attempts,
+    ) -> None:
+        super().__init__(
+            backend=None,
+            plugins=None,
+            path=None,
+            options=None,
+            clock=clock,
+            timeout=timeout,
+            attempts=attempts,
+            state=state,
+            namespace=conversation,
+        )
+        self.conversation = conversation
+        self.lifetime = lifetime
+        self._state = state
+        self._offline = False
+        self._loaded: Conversation | None = None
+        self._before: dict[str, Any] | None = None  # the part the segment began from; None: not begun
+        with _OUTAGES_LOCK:
+            self._outage = _OUTAGES.setdefault(state, _Outage())
+
+    async def get(self, pending: Pending) -> ToolResult | None:
+        return None if self._offline else await super().get(pending)
+
+    async def set(self, pending: Pending, result: ToolResult, ttl: float | None) -> None:
+        if not self._offline:
+            await super().set(pending, result, self.lifetime if ttl is None else min(ttl, self.lifetime))
+
+    async def begin(self, gates: Gates) -> None:
+        """Load the conversation and restore *gates* (the engine's) from it."""
+        loaded = await self._reach(functools.partial(self._state.load, self.conversation))
+        part = empty_part() if loaded is None else part_of(loaded.data)
+        if part["gates"] is not None:
+            gates.restore(part["gates"])
+        self._offline, self._loaded = loaded is None, loaded
+        self._before = {"turns": part["turns"], "gates": gates.dump()}
+
+    async def commit(self, gates: Gates) -> None:
+        """Merge what the calls did to *gates* into the stored conversation (nothing if :meth:`begin` did not finish).
+
+        Never raises but cancellation: a store out of reach was warned of, and after
+        :data:`COMMIT_ATTEMPTS` lost races a warning says the segment's bookkeeping is lost.
+        """
+        before, self._before = self._before, None
+        if before is None:
+            return
+        after = {"turns": before["turns"] + 1, "gates": gates.dump()}  # a segment is one turn
+        current = self._loaded
+        for _ in range(COMMIT_ATTEMPTS):
+            if current is None:
+                current = await self._reach(functools.partial(self._state.load, self.conversation))
+                if current is None:
+                    return
+            store = functools.partial(
+                self._state.store,
+                self.conversation,
+                merged(current.data, before, after),
+                current.version,
+                self.lifetime,
+            )
+            stored = await self._reach(store)
+            if stored is None or stored:
+                return
+            current = None  # another segment of the conversation stored since: read it again
+        text = (
+            f"the conversation state: a request lost the race to store its bookkeeping {COMMIT_ATTEMPTS} times"
+            " to others of the same conversation; its calls do not count for the conversation"
+        )
+        warnings.warn(CacheWarning(text), stacklevel=2)
+
+    async def _reach(self, operation: Callable[[], _T]) -> _T | None:
+        """*operation*'s value, from a worker thread within :data:`CONVERSATION_WAIT`; ``None`` if out of reach."""
+        try:
+            answered, value = await self._off_loop(operation, CONVERSATION_WAIT)
+        except ConnectionError as exc:
+            answered, value, detail = False, None, str(exc)
+        else:
+            detail = f"no answer within {format_duration(CONVERSATION_WAIT)}"
+        if answered:
+            self._outage.recovered()
+            return value
+        if self._outage.failed():
+            text = (
+                f"the conversation state is unavailable ({detail}); requests run on an empty conversation until"
+                " it is back: a depends_on dependency must run again, and the session cache is not used"
+            )
+            warnings.warn(CacheWarning(text), stacklevel=2)
+        return None
