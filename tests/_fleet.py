@@ -205,8 +205,10 @@ class Rotating(httpx2.AsyncBaseTransport):
     """Each request to the next replica of *ports* on 127.0.0.1 (see the module's docstring).
 
     Attributes:
-        sent: The port each request went to, from the moment it is sent (a test checks that
-            they rotated, or waits until its requests reached the replicas).
+        sent: The port of each replica that answered, in the order the answers began (a test
+            checks that the requests rotated).
+        started: How many requests were handed to a replica so far, answered or not (a test
+            waits until its requests reached the replicas).
     """
 
     def __init__(self, ports: Sequence[int]) -> None:
@@ -215,6 +217,7 @@ class Rotating(httpx2.AsyncBaseTransport):
         self._turn = itertools.count()
         self._down: set[int] = set()
         self.sent: list[int] = []
+        self.started = 0
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         for _ in self._ports:
@@ -223,12 +226,15 @@ class Rotating(httpx2.AsyncBaseTransport):
                 continue
             # The Host header stays what the client wrote, as behind a load balancer.
             request.url = request.url.copy_with(port=port)
-            self.sent.append(port)
+            self.started += 1
             try:
-                return await self._inner.handle_async_request(request)
+                response = await self._inner.handle_async_request(request)
             except httpx2.ConnectError:
-                self.sent.remove(port)  # one of this port's: others may be on their way meanwhile
+                self.started -= 1
                 self._down.add(port)  # nothing was sent: the next replica may take it
+                continue
+            self.sent.append(port)
+            return response
         msg = f"no replica of {self._ports} accepts connections"
         raise httpx2.ConnectError(msg, request=request)
 

@@ -133,7 +133,7 @@ async def test_a_replica_killed_holding_leases_frees_them_and_no_call_is_answere
                 async with trio.open_nursery() as calls:
                     for n in range(2, 6):
                         calls.start_soon(quick, waiting, n)  # they wait for a lease
-                    await until(lambda: len(waiting_transport.sent) == 4)  # sent to the other two replicas
+                    await until(lambda: waiting_transport.started == 4)  # sent to the other two replicas
                     before = journal(fleet.journal)
                     fleet.kill(0)
                     for n in range(6, 10):
@@ -150,6 +150,26 @@ async def test_a_replica_killed_holding_leases_frees_them_and_no_call_is_answere
     assert not any(isinstance(outcome, types.CallToolResult) for outcome in lost)  # lost, not answered
     assert most_at_once([entry for entry in entries if entry[2] != victim_pid]) <= 2
     assert victim not in transport.sent
+
+
+# --------------------------------------------------------------------------- one session, three replicas
+
+
+async def test_a_session_goes_on_on_the_others_after_its_replica_is_killed(fleet: Fleet) -> None:
+    """2025-11-25: one SDK session, its requests on each replica in turn; SIGKILL the replica that minted it."""
+    with trio.fail_after(300):
+        async with fleet_client(fleet, "legacy") as (client, rotating):
+            before = [structured(await client.session.call_tool("add", {"a": n, "b": 1})) for n in range(3)]
+            minted, killed_at = rotating.sent[0], len(rotating.sent)  # initialize went to the first replica
+            fleet.kill(fleet.ports.index(minted))
+            after = [structured(await client.session.call_tool("add", {"a": n, "b": 2})) for n in range(6)]
+            listed = await client.session.list_tools()
+    assert before == [{"sum": n + 1} for n in range(3)]
+    assert after == [{"sum": n + 2} for n in range(6)]  # each answered once, by a replica still alive
+    assert "hold" in {tool.name for tool in listed.tools}
+    assert set(rotating.sent[:killed_at]) == set(fleet.ports)  # the session did rotate before
+    assert minted not in rotating.sent[killed_at:]
+    assert len(set(rotating.sent[killed_at:])) == 2
 
 
 # --------------------------------------------------------------------------- the lease TTL setting
@@ -190,7 +210,7 @@ def test_a_bad_lease_ttl_is_a_usage_error_at_start(tmp_path: Path, monkeypatch: 
 DOCUMENTED_WARNINGS = (
     re.compile(r"toolflow: warning: cache Redis at redis://127\.0\.0\.1:\d+/0 is unavailable \(.*\);"
                r" calls run without it until it is back"),
-    re.compile(r"the shared state is unavailable \((lease|rate)\): .*"),
+    re.compile(r"the shared state is unavailable \((lease|rate|sessions)\): .*"),
 )  # fmt: skip
 """What a replica may say while Redis restarts (docs/deploying.md, "Redis unavailable or restarted")."""
 
