@@ -124,6 +124,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "toolflow._testing_items",
             "toolflow.default_plugins",
             "toolflow._serve",
+            "toolflow._serve_conversation",
             "toolflow._serve_fleet",
             "toolflow._serve_http",
             "toolflow._serve_progress",

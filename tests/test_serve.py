@@ -377,6 +377,7 @@ def test_only_the_serve_modules_import_mcp() -> None:
                 importers.add(path.relative_to(package).as_posix())
     serving = {
         "_serve.py",
+        "_serve_conversation.py",
         "_serve_fleet.py",
         "_serve_http.py",
         "_serve_progress.py",

@@ -10,20 +10,35 @@ replica.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+import attrs
 import httpx
 import httpx2
 import pytest
 import trio
 from _mcp_project import HTTPServer, write_project
-from _mcp_wire import HTTP_HEADERS, INITIALIZE, PROTOCOL, answers, call
+from _mcp_wire import GREET_SPECS, HTTP_HEADERS, INITIALIZE, PROTOCOL, answers, call
 from _redis import RedisServer
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+
+from toolflow import load_registry
+from toolflow._serve import Lifecycle, ToolService, build_server
+from toolflow._serve_http import (
+    DEFAULT_SESSION_IDLE_TIMEOUT,
+    FLEET_SESSION,
+    BearerTokens,
+    HTTPSettings,
+    Principal,
+    listen,
+    serve_http,
+)
+from toolflow._state_redis import RedisState
 
 pytestmark = pytest.mark.filterwarnings(
     r"ignore:Async generator '(httpx2|httpcore2)\..*' was garbage collected:ResourceWarning"
@@ -153,15 +168,20 @@ async def test_a_session_is_one_principal_s_on_any_replica_until_deleted(fleet: 
         stolen = await post(two, call(3, "add", {"a": 1, "b": 1}), "bob", session=session)
         assert stolen.status_code == 404
         assert stolen.json()["error"]["message"] == "Session not found"
-        for forged in ("A" * 24, "no such session", "x" * 500):
+        for forged in ("A" * 24, "no such session", "x" * 500, session[:-1]):
             refused = await post(one, call(4, "add", {"a": 1, "b": 1}), session=forged)
-            assert refused.status_code in {404, 400}, forged  # 400: a value no HTTP header may carry
+            assert refused.status_code == 404, forged
         without = await post(two, call(5, "add", {"a": 1, "b": 1}))
         assert without.status_code == 400  # a request without a session, other than initialize
         assert "Missing session ID" in without.text
 
         async with httpx.AsyncClient(timeout=30) as client:
             headers = bearer("alice") | {"Mcp-Session-Id": session}
+            # The SDK's own checks come first, and answer as they would without a fleet.
+            unknown = await client.post(two.url, json=call(7, "add"), headers=headers | {"Authorization": "Bearer x"})
+            assert unknown.status_code == 401
+            foreign = await client.post(two.url, json=call(7, "add"), headers=headers | {"Host": "evil.example"})
+            assert foreign.status_code == 421
             stream = await client.get(one.url, headers=headers | {"Accept": "text/event-stream"})
             assert stream.status_code == 405
             assert stream.headers["allow"] == "POST, DELETE"
@@ -211,3 +231,81 @@ async def test_a_modern_request_passes_untouched(fleet: list[HTTPServer]) -> Non
     assert [result.structured_content for result in results] == [{"sum": 42}, {"sum": 43}]
     assert {replica for _, _, replica, _ in rotating.log} == set(range(REPLICAS))
     assert all(200 <= status < 300 for _, _, _, status in rotating.log), rotating.log
+
+
+async def refreshing(client: httpx.AsyncClient, url: str, state: RedisState, session: str) -> bool:
+    """A session last refreshed an idle timeout ago is stored again by its next request, keeping other parts."""
+    before = state.load(session)
+    old = {**before.data["session"], "refreshed": before.data["session"]["refreshed"] - DEFAULT_SESSION_IDLE_TIMEOUT}
+    assert state.store(session, {**before.data, "session": old, "conversation": {"tick": 7}}, before.version, 60)
+    listed = await client.post(
+        url,
+        json={"jsonrpc": "2.0", "id": 9, "method": "tools/list"},
+        headers=bearer("alice") | {"Mcp-Session-Id": session},
+    )
+    after = state.load(session)
+    return (
+        listed.status_code == 200
+        and after.version == before.version + 2
+        and after.data["session"]["refreshed"] > old["refreshed"]
+        and after.data["conversation"] == {"tick": 7}
+    )
+
+
+@attrs.define(kw_only=True)
+class _SeesTheSession(ToolService):
+    """Records, for every call, the fleet session in the request's ASGI scope and the protocol version header."""
+
+    seen: list[tuple[object, object]] = attrs.field(factory=list)
+
+    async def call_tool(self, ctx: Any, params: Any) -> Any:
+        self.seen.append(
+            (ctx.request.scope.get(FLEET_SESSION, "none"), ctx.request.headers.get("mcp-protocol-version"))
+        )
+        return await ToolService.call_tool(self, ctx, params)
+
+
+async def test_a_handler_finds_the_verified_session_in_the_scope(tmp_path: Path, redis_server: RedisServer) -> None:
+    """The contract with the tool service: FLEET_SESSION holds the checked id, and nothing for a modern request."""
+    spec = tmp_path / "greet.yaml"
+    spec.write_text(GREET_SPECS, encoding="utf-8")
+    service = _SeesTheSession.under_policy(load_registry([spec]))
+    assert isinstance(service, _SeesTheSession)
+    state = RedisState(redis_server.url, timeout=10)
+    tokens = BearerTokens([(TOKENS["alice"], Principal(id="alice"))])
+    settings = HTTPSettings(port=0, tokens=tokens, state=state)
+    assert settings.fleet
+    assert not attrs.evolve(settings, stateless=True).fleet
+    lifecycle = Lifecycle()
+    greet = call(1, "greet", {"name": "Ada"})
+    try:
+        with trio.fail_after(60):
+            async with trio.open_nursery() as nursery, httpx.AsyncClient(timeout=30) as client:
+                url = await nursery.start(
+                    functools.partial(
+                        serve_http, build_server(service, lifecycle), listen(settings), closing=lifecycle.closing
+                    )
+                )
+                opened = await client.post(url, json=INITIALIZE, headers=bearer("alice"))
+                session = opened.headers["mcp-session-id"]
+                # No MCP-Protocol-Version header: the session's own version is assumed.
+                answered = await client.post(url, json=greet, headers=bearer("alice") | {"Mcp-Session-Id": session})
+                stored = state.load(session)
+                refreshed = await refreshing(client, url, state, session)
+                auth = {"Authorization": f"Bearer {TOKENS['alice']}"}
+                async with (
+                    httpx2.AsyncClient(headers=auth) as http,
+                    Client(streamable_http_client(url, http_client=http), mode="2026-07-28") as modern,
+                ):
+                    result = await modern.session.call_tool("greet", {"name": "Bo"})
+                lifecycle.stop()
+    finally:
+        state.close()
+    assert answers(answered)[0]["result"]["content"][0]["text"] == "Hello, Ada!"
+    assert stored.version == 1  # registered once; a request right after it did not store it again
+    assert stored.data["session"]["principal"] == {"client_id": "alice", "issuer": None, "subject": "alice"}
+    assert stored.data["session"]["protocol"] == PROTOCOL
+    assert refreshed
+    assert not result.is_error
+    assert service.seen[0] == (session, PROTOCOL)  # the version the session negotiated, not the SDK's default
+    assert service.seen[1:] == [("none", "2026-07-28")]  # 2026-07-28 has no sessions

@@ -35,6 +35,7 @@ from mcp.shared.exceptions import MCPError
 import toolflow
 from toolflow._policy import OnExit
 from toolflow._serve import Lifecycle, ToolService, build_server
+from toolflow._serve_conversation import CONVERSATION_META
 from toolflow._serve_tasks import RELATED_TASK, TASKS_EXTENSION, CreateExtensionTask, ExtensionTask, TaskLimits
 
 pytestmark = pytest.mark.filterwarnings(
@@ -574,6 +575,9 @@ async def test_http_process_binds_tasks_to_their_principal(project: Project) -> 
     assert text(resolved) == "you are alice"
     assert refused.value.error.code == -32602
     assert found.status == "completed"
+    assert found.result is not None
+    handle = found.result.pop("_meta")[CONVERSATION_META]  # the task's conversation, to echo in the next request
+    assert isinstance(handle, str)
     assert found.result == {
         "content": [{"type": "text", "text": "you are alice"}],
         "isError": False,

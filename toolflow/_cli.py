@@ -23,6 +23,7 @@ from toolflow._cli_support import (
     project_cache_settings,
     registry_to_read,
     remote_tools,
+    serve_conversation_settings,
     shutdown_grace,
     spec_paths,
     with_caps,
@@ -515,6 +516,7 @@ def _cmd_serve(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
                 approve=None if args.approve is None else args.approve == "yes",
                 plugins=plugins,
                 **stores,
+                **serve_conversation_settings(http, stores["state"], stderr),
             )
 
     return _serve.serve(

@@ -266,6 +266,32 @@ def project_cache_settings(args: argparse.Namespace | None = None) -> dict[str, 
     return settings
 
 
+def serve_conversation_settings(http: Any, state: Any, stderr: TextIO) -> dict[str, Any]:
+    """``toolflow serve``'s keys of conversation handles and the conversations' lifetime (``under_policy``'s).
+
+    None over stdio (one client, one engine) and under ``--stateless`` (no handles). The keys
+    come from ``TOOLFLOW_STATE_SECRET`` (and ``_PREVIOUS``); without a secret they are this
+    process's own, and a shared state (a fleet's Redis) gets one warning: handles then hold
+    only on the replica that minted them.
+    """
+    from toolflow._state import HandleKeys  # noqa: PLC0415
+    from toolflow._state_config import SECRET_ENV, handle_keys_from_environ  # noqa: PLC0415
+
+    if http is None or http.stateless:
+        return {}
+    keys = handle_keys_from_environ(os.environ)
+    if keys is None:
+        keys = HandleKeys.random()
+        if state is not None and state.shared:
+            print(
+                f"toolflow: warning: {SECRET_ENV} is not set: the conversation handles this replica mints are"
+                " good on this replica only (set the same secret on every replica of the fleet)",
+                file=stderr,
+                flush=True,
+            )
+    return {"handle_keys": keys, "conversation_ttl": http.session_idle_timeout}
+
+
 def open_tools(specs: LoadResult, plugins: Plugins, *, no_cache: bool = False) -> AbstractAsyncContextManager[Registry]:
     """The registry of *specs*, the tools of their MCP servers in it, connected for the ``async with`` block.
 

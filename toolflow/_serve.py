@@ -64,7 +64,7 @@ import warnings
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Literal, TextIO, TypeAlias
+from typing import Any, Literal, TextIO, TypeAlias, cast
 
 import attrs
 import trio
@@ -79,6 +79,7 @@ from toolflow._approval import ApprovalReason, ApprovalWarning, asking_approval
 from toolflow._cache import DEFAULT_CACHE_TIMEOUT, CacheWarning
 from toolflow._calls import ToolCall
 from toolflow._context import providing_context
+from toolflow._conversation import DEFAULT_TTL
 from toolflow._errors import UsageError
 from toolflow._executor import Engine, open_engine
 from toolflow._export import mcp_tool
@@ -88,12 +89,13 @@ from toolflow._plugins import Plugins
 from toolflow._policy import OnExit, Policy
 from toolflow._registry import Registry
 from toolflow._results import DEFAULT_MAX_RESULT_CHARS, ToolResult, _to_json, truncate_text
+from toolflow._serve_conversation import Conversations, Keyed
 from toolflow._serve_http import HTTPSettings, Listener, Principal, listen, principal_of, serve_http
 from toolflow._serve_progress import call_with_progress
 from toolflow._serve_stdio import serve_stdio
 from toolflow._serve_tasks import TaskLimits, Tasks, connection_of, running, session_of
 from toolflow._shutdown import DEFAULT_GRACE, Interrupts, open_signal_watch
-from toolflow._state import StateBackend
+from toolflow._state import HandleKeys, StateBackend
 from toolflow._telemetry import remote_parent
 
 __all__ = [
@@ -255,6 +257,9 @@ class ToolService:
         on_exit: The policy's ``on_exit``: whether a stop waits for running tasks or cancels them.
         task_limits: Tasks per client and their retention.
         tasks: The tasks of the server (None when no tool may run as one).
+        conversations: How a request's conversation kept in the state is keyed (2026-07-28
+            handles, fleet sessions; :mod:`toolflow._serve_conversation`); ``None``: none is.
+        open_conversation: Opens the engine of one request of a conversation, by its id.
     """
 
     registry: Registry
@@ -265,6 +270,8 @@ class ToolService:
     background: frozenset[str] = frozenset()
     on_exit: OnExit = "wait"
     task_limits: TaskLimits = attrs.field(factory=TaskLimits)
+    conversations: Conversations | None = None
+    open_conversation: Callable[[str], AbstractAsyncContextManager[Engine]] | None = None
     tasks: Tasks | None = attrs.field(init=False)
     _listing: types.ListToolsResult = attrs.field(init=False)
     _structured: frozenset[str] = attrs.field(init=False)
@@ -294,6 +301,8 @@ class ToolService:
         cache_options: Mapping[str, Any] | None = None,
         cache_timeout: float = DEFAULT_CACHE_TIMEOUT,
         state: StateBackend | None = None,
+        handle_keys: HandleKeys | None = None,
+        conversation_ttl: float = DEFAULT_TTL,
     ) -> ToolService:
         """The service of *registry*'s tools that *policy* exposes, each session on an engine that enforces it.
 
@@ -301,7 +310,10 @@ class ToolService:
         *tools* as the operator's selection, see :func:`exposed_tools`), which categories
         need approval, and the caps on results and arguments; *approve* is the operator's fixed
         answer to every approval (``True``: ``--approve yes``), ``None`` leaving it to the plugins
-        and the client.
+        and the client. *handle_keys* (default: none) keys each request's conversation in *state*
+        (2026-07-28 handles, fleet sessions; see :mod:`toolflow._serve_conversation`), which lives
+        *conversation_ttl* seconds after its last request; without them a request without a
+        protocol session stands alone.
 
         Raises:
             UsageError: The policy or the selection name what does not exist, or the policy
@@ -312,7 +324,7 @@ class ToolService:
         allowlist = exposed.names()
         fixed = None if approve is None else (lambda _call, _category: approve)
 
-        def open_session() -> AbstractAsyncContextManager[Engine]:
+        def open_session(conversation: str | None = None) -> AbstractAsyncContextManager[Engine]:
             return open_engine(
                 registry,
                 plugins=plugins,
@@ -324,7 +336,11 @@ class ToolService:
                 cache_options=cache_options,
                 cache_timeout=cache_timeout,
                 state=state,  # every session's engine shares it (toolflow._state)
+                conversation=conversation,
+                conversation_ttl=conversation_ttl,
             )
+
+        conversations = None if handle_keys is None else Conversations(keys=handle_keys, lifetime=conversation_ttl)
 
         return cls(
             registry=exposed,
@@ -333,6 +349,8 @@ class ToolService:
             max_result_chars=policy.max_result_chars,
             background=frozenset(t.name for t in exposed if policy.category(t.spec.category).background),
             on_exit=policy.on_exit,
+            conversations=conversations,
+            open_conversation=open_session,
         )
 
     def input_schema(self, name: str) -> dict[str, Any] | None:
@@ -351,6 +369,10 @@ class ToolService:
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
         """Answer ``tools/call`` through the session's engine; only cancellation escapes."""
+        if (keyed := self._keyed(ctx, params)) is not None:  # an engine for this request's segment
+            async with self._conversation_engine(keyed) as segment:
+                result = await self._call(segment, ctx, params)
+            return keyed.stamped(result)  # after the commit: the next request may go to any replica
         engine = await self._session_engine(ctx)
         if engine is None:
             async with self.open_engine() as engine:
@@ -364,8 +386,17 @@ class ToolService:
 
         The engine is the session's (2025-11-25, stdio), found now, or, without a session
         (2026-07-28 and stateless requests over HTTP), one of its own for the task's lifetime.
-        Nobody is asked to approve.
+        Nobody is asked to approve. A request of a conversation kept in the state runs on an engine
+        of its own that begins when the task starts and commits when it ends.
         """
+        if (keyed := self._keyed(ctx, params)) is not None:
+
+            async def in_conversation() -> types.CallToolResult | types.InputRequiredResult:
+                async with self._conversation_engine(keyed) as engine:
+                    result = await self._call(engine, ctx, params, task=True)
+                return keyed.stamped(result)
+
+            return in_conversation
         has_session = self.shared is not None or session_of(ctx) is not None
         engine = await self._session_engine(ctx) if has_session else None
 
@@ -376,6 +407,13 @@ class ToolService:
             return await self._call(engine, ctx, params, task=True)
 
         return run
+
+    def _keyed(self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> Keyed | None:
+        """The request's conversation in the state (None: stdio's one engine, a session's, or its own)."""
+        return None if self.shared is not None or self.conversations is None else self.conversations.of(ctx, params)
+
+    def _conversation_engine(self, keyed: Keyed) -> AbstractAsyncContextManager[Engine]:
+        return cast("Callable[[str], AbstractAsyncContextManager[Engine]]", self.open_conversation)(keyed.conversation)
 
     async def _session_engine(self, ctx: ServerRequestContext[Any, Any]) -> Engine | None:
         """The engine of the request's session (opened on its first call); None: the request has none."""

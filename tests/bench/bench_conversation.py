@@ -1,0 +1,169 @@
+"""Benchmark serve's conversation state (issue 19): a 2026-07-28 ``tools/call`` that echoes its handle.
+
+Real ``toolflow serve --transport http`` processes on 127.0.0.1 and a real ``redis-server`` this
+script starts (no persistence), called by the ``mcp`` SDK's client speaking 2026-07-28 (every
+request a POST of its own, no protocol session). Three servers:
+
+- ``stateless``: ``--stateless``: an engine per request and no conversation, which is what a
+  2026-07-28 request got before conversations were kept (the baseline of the engine per request);
+- ``memory``: the default state in the server's memory; the client echoes the last handle, so
+  each request opens an engine for its conversation's segment: a ``load`` and a compare-and-set
+  ``store`` of the conversation's document, each in a worker thread;
+- ``redis``: ``--state redis://...`` with the fleet's secret: the same, with the document (and
+  the session cache) in Redis: two more round trips per call.
+
+Two tools, both ``bench.add``: ``plain`` (no cache) and ``session`` (``cache: {scope: session}``,
+called with the same arguments: a hit after the first, from the server's memory or from Redis).
+``--rounds`` interleaved rounds, each calling every (server, tool) ``--calls`` times in a
+rotating order; each call timed on its own; the medians and their ratios. The issue's target: a
+call with Redis-backed conversation state at most 1.5x the same call with in-memory state.
+
+Run it from the repository root (it is not collected by pytest)::
+
+    .venv/bin/python tests/bench/bench_conversation.py
+    .venv/bin/python tests/bench/bench_conversation.py --rounds 20 --calls 50
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import AsyncExitStack, ExitStack
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import trio
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from _mcp_project import HTTPServer
+from _redis import RedisServer
+from bench_serve import PLUGIN  # the same plugin: bench.add
+
+from toolflow._serve_conversation import CONVERSATION_META
+
+SPEC = """\
+toolflow: 1
+tools:
+  plain:
+    description: Add two integers.
+    parameters: &numbers
+      type: object
+      properties:
+        a: {type: integer, description: The first.}
+        b: {type: integer, description: The second.}
+      required: [a, b]
+    implementation: bench.add
+  session:
+    description: Add two integers, kept in the conversation's session cache.
+    parameters: *numbers
+    cache: {scope: session}
+    implementation: bench.add
+"""
+
+TOOLS = ("plain", "session")
+SERVERS = ("stateless", "memory", "redis")
+SECRET = "bench-secret-0123456789abcdef"
+
+
+def write_project(root: Path) -> Path:
+    (root / "specs").mkdir(parents=True)
+    (root / "specs" / "bench.yaml").write_text(SPEC, encoding="utf-8")
+    (root / "bench_conversation_plugin.py").write_text(PLUGIN, encoding="utf-8")
+    (root / "pyproject.toml").write_text(
+        '[project]\nname = "bench"\n\n[tool.toolflow]\nspecs = ["specs"]\nplugins = ["bench_conversation_plugin"]\n'
+        '[tool.toolflow.cache]\ntimeout = "5s"\n',
+        encoding="utf-8",
+    )
+    return root
+
+
+class Chain:
+    """A 2026-07-28 client of one server that echoes the last handle it got (``stateless`` gets none)."""
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+        self._meta: Any = None
+
+    async def call(self, tool: str, arguments: dict[str, Any]) -> None:
+        result = await self._client.call_tool(tool, arguments, meta=self._meta)
+        if result.is_error:
+            msg = f"{tool} failed: {result}"
+            raise RuntimeError(msg)
+        handle = (result.meta or {}).get(CONVERSATION_META)
+        self._meta = None if handle is None else {CONVERSATION_META: handle}
+
+
+async def latency(urls: dict[str, str], rounds: int, calls: int, warmup: int) -> dict[tuple[str, str], list[float]]:
+    """Interleaved rounds of every (server, tool); each call's round trip in seconds."""
+    results: dict[tuple[str, str], list[float]] = {}
+    async with AsyncExitStack() as stack:
+        chains = {}
+        for server, url in urls.items():
+            http = await stack.enter_async_context(httpx2.AsyncClient(timeout=30))
+            client = await stack.enter_async_context(
+                Client(streamable_http_client(url, http_client=http), mode="2026-07-28")
+            )
+            chains[server] = Chain(client)
+        pairs = [(server, tool) for server in urls for tool in TOOLS]
+        for server, tool in pairs:
+            for n in range(warmup):
+                await chains[server].call(tool, {"a": 1 if tool == "session" else n, "b": 1})
+        for index in range(rounds):
+            shift = index % len(pairs)
+            for server, tool in pairs[shift:] + pairs[:shift]:
+                times = results.setdefault((server, tool), [])
+                for n in range(calls):
+                    arguments = {"a": 1 if tool == "session" else n, "b": 1}
+                    started = time.perf_counter()
+                    await chains[server].call(tool, arguments)
+                    times.append(time.perf_counter() - started)
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=20, help="interleaved rounds (default 20)")
+    parser.add_argument("--calls", type=int, default=50, help="calls per (server, tool) per round (default 50)")
+    parser.add_argument("--warmup", type=int, default=50, help="calls per (server, tool) before timing (default 50)")
+    args = parser.parse_args()
+    executable = shutil.which("redis-server")
+    if executable is None:
+        sys.exit("redis-server is not installed (apt-get install redis-server)")
+    version = subprocess.run([executable, "--version"], capture_output=True, text=True, check=False).stdout.split()
+    print(
+        f"python {platform.python_version()}, trio {trio.__version__}, mcp {importlib.metadata.version('mcp')},",
+        f"redis-py {importlib.metadata.version('redis')}, {' '.join(version[:3])},",
+        f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}",
+    )
+    with tempfile.TemporaryDirectory() as directory, ExitStack() as stack:
+        root = write_project(Path(directory) / "project")
+        (Path(directory) / "redis").mkdir()
+        redis_server = RedisServer(executable, Path(directory) / "redis")
+        redis_server.start()
+        stack.callback(redis_server.stop)
+        options = {"stateless": ("--stateless",), "memory": (), "redis": ("--state", redis_server.url)}
+        servers = {name: HTTPServer(root, *options[name], env={"TOOLFLOW_STATE_SECRET": SECRET}) for name in SERVERS}
+        for server in servers.values():
+            stack.callback(server.close)
+        results = trio.run(latency, {n: s.url for n, s in servers.items()}, args.rounds, args.calls, args.warmup)
+    print(f"\n{args.rounds} rounds x {args.calls} calls per (server, tool), 2026-07-28, one replica each, loopback\n")
+    print("| tool | stateless | memory | redis | memory / stateless | redis / memory |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for tool in TOOLS:
+        s, m, r = (statistics.median(results[(name, tool)]) * 1e6 for name in SERVERS)
+        print(f"| `{tool}` | {s:,.0f} us | {m:,.0f} us | {r:,.0f} us | {m / s:.2f}x | {r / m:.2f}x |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,367 @@
+"""``toolflow serve`` keeps a conversation in the state: 2026-07-28 handles across replicas (issue 19).
+
+Real ``toolflow serve --transport http`` processes on loopback, sharing a real ``redis-server``
+(``tests/_redis.py``) and the fleet's secret, and the ``mcp`` SDK's client speaking 2026-07-28,
+which echoes the handle of each answer in its next request. In process: the same service over
+the SDK's in-memory transport, for what needs no second process.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+import trio
+from _mcp_project import HTTPServer
+from _redis import RedisServer
+from mcp import Client, types
+from mcp.client.context import ClientRequestContext
+from mcp.client.streamable_http import streamable_http_client
+
+import toolflow
+from toolflow._serve import ToolService, build_server
+from toolflow._serve_conversation import CONVERSATION_META
+from toolflow._state import HandleKeys, MemoryState
+from toolflow._state_redis import RedisState
+
+pytestmark = pytest.mark.filterwarnings(
+    r"ignore:Async generator '(httpx2|httpcore2)\..*' was garbage collected:ResourceWarning"
+)
+
+SPEC = """\
+toolflow: 1
+tools:
+  login:
+    description: Logs in.
+    template: "logged in"
+  fetch:
+    description: Fetches what only a logged-in caller may.
+    depends_on: [login]
+    template: "fetched"
+  stamp:
+    description: A fresh random stamp per run; kept in the session cache.
+    cache: {scope: session}
+    parameters:
+      type: object
+      properties:
+        topic: {type: string, description: What the stamp is for}
+      required: [topic]
+    command: ["%s", "-c", "import secrets; print(secrets.token_hex(8))"]
+  limited:
+    description: At most twice per conversation.
+    template: "done"
+  wipe:
+    description: Wipes what the caller fetched; asks first.
+    approval: true
+    depends_on: [login]
+    template: "wiped"
+policy:
+  rules:
+    - tool: limited
+      max_calls: {per_run: 2}
+"""
+
+SECRET = "fleet-secret-0123456789abcdef"
+TOKENS = {"alice": "tf-alice-0123456789abcdef", "bob": "tf-bob-fedcba9876543210"}
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A project with SPEC, a cache timeout that a loaded machine meets, and two principals' tokens."""
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs" / "tools.yaml").write_text(SPEC % sys.executable, encoding="utf-8")
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "conversations"\n[tool.toolflow]\nspecs = ["specs"]\n'
+        '[tool.toolflow.cache]\ntimeout = "30s"\n',
+        encoding="utf-8",
+    )
+    tokens = "".join(f'[principals.{name}]\ntoken = "{token}"\n\n' for name, token in TOKENS.items())
+    (tmp_path / "tokens.toml").write_text(tokens, encoding="utf-8")
+    (tmp_path / "tokens.toml").chmod(0o600)
+    return tmp_path
+
+
+@contextlib.asynccontextmanager
+async def servers(root: Path, count: int, *args: str, secret: str | None = SECRET) -> AsyncIterator[list[HTTPServer]]:
+    """*count* replicas of ``toolflow serve --transport http`` with *args*, stopped on the way out."""
+    env = {"TOOLFLOW_STATE_SECRET": secret} if secret is not None else {}
+    started: list[HTTPServer] = []
+    try:
+        for _ in range(count):
+            server = await trio.to_thread.run_sync(
+                lambda: HTTPServer(root, "--auth-tokens", "tokens.toml", *args, env=env)
+            )
+            started.append(server)
+        yield started
+    finally:
+        for server in started:
+            await trio.to_thread.run_sync(server.close)
+
+
+class Chain:
+    """A 2026-07-28 client of one principal that echoes the last handle it got, whichever replica it asks."""
+
+    def __init__(self, name: str, handle: str | None = None) -> None:
+        self.name = name
+        self.handle = handle
+
+    async def call(self, url: str, tool: str, arguments: dict[str, Any] | None = None) -> types.CallToolResult:
+        """Call *tool* at *url* with the handle (if any); keep the answer's handle."""
+        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKENS[self.name]}"}) as http:
+            transport = streamable_http_client(url, http_client=http)
+            async with Client(transport, mode="2026-07-28") as client:
+                meta: Any = None if self.handle is None else {CONVERSATION_META: self.handle}
+                result = await client.call_tool(tool, arguments or {}, meta=meta)
+        handle = (result.meta or {}).get(CONVERSATION_META)
+        assert isinstance(handle, str), result
+        self.handle = handle
+        return result
+
+
+def text(result: types.CallToolResult) -> str:
+    """The first text block of *result*."""
+    block = result.content[0]
+    assert isinstance(block, types.TextContent)
+    return block.text
+
+
+def conversation_of(handle: str | None) -> str:
+    """The conversation a handle names (its payload is readable; its signature is what makes it count)."""
+    assert handle is not None
+    payload = handle.partition(".")[0]
+    return str(json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))[0])
+
+
+async def test_a_handle_carries_the_conversation_across_two_replicas(project: Path, redis_server: RedisServer) -> None:
+    """Calls alternate between two replicas: depends_on holds, the session cache hits, the rules count once."""
+    with trio.fail_after(120):
+        async with servers(project, 2, "--state", redis_server.url) as (one, two):
+            alice = Chain("alice")
+            assert text(await alice.call(one.url, "login")) == "logged in"
+            first_handle = alice.handle
+            assert text(await alice.call(two.url, "fetch")) == "fetched"
+            stamp = text(await alice.call(one.url, "stamp", {"topic": "a"}))
+            again = await alice.call(two.url, "stamp", {"topic": "a"})
+            assert [text(await alice.call(url, "limited")) for url in (two.url, one.url)] == ["done", "done"]
+            third = await alice.call(two.url, "limited")
+            stranger = await Chain("alice").call(two.url, "fetch")  # no handle: a conversation of its own
+    assert text(again) == stamp
+    assert third.is_error
+    assert "limited" in text(third)
+    assert conversation_of(alice.handle) == conversation_of(first_handle)  # one conversation all along
+    assert alice.handle != first_handle  # renewed by every answer
+    assert stranger.is_error
+    assert "run 'login' successfully first" in text(stranger)
+
+
+async def test_a_forged_expired_or_foreign_handle_starts_afresh(project: Path, redis_server: RedisServer) -> None:
+    """A handle that does not verify for this principal now is no key to the conversation: depends_on refuses."""
+    keys = HandleKeys.from_secrets(SECRET)
+    with trio.fail_after(120):
+        async with servers(project, 1, "--state", redis_server.url) as (server,):
+            alice = Chain("alice")
+            await alice.call(server.url, "login")
+            good = alice.handle
+            conversation = conversation_of(good)
+            payload, _, mac = str(good).partition(".")
+            forged = payload + "." + ("A" if mac[0] != "A" else "B") + mac[1:]
+            expired = keys.sign(conversation, "alice", time.time() - 1)
+            other_fleet = HandleKeys.from_secrets("another-fleet-secret-0123").sign(
+                conversation, "alice", time.time() + 60
+            )
+            answers = {}
+            for name, who, handle in (
+                ("forged", "alice", forged),
+                ("expired", "alice", expired),
+                ("other fleet", "alice", other_fleet),
+                ("another principal", "bob", good),
+            ):
+                chain = Chain(who, handle)
+                answers[name] = (await chain.call(server.url, "fetch"), chain.handle)
+            still = await Chain("alice", good).call(server.url, "fetch")  # the real one still works
+    for name, (result, handle) in answers.items():
+        assert result.is_error, name
+        assert "run 'login' successfully first" in text(result), name
+        assert conversation_of(handle) != conversation, name  # a new conversation, with its own handle
+    assert text(still) == "fetched"
+
+
+async def test_redis_stopped_midway_costs_the_conversation_and_one_warning(
+    project: Path, redis_server: RedisServer
+) -> None:
+    """Redis down: every call is answered, depends_on fails closed, the server warns once; back: a fresh start."""
+    with trio.fail_after(120):
+        async with servers(project, 1, "--state", redis_server.url) as (server,):
+            alice = Chain("alice")
+            await alice.call(server.url, "login")
+            redis_server.kill()
+            down = [await alice.call(server.url, name) for name in ("fetch", "login", "fetch")]
+            down.append(await alice.call(server.url, "stamp", {"topic": "c"}))
+            redis_server.start()
+            back = [await alice.call(server.url, name) for name in ("fetch", "login", "fetch")]
+            output = "".join(server.output)
+    assert [r.is_error for r in down] == [True, False, True, False], [
+        text(r) for r in down
+    ]  # nothing of the conversation is reachable
+    assert output.count("the conversation state is unavailable") == 1, output
+    assert "Traceback" not in output
+    assert [r.is_error for r in back] == [True, False, False]  # the new Redis is empty: login again, then it holds
+
+
+async def test_one_replica_with_memory_state_chains_handles_too(project: Path) -> None:
+    """Without --state and without a secret: the handle chain gives a 2026-07-28 client depends_on and the cache."""
+    with trio.fail_after(120):
+        async with servers(project, 1, secret=None) as (server,):
+            alice = Chain("alice")
+            await alice.call(server.url, "login")
+            fetched = await alice.call(server.url, "fetch")
+            stamps = [text(await alice.call(server.url, "stamp", {"topic": "b"})) for _ in range(2)]
+            output = "".join(server.output)
+    assert text(fetched) == "fetched"
+    assert stamps[0] == stamps[1]
+    assert "TOOLFLOW_STATE_SECRET is not set" not in output  # one replica: nothing to share
+
+
+async def test_a_shared_state_without_a_secret_warns_at_start(project: Path, redis_server: RedisServer) -> None:
+    """With Redis but no secret, each replica's handles hold only on itself: one start-up warning says so."""
+    with trio.fail_after(120):
+        async with servers(project, 2, "--state", redis_server.url, secret=None) as (one, two):
+            alice = Chain("alice")
+            await alice.call(one.url, "login")
+            elsewhere = await alice.call(two.url, "fetch")
+            output = "".join(one.output)
+    assert output.count("TOOLFLOW_STATE_SECRET is not set") == 1, output
+    assert elsewhere.is_error  # the other replica's keys do not verify the handle
+
+
+async def test_stateless_serve_mints_no_handles(project: Path) -> None:
+    """``--stateless``: every request stands alone, and no answer carries a handle."""
+    with trio.fail_after(120):
+        async with (
+            servers(project, 1, "--stateless") as (server,),
+            httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKENS['alice']}"}) as http,
+            Client(streamable_http_client(server.url, http_client=http), mode="2026-07-28") as client,
+        ):
+            await client.call_tool("login", {})
+            fetched = await client.call_tool("fetch", {})
+    assert fetched.is_error
+    assert CONVERSATION_META not in (fetched.meta or {})
+
+
+# --------------------------------------------------------------------------- in process
+
+
+def _service(root: Path, **options: Any) -> ToolService:
+    specs = toolflow.load_specs([root / "specs"])
+    registry = toolflow.load_registry([root / "specs"], plugins=toolflow.load_plugins(entry_points=False))
+    return ToolService.under_policy(registry, policy=toolflow.Policy.from_specs(specs), cache_timeout=30, **options)
+
+
+async def test_in_process_the_handle_rides_in_meta_and_a_legacy_session_keeps_its_engine(project: Path) -> None:
+    """2026-07-28 requests chain by the handle; a 2025-11-25 session is one engine, as before, with no handle."""
+    service = _service(project, handle_keys=HandleKeys.random(), state=MemoryState())
+    with trio.fail_after(30):
+        async with Client(build_server(service), mode="2026-07-28") as client:
+            login = await client.call_tool("login", {})
+            handle = (login.meta or {})[CONVERSATION_META]
+            echoed: Any = {CONVERSATION_META: handle}
+            chained = await client.call_tool("fetch", {}, meta=echoed)
+            alone = await client.call_tool("fetch", {})
+        async with Client(build_server(service), mode="legacy") as legacy:
+            await legacy.call_tool("login", {})
+            session = await legacy.call_tool("fetch", {})
+    assert text(chained) == "fetched"
+    assert alone.is_error
+    assert text(session) == "fetched"
+    assert CONVERSATION_META not in (session.meta or {})
+
+
+async def test_without_keys_a_modern_request_stands_alone_as_before(project: Path) -> None:
+    """A service built without handle keys (the Python API's default) mints nothing and keys nothing."""
+    service = _service(project)
+    with trio.fail_after(30):
+        async with Client(build_server(service), mode="2026-07-28") as client:
+            login = await client.call_tool("login", {})
+            fetched = await client.call_tool("fetch", {})
+    assert CONVERSATION_META not in (login.meta or {})
+    assert fetched.is_error
+
+
+async def test_an_approval_question_carries_the_handle_and_the_retry_stays_in_the_conversation(project: Path) -> None:
+    """2026-07-28 ``input_required``: its ``_meta`` has the conversation's handle; the answered retry runs in it."""
+
+    async def approve(
+        context: ClientRequestContext,
+        params: types.ElicitRequestParams,
+    ) -> types.ElicitResult | types.ErrorData:
+        return types.ElicitResult(action="accept", content={"approve": True})
+
+    service = _service(project, handle_keys=HandleKeys.random(), state=MemoryState())
+    with trio.fail_after(30):
+        async with Client(build_server(service), mode="2026-07-28", elicitation_callback=approve) as client:
+            login = await client.call_tool("login", {})
+            echoed: Any = {CONVERSATION_META: (login.meta or {})[CONVERSATION_META]}
+            question = await client.session.call_tool("wipe", {}, meta=echoed, allow_input_required=True)
+            wiped = await client.call_tool("wipe", {}, meta=echoed)
+    assert isinstance(question, types.InputRequiredResult)
+    assert conversation_of((question.meta or {})[CONVERSATION_META]) == conversation_of(echoed[CONVERSATION_META])
+    assert text(wiped) == "wiped"  # depends_on met: the retry ran in the conversation of the login
+    assert conversation_of((wiped.meta or {})[CONVERSATION_META]) == conversation_of(echoed[CONVERSATION_META])
+
+
+# --------------------------------------------------------------------------- 2025-11-25 fleet sessions
+
+
+class Alternating(httpx2.AsyncBaseTransport):
+    """A real HTTP transport that sends each POST to the next replica's port, and notes the session id minted."""
+
+    def __init__(self, urls: list[str]) -> None:
+        self._ports = [httpx2.URL(url).port for url in urls]
+        self._posts = 0
+        self._inner = httpx2.AsyncHTTPTransport()
+        self.session: str | None = None
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        if request.method == "POST":
+            request.url = request.url.copy_with(port=self._ports[self._posts % len(self._ports)])
+            self._posts += 1
+        response = await self._inner.handle_async_request(request)
+        self.session = response.headers.get("mcp-session-id", self.session)
+        return response
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+async def test_a_fleet_session_keeps_its_conversation_on_every_replica(
+    project: Path, redis_server: RedisServer
+) -> None:
+    """2025-11-25 over a fleet: the session's calls alternate replicas; depends_on, the cache and the rules hold."""
+    with trio.fail_after(120):
+        async with servers(project, 2, "--state", redis_server.url) as (one, two):
+            transport = Alternating([one.url, two.url])
+            async with (
+                httpx2.AsyncClient(transport=transport, headers={"Authorization": f"Bearer {TOKENS['alice']}"}) as http,
+                Client(streamable_http_client(one.url, http_client=http), mode="legacy") as client,
+            ):
+                results = [await client.session.call_tool(name, {}) for name in ("login", "fetch")]
+                stamps = [text(await client.session.call_tool("stamp", {"topic": "s"})) for _ in range(2)]
+                limited = [await client.session.call_tool("limited", {}) for _ in range(3)]
+                state = RedisState(redis_server.url, timeout=10)
+                try:  # before the client leaves: its DELETE ends the session, and the document with it
+                    stored = state.load(str(transport.session)).data
+                finally:
+                    state.close()
+    assert [text(r) for r in results] == ["logged in", "fetched"]
+    assert stamps[0] == stamps[1]
+    assert [r.is_error for r in limited] == [False, False, True]
+    assert CONVERSATION_META not in (results[1].meta or {})  # the session is the key: no handle
+    assert set(stored) >= {"session", "conversation"}  # the sessions' part and this one, side by side
