@@ -286,6 +286,8 @@ async def test_a_handler_finds_the_verified_session_in_the_scope(tmp_path: Path,
                         serve_http, build_server(service, lifecycle), listen(settings), closing=lifecycle.closing
                     )
                 )
+                bad = {**INITIALIZE, "params": {"protocolVersion": 2025}}
+                refused = await client.post(url, json=bad, headers=bearer("alice"))
                 opened = await client.post(url, json=INITIALIZE, headers=bearer("alice"))
                 session = opened.headers["mcp-session-id"]
                 # No MCP-Protocol-Version header: the session's own version is assumed.
@@ -301,6 +303,8 @@ async def test_a_handler_finds_the_verified_session_in_the_scope(tmp_path: Path,
                 lifecycle.stop()
     finally:
         state.close()
+    assert "error" in answers(refused)[0]
+    assert "mcp-session-id" not in refused.headers  # an initialize that failed opens no session
     assert answers(answered)[0]["result"]["content"][0]["text"] == "Hello, Ada!"
     assert stored.version == 1  # registered once; a request right after it did not store it again
     assert stored.data["session"]["principal"] == {"client_id": "alice", "issuer": None, "subject": "alice"}

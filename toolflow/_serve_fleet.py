@@ -236,12 +236,19 @@ class FleetSessions:
             return
         answer = _Buffered(send)
         await self.app(scope, replay, answer.send)
-        if answer.status is None or not 200 <= answer.status < 300:
-            await answer.flush()
+        result = answer.result()
+        if answer.status is None or not 200 <= answer.status < 300 or result is None:
+            await answer.flush()  # refused (an error, in HTTP or JSON-RPC): nothing was opened
             return
         session_id = new_conversation_id()
-        now = self._clock()
-        document = {SESSION_DOCUMENT: {"principal": owner, "protocol": answer.protocol(), "refreshed": now}}
+        protocol = result.get("protocolVersion")
+        document = {
+            SESSION_DOCUMENT: {
+                "principal": owner,
+                "protocol": protocol if isinstance(protocol, str) else None,
+                "refreshed": self._clock(),
+            }
+        }
         # Not stored: the state is down, or the id is taken (144 random bits: never seen). The client retries.
         if await self._call(lambda: self._state.store(session_id, document, 0, self._ttl)) is not True:
             await _unavailable(send)
@@ -280,8 +287,8 @@ class _Buffered:
             self.status = message["status"]
         self._messages.append(message)
 
-    def protocol(self) -> str | None:
-        """The protocol version the answer negotiated (a JSON body or server-sent events), or None."""
+    def result(self) -> dict[str, Any] | None:
+        """The answer's JSON-RPC result (from a JSON body or server-sent events); None for an error or no answer."""
         body = b"".join(m.get("body", b"") for m in self._messages if m["type"] == "http.response.body")
         lines = [line.removeprefix(b"data:").strip() for line in body.splitlines() if line.startswith(b"data:")]
         for text in lines or [body]:
@@ -290,9 +297,8 @@ class _Buffered:
             except ValueError:
                 continue
             result = message.get("result") if isinstance(message, dict) else None
-            version = result.get("protocolVersion") if isinstance(result, dict) else None
-            if isinstance(version, str):
-                return version
+            if isinstance(result, dict):
+                return result
         return None
 
     async def flush(self, header: tuple[bytes, bytes] | None = None) -> None:
