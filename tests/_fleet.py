@@ -17,7 +17,8 @@ Issue 19's tests with real parts (``tests/test_fleet_replicas.py``) and its benc
 - :func:`write_fleet_project`: ``tests/_mcp_project.py``'s project (``ticket``, a session
   cache; ``login``/``whoami``, ``depends_on``) plus the fleet's tools, which append what they do
   to a journal file that every replica shares (:func:`journal`): ``hold`` (``concurrency: 2``),
-  and ``stamp`` (persistent cache, a fresh random stamp per run).
+  ``stamp`` (persistent cache, a fresh random stamp per run) and ``draw`` (session cache, a
+  fresh random draw per run).
 """
 
 from __future__ import annotations
@@ -72,10 +73,16 @@ def stamp(n):
     return {"n": n, "stamp": secrets.token_hex(8)}
 
 
+def draw():
+    _note("draw", 0, os.getpid())
+    return {"drawn": secrets.token_hex(8)}
+
+
 @toolflow.hookimpl
 def toolflow_register_implementations(register):
     register("fleet.hold", hold)
     register("fleet.stamp", stamp)
+    register("fleet.draw", draw)
 '''
 
 SPECS = """\
@@ -103,6 +110,11 @@ tools:
         n: {type: integer, description: The number.}
       required: [n]
     implementation: fleet.stamp
+  draw:
+    description: A fresh random draw, the same for the rest of the conversation (its session cache).
+    cache: {scope: session}
+    retry: false
+    implementation: fleet.draw
 """
 
 

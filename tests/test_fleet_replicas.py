@@ -16,6 +16,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx2
 import pytest
@@ -27,6 +28,7 @@ from mcp import Client, types
 from toolflow._cli import run
 from toolflow._errors import UsageError
 from toolflow._limits import lease_ttl
+from toolflow._serve_conversation import CONVERSATION_META
 
 # The SDK's HTTP client (httpx2) leaves its SSE streams' async generators to the garbage
 # collector when a session ends under trio; trio's finalizer warns about each one.
@@ -172,6 +174,76 @@ async def test_a_session_goes_on_on_the_others_after_its_replica_is_killed(fleet
     assert len(set(rotating.sent[killed_at:])) == 2
 
 
+class Conversation:
+    """One conversation of an SDK client: under 2026-07-28 it echoes each answer's handle in its next request.
+
+    Under 2025-11-25 the session is the conversation's key, and no handle is minted.
+    """
+
+    def __init__(self, client: Client, mode: str, rotating: Rotating) -> None:
+        self._client = client
+        self._modern = mode != "legacy"
+        self._rotating = rotating
+        self.handle: str | None = None
+        self.answered_by: list[int] = []  # the replica that answered each call
+
+    async def call(self, tool: str, arguments: dict[str, Any] | None = None) -> types.CallToolResult:
+        meta: Any = {CONVERSATION_META: self.handle} if self.handle is not None else None
+        before = len(self._rotating.sent)
+        result = await self._client.call_tool(tool, arguments or {}, meta=meta)
+        self.answered_by.append(self._rotating.sent[before])  # the call's own answer came first
+        handle = (result.meta or {}).get(CONVERSATION_META)
+        if self._modern:
+            assert isinstance(handle, str), result
+            self.handle = handle
+        else:
+            assert handle is None, result  # the session is the key
+        return result
+
+
+def text(result: types.CallToolResult) -> str:
+    block = result.content[0]
+    assert isinstance(block, types.TextContent)
+    return block.text
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_a_conversation_holds_on_three_replicas_and_outlives_the_one_that_wrote_it(
+    fleet: Fleet, mode: str
+) -> None:
+    """Each call on the next replica: depends_on and the session cache hold; then SIGKILL the replica of the login.
+
+    What the killed replica did (the login, the ticket it drew) is the conversation's, in Redis:
+    the others go on with it.
+    """
+    with trio.fail_after(300):
+        async with fleet_client(fleet, mode) as (client, rotating):
+            chat = Conversation(client, mode, rotating)
+            early = await chat.call("whoami")  # refused: no login yet
+            login = await chat.call("login", {"user": "ada"})
+            whoami = await chat.call("whoami")
+            draws = [structured(await chat.call("draw"))["drawn"] for _ in range(3)]
+            fleet.kill(fleet.ports.index(chat.answered_by[1]))  # the replica that ran the login
+            later = [await chat.call("whoami") for _ in range(2)]
+            draws += [structured(await chat.call("draw"))["drawn"] for _ in range(2)]
+            stranger = Conversation(client, mode, rotating) if mode != "legacy" else None
+            alone = await stranger.call("whoami") if stranger is not None else None
+            other = structured(await stranger.call("draw"))["drawn"] if stranger is not None else None
+    assert early.is_error
+    assert "run 'login' successfully first" in text(early)
+    assert (login.is_error, whoami.is_error) == (False, False)
+    assert len(set(chat.answered_by[:6])) == 3  # the calls went to all three replicas
+    assert [r.is_error for r in later] == [False, False]  # depends_on held after the kill
+    assert len(set(draws)) == 1  # one run of the session-cached tool, whatever replica answered
+    runs = [pid for what, _, pid in journal(fleet.journal) if what == "draw"]
+    assert chat.answered_by[1] not in chat.answered_by[6:]
+    if alone is not None:  # 2026-07-28: a request without the handle is a conversation of its own
+        assert alone.is_error
+        assert "run 'login' successfully first" in text(alone)
+        assert other != draws[0]  # and a session cache of its own
+    assert len(runs) == (1 if alone is None else 2)
+
+
 # --------------------------------------------------------------------------- the lease TTL setting
 
 
@@ -211,6 +283,9 @@ DOCUMENTED_WARNINGS = (
     re.compile(r"toolflow: warning: cache Redis at redis://127\.0\.0\.1:\d+/0 is unavailable \(.*\);"
                r" calls run without it until it is back"),
     re.compile(r"the shared state is unavailable \((lease|rate|sessions)\): .*"),
+    re.compile(r"toolflow: warning: the conversation state is unavailable \(.*\); requests run on an empty"
+               r" conversation until it is back: a depends_on dependency must run again, and the session cache"
+               r" is not used"),
 )  # fmt: skip
 """What a replica may say while Redis restarts (docs/deploying.md, "Redis unavailable or restarted")."""
 
