@@ -67,6 +67,42 @@ def structured(result: types.CallToolResult) -> dict[str, object]:
     return result.structured_content
 
 
+class Conversation:
+    """One conversation of an SDK client: under 2026-07-28 it echoes each answer's handle in its next request.
+
+    Under 2025-11-25 the session is the conversation's key, and no handle is minted.
+    """
+
+    def __init__(self, client: Client, mode: str, rotating: Rotating) -> None:
+        self._client = client
+        self._modern = mode != "legacy"
+        self._rotating = rotating
+        self.handle: str | None = None
+        self.answered_by: list[int] = []  # the replica that answered each call
+
+    async def call(self, tool: str, arguments: dict[str, Any] | None = None) -> types.CallToolResult:
+        meta: Any = {CONVERSATION_META: self.handle} if self.handle is not None else None
+        before = len(self._rotating.sent)
+        result = await self._client.call_tool(tool, arguments or {}, meta=meta)
+        self.answered_by.append(self._rotating.sent[before])  # the call's own answer came first
+        handle = (result.meta or {}).get(CONVERSATION_META)
+        if self._modern:
+            assert isinstance(handle, str), result
+            self.handle = handle
+        else:
+            assert handle is None, result  # the session is the key
+        return result
+
+
+def text(result: types.CallToolResult) -> str:
+    block = result.content[0]
+    assert isinstance(block, types.TextContent)
+    return block.text
+
+
+# --------------------------------------------------------------------------- limits across the fleet
+
+
 async def test_concurrency_holds_across_three_replicas_under_fifty_calls(fleet: Fleet) -> None:
     """50 calls at once, one to each replica in turn: never more than two inside the tool, fleet-wide."""
     answered: list[dict[str, object]] = []
@@ -174,39 +210,6 @@ async def test_a_session_goes_on_on_the_others_after_its_replica_is_killed(fleet
     assert len(set(rotating.sent[killed_at:])) == 2
 
 
-class Conversation:
-    """One conversation of an SDK client: under 2026-07-28 it echoes each answer's handle in its next request.
-
-    Under 2025-11-25 the session is the conversation's key, and no handle is minted.
-    """
-
-    def __init__(self, client: Client, mode: str, rotating: Rotating) -> None:
-        self._client = client
-        self._modern = mode != "legacy"
-        self._rotating = rotating
-        self.handle: str | None = None
-        self.answered_by: list[int] = []  # the replica that answered each call
-
-    async def call(self, tool: str, arguments: dict[str, Any] | None = None) -> types.CallToolResult:
-        meta: Any = {CONVERSATION_META: self.handle} if self.handle is not None else None
-        before = len(self._rotating.sent)
-        result = await self._client.call_tool(tool, arguments or {}, meta=meta)
-        self.answered_by.append(self._rotating.sent[before])  # the call's own answer came first
-        handle = (result.meta or {}).get(CONVERSATION_META)
-        if self._modern:
-            assert isinstance(handle, str), result
-            self.handle = handle
-        else:
-            assert handle is None, result  # the session is the key
-        return result
-
-
-def text(result: types.CallToolResult) -> str:
-    block = result.content[0]
-    assert isinstance(block, types.TextContent)
-    return block.text
-
-
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
 async def test_a_conversation_holds_on_three_replicas_and_outlives_the_one_that_wrote_it(
     fleet: Fleet, mode: str
@@ -290,6 +293,10 @@ DOCUMENTED_WARNINGS = (
 """What a replica may say while Redis restarts (docs/deploying.md, "Redis unavailable or restarted")."""
 
 
+def documented(line: str) -> bool:
+    return any(warning.search(line) for warning in DOCUMENTED_WARNINGS)
+
+
 async def test_redis_restarted_mid_run_costs_documented_warnings_only(fleet: Fleet, redis_server: RedisServer) -> None:
     """Calls rotating across three replicas while Redis restarts empty: all answer, never another argument's result."""
     outcomes: list[tuple[int, dict[str, object]]] = []
@@ -323,9 +330,33 @@ async def test_redis_restarted_mid_run_costs_documented_warnings_only(fleet: Fle
     assert len({data["stamp"] for data in again}) == 1
     assert runs[100] == 1
     said = [line.strip() for line in fleet.output().splitlines() if line.strip()]
-    unexpected = [
-        line
-        for line in said
-        if not line.startswith("toolflow: serving ") and not any(w.search(line) for w in DOCUMENTED_WARNINGS)
-    ]
-    assert unexpected == []
+    assert [line for line in said if not line.startswith("toolflow: serving ") and not documented(line)] == []
+
+
+async def test_redis_restarted_mid_conversation_never_loosens_depends_on(
+    fleet: Fleet, redis_server: RedisServer
+) -> None:
+    """2026-07-28: Redis restarts empty mid-conversation: the handle still verifies, but the login is gone.
+
+    The conversation goes on from nothing: ``whoami`` is refused until ``login`` runs again, and
+    the session cache draws afresh; never the old conversation's state half-kept, nor a refusal
+    turned into a pass.
+    """
+    with trio.fail_after(300):
+        async with fleet_client(fleet, "2026-07-28") as (client, rotating):
+            chat = Conversation(client, "2026-07-28", rotating)
+            await chat.call("login", {"user": "ada"})
+            before = [await chat.call("whoami"), await chat.call("draw")]
+            await trio.to_thread.run_sync(redis_server.restart)
+            after = [await chat.call("whoami") for _ in range(3)]  # on each replica: all refused
+            drawn = [structured(await chat.call("draw"))["drawn"] for _ in range(3)]
+            await chat.call("login", {"user": "ada"})
+            again = [await chat.call("whoami") for _ in range(3)]
+    assert [r.is_error for r in before] == [False, False]
+    assert [r.is_error for r in after] == [True, True, True]
+    assert all("run 'login' successfully first" in text(r) for r in after)
+    assert len(set(drawn)) == 1
+    assert drawn[0] != structured(before[1])["drawn"]
+    assert [r.is_error for r in again] == [False, False, False]
+    said = [line.strip() for line in fleet.output().splitlines() if line.strip()]
+    assert [line for line in said if not line.startswith("toolflow: serving ") and not documented(line)] == []
