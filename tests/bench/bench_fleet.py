@@ -35,6 +35,7 @@ Run it from the repository root (it is not collected by pytest)::
 
     .venv/bin/python tests/bench/bench_fleet.py
     .venv/bin/python tests/bench/bench_fleet.py --rounds 20 --calls 50 --clients 12 --seconds 10
+    .venv/bin/python tests/bench/bench_fleet.py --skip-latency --state memory  # the throughput without Redis
 """
 
 from __future__ import annotations
@@ -218,6 +219,12 @@ def main() -> None:
     parser.add_argument(
         "--tool", choices=TOOLS, default="plain", help="the tool of the throughput part (default plain)"
     )
+    parser.add_argument(
+        "--state",
+        choices=("redis", "memory"),
+        default="redis",
+        help="the replicas' state in the throughput part (default redis; memory: each replica its own)",
+    )
     parser.add_argument("--skip-latency", action="store_true")
     parser.add_argument("--skip-throughput", action="store_true")
     args = parser.parse_args()
@@ -262,16 +269,17 @@ def main() -> None:
                 server.close()
         if not args.skip_throughput:
             print(
-                f"\nthroughput: {args.clients} closed-loop clients calling `{args.tool}` for {args.seconds:g} s, --state redis\n"
+                f"\nthroughput: {args.clients} closed-loop clients calling `{args.tool}` for {args.seconds:g} s,"
+                f" --state {args.state}\n"
             )
             print(
                 "| replicas | calls/s | the replicas' CPU (cores) | the client's CPU (cores) | replicas' CPU per call |"
             )
             print("|---:|---:|---:|---:|---:|")
             for count in (1, 2, 3):
+                state = redis_server.url if args.state == "redis" else "memory"
                 replicas = [
-                    HTTPServer(root, "--state", redis_server.url, env={"TOOLFLOW_STATE_SECRET": SECRET})
-                    for _ in range(count)
+                    HTTPServer(root, "--state", state, env={"TOOLFLOW_STATE_SECRET": SECRET}) for _ in range(count)
                 ]
                 pids = [server.process.pid for server in replicas]
                 try:
