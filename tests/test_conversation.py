@@ -356,3 +356,21 @@ async def test_an_outage_runs_calls_on_an_empty_conversation_with_one_warning(
     assert back[0].extra["status"] == "dependency"
     assert back[1].success
     assert later[0].data == "fetched"
+
+
+def test_a_memory_state_drops_expired_conversations_as_it_grows() -> None:
+    """A serve that mints a conversation per handle-less request: expired ones and their caches are swept."""
+    now = [0.0]
+    state = MemoryState(clock=lambda: now[0])
+    stamp = toolflow.ToolResult(success=True, data="x")
+    for n in range(2000):
+        assert state.store(f"c{n}", {"n": n}, 0, 10)
+        state.cache_set(f"c{n}", "k", stamp, 10)
+    now[0] = 100.0  # all of them expired
+    for n in range(2000, 6000):
+        assert state.store(f"c{n}", {"n": n}, 0, 10)
+    kept = state._conversations
+    assert len(kept) == 4000  # the 4000 live ones; the 2000 expired ones are gone
+    assert "c0" not in kept
+    assert state.cache_get("c0", "k") is None
+    assert state.load("c5999").data == {"n": 5999}

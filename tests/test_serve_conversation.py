@@ -25,6 +25,7 @@ from _redis import RedisServer
 from mcp import Client, types
 from mcp.client.context import ClientRequestContext
 from mcp.client.streamable_http import streamable_http_client
+from test_serve_tasks import TasksClient  # the client's half of the Tasks extension
 
 import toolflow
 from toolflow._serve import ToolService, build_server
@@ -58,12 +59,22 @@ tools:
   limited:
     description: At most twice per conversation.
     template: "done"
+  login_later:
+    description: Logs in, as an MCP task.
+    category: async_required
+    template: "logged in later"
+  report:
+    description: Reports what only a caller logged in by a task may.
+    depends_on: [login_later]
+    template: "reported"
   wipe:
     description: Wipes what the caller fetched; asks first.
     approval: true
     depends_on: [login]
     template: "wiped"
 policy:
+  categories:
+    async_required: {background: true}
   rules:
     - tool: limited
       max_calls: {per_run: 2}
@@ -365,3 +376,21 @@ async def test_a_fleet_session_keeps_its_conversation_on_every_replica(
     assert [r.is_error for r in limited] == [False, False, True]
     assert CONVERSATION_META not in (results[1].meta or {})  # the session is the key: no handle
     assert set(stored) >= {"session", "conversation"}  # the sessions' part and this one, side by side
+
+
+async def test_a_task_commits_its_conversation_when_it_ends(project: Path) -> None:
+    """A 2026-07-28 task of a conversation: its result carries the handle, and its success counts in the conversation."""
+    service = _service(project, handle_keys=HandleKeys.random(), state=MemoryState())
+    assert service.tasks is not None
+    with trio.fail_after(30):
+        async with (
+            service.tasks.running(),
+            Client(build_server(service), mode="2026-07-28", extensions=[TasksClient()]) as client,
+        ):
+            done = await client.call_tool("login_later", {})
+            echoed: Any = {CONVERSATION_META: (done.meta or {})[CONVERSATION_META]}
+            reported = await client.call_tool("report", {}, meta=echoed)
+            alone = await client.call_tool("report", {})
+    assert text(done) == "logged in later"
+    assert text(reported) == "reported"
+    assert alone.is_error

@@ -21,8 +21,9 @@ low-level :class:`mcp.server.Server` gets two handlers, and everything else is t
   whose JSON is larger than its ``max_argument_bytes`` (an ``isError`` result; nothing runs).
 - Sessions: one engine per client session (its ``session`` cache and ``depends_on`` state).
   Over stdio the process serves one client, so one engine serves the whole connection; over
-  streamable HTTP each ``Mcp-Session-Id`` gets its own, closed with the session. A request
-  without a session (a stateless 2026-07-28 request over HTTP) gets an engine of its own.
+  streamable HTTP each ``Mcp-Session-Id`` gets its own, closed with the session. A 2026-07-28
+  request (a handle) or a fleet session's gets an engine for its conversation kept in the state
+  (:mod:`toolflow._serve_conversation`); under ``--stateless``, an engine of its own.
   ``engine.tick()`` runs before every ``tools/call``: MCP has no batches of calls, so each
   request is a turn.
 - Approval: a call of a category with ``approval: true`` is approved by the first of: the

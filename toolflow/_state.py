@@ -210,6 +210,9 @@ class StateBackend(Limits, Protocol):
 # --------------------------------------------------------------------------- memory
 
 
+_FIRST_SWEEP = 1024
+
+
 class MemoryState:
     """The state of one process, in its memory: what every engine has today, behind the interface.
 
@@ -230,6 +233,7 @@ class MemoryState:
         self._conversations: dict[str, tuple[float, Conversation]] = {}
         self._leases: dict[str, dict[str, float]] = {}
         self._calls: dict[str, deque[float]] = {}
+        self._sweep_at = _FIRST_SWEEP
 
     def cache_get(self, namespace: str, key: str) -> ToolResult | None:
         with self._lock:
@@ -265,7 +269,19 @@ class MemoryState:
             if current != version:
                 return False
             self._conversations[conversation] = (now + ttl, Conversation(version + 1, copied))
+            if len(self._conversations) >= self._sweep_at:
+                self._sweep(now)
             return True
+
+    def _sweep(self, now: float) -> None:
+        """Drop the expired conversations and their session caches; the next sweep comes at twice the size.
+
+        A serve that mints a conversation for every request without a handle must not grow without end.
+        """
+        for expired in [c for c, (expires, _) in self._conversations.items() if now >= expires]:
+            del self._conversations[expired]
+            self._caches.pop(expired, None)  # its entries expired with it: none outlives the conversation's ttl
+        self._sweep_at = max(_FIRST_SWEEP, 2 * len(self._conversations))
 
     def forget(self, conversation: str) -> None:
         with self._lock:

@@ -18,6 +18,10 @@ called with the same arguments: a hit after the first, from the server's memory 
 rotating order; each call timed on its own; the medians and their ratios. The issue's target: a
 call with Redis-backed conversation state at most 1.5x the same call with in-memory state.
 
+Then, in this process, what serve does per request without the transport: open an engine, tick,
+call ``plain``, close it; without a conversation, with one in a ``MemoryState``, with one in the
+Redis (interleaved rounds, each timed on its own): the cost of the engine per request.
+
 Run it from the repository root (it is not collected by pytest)::
 
     .venv/bin/python tests/bench/bench_conversation.py
@@ -50,7 +54,10 @@ from _mcp_project import HTTPServer
 from _redis import RedisServer
 from bench_serve import PLUGIN  # the same plugin: bench.add
 
+import toolflow
 from toolflow._serve_conversation import CONVERSATION_META
+from toolflow._state import MemoryState, StateBackend
+from toolflow._state_redis import RedisState
 
 SPEC = """\
 toolflow: 1
@@ -131,6 +138,38 @@ async def latency(urls: dict[str, str], rounds: int, calls: int, warmup: int) ->
     return results
 
 
+async def engines(root: Path, redis_url: str, rounds: int, calls: int) -> dict[str, list[float]]:
+    """Open an engine, tick, call ``plain`` and close it, per kind of conversation; each in seconds."""
+    plugins = toolflow.load_plugins(entry_points=False)
+    sys.path.insert(0, str(root))
+    plugins.register(__import__("bench_conversation_plugin"), "bench")
+    registry = toolflow.load_registry([root / "specs"], plugins=plugins)
+    memory, redis = MemoryState(), RedisState(redis_url)
+    kinds: dict[str, tuple[StateBackend, str | None]] = {
+        "none": (memory, None),
+        "memory": (memory, "c-memory"),
+        "redis": (redis, "c-redis"),
+    }
+    results: dict[str, list[float]] = {kind: [] for kind in kinds}
+    try:
+        for index in range(rounds + 1):  # the first round warms up
+            order = list(kinds)[index % 3 :] + list(kinds)[: index % 3]
+            for kind in order:
+                state, conversation = kinds[kind]
+                for n in range(calls):
+                    started = time.perf_counter()
+                    async with toolflow.open_engine(
+                        registry, plugins=plugins, state=state, conversation=conversation
+                    ) as e:
+                        e.tick()
+                        await e.call("plain", {"a": n, "b": 1})
+                    if index:
+                        results[kind].append(time.perf_counter() - started)
+    finally:
+        redis.close()
+    return results
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=20, help="interleaved rounds (default 20)")
@@ -157,12 +196,22 @@ def main() -> None:
         for server in servers.values():
             stack.callback(server.close)
         results = trio.run(latency, {n: s.url for n, s in servers.items()}, args.rounds, args.calls, args.warmup)
+        for server in servers.values():
+            server.close()
+        per_engine = trio.run(engines, root, redis_server.url, args.rounds, args.calls)
     print(f"\n{args.rounds} rounds x {args.calls} calls per (server, tool), 2026-07-28, one replica each, loopback\n")
     print("| tool | stateless | memory | redis | memory / stateless | redis / memory |")
     print("|---|---:|---:|---:|---:|---:|")
     for tool in TOOLS:
         s, m, r = (statistics.median(results[(name, tool)]) * 1e6 for name in SERVERS)
         print(f"| `{tool}` | {s:,.0f} us | {m:,.0f} us | {r:,.0f} us | {m / s:.2f}x | {r / m:.2f}x |")
+    print(f"\nin process: open an engine, tick, call `plain`, close; {args.rounds} rounds x {args.calls}\n")
+    print("| conversation | median | p90 | against none |")
+    print("|---|---:|---:|---:|")
+    base = statistics.median(per_engine["none"])
+    for kind, times in per_engine.items():
+        median, p90 = statistics.median(times), statistics.quantiles(times, n=10)[-1]
+        print(f"| {kind} | {median * 1e6:,.0f} us | {p90 * 1e6:,.0f} us | {median / base:.2f}x |")
 
 
 if __name__ == "__main__":
