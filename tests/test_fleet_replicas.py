@@ -267,8 +267,17 @@ def test_the_lease_ttl_comes_from_the_environment() -> None:
 
 def test_a_bad_lease_ttl_is_a_usage_error_at_start(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A command with a shared state refuses a bad ``TOOLFLOW_LEASE_TTL`` before it connects or calls anything."""
-    write_fleet_project(tmp_path)
+    # A project without plugins: this test runs in the test process, which must not import any.
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "ttl"\n', encoding="utf-8")
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs" / "stamp.yaml").write_text(
+        "toolflow: 1\ntools:\n  stamp:\n    description: Stamps.\n    parameters:\n      type: object\n"
+        "      properties:\n        n: {type: integer, description: The number.}\n"
+        '    template: "stamped {{ n }}"\n',
+        encoding="utf-8",
+    )
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TOOLFLOW_LOAD_PLUGINS", "none")
     monkeypatch.setenv("TOOLFLOW_STATE", "redis://127.0.0.1:1/0")  # nothing listens there: nothing connects
     monkeypatch.setenv("TOOLFLOW_LEASE_TTL", "a while")
     out, err = io.StringIO(), io.StringIO()
@@ -276,7 +285,11 @@ def test_a_bad_lease_ttl_is_a_usage_error_at_start(tmp_path: Path, monkeypatch: 
     assert code == 2, err.getvalue()
     assert "TOOLFLOW_LEASE_TTL: expected a duration like '500ms', '30s', '5m' or a number of seconds" in err.getvalue()
     assert "Traceback" not in err.getvalue()
-    assert not journal(tmp_path / "journal")
+    assert out.getvalue() == ""  # nothing ran
+    monkeypatch.setenv("TOOLFLOW_LEASE_TTL", "10s")
+    monkeypatch.setenv("TOOLFLOW_STATE", "memory")
+    assert run(["call", "stamp", '{"n": 1}'], stdout=out, stderr=err) == 0, err.getvalue()
+    assert "stamped 1" in out.getvalue()
 
 
 # --------------------------------------------------------------------------- Redis restarted
