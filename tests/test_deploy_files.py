@@ -345,7 +345,8 @@ async def test_nginx_keeps_each_client_on_one_replica_and_any_routing_serves_the
     replica serves any request of a session. So routing on the session id, or round-robin, serves
     every request too (before fleet sessions, both mostly got 404 "Session not found"); the
     shipped config stays on the client's address for what a replica still keeps alone, the MCP
-    tasks it runs (docs/deploying.md).
+    tasks it runs (docs/deploying.md). The session's conversation state is in Redis too: the
+    ``ticket`` tool's session cache holds whichever replicas the session's requests reach.
     """
     executable, directory = nginx
     fleet = Fleet(project, *image_command(project, redis_server.url), count=3)
@@ -362,6 +363,7 @@ async def test_nginx_keeps_each_client_on_one_replica_and_any_routing_serves_the
             for upstreams, statuses, tickets in outcomes:
                 assert statuses == [200, 200, 200], key
                 assert len(tickets) == 3
+                assert len(set(tickets)) == 1, key  # the session cache held on every replica: the tool ran once
                 if key is None:
                     assert len(upstreams) == 1, upstreams  # one replica for the whole client
             spread[key] = set().union(*(upstreams for upstreams, _, _ in outcomes))

@@ -164,6 +164,11 @@ async def test_a_session_is_one_principal_s_on_any_replica_until_deleted(fleet: 
         assert listed.status_code == 200, listed.text
         called = await post(three, call(2, "add", {"a": 1, "b": 1}), session=session)
         assert answers(called)[0]["result"]["structuredContent"] == {"sum": 2}
+        tickets = []
+        for request_id, server in enumerate(fleet, start=20):  # a session-cached tool, on each replica in turn
+            ticket = await post(server, call(request_id, "ticket"), session=session)
+            tickets.append(answers(ticket)[0]["result"]["structuredContent"]["ticket"])
+        assert len(set(tickets)) == 1  # the session's cache is in Redis: the tool ran once
 
         stolen = await post(two, call(3, "add", {"a": 1, "b": 1}), "bob", session=session)
         assert stolen.status_code == 404
