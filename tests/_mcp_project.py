@@ -206,7 +206,10 @@ def serve_argv(*args: str) -> list[str]:
 
 
 class HTTPServer:
-    """``toolflow serve --transport http --port 0`` in a subprocess; the URL is read from its announcement."""
+    """``toolflow serve --transport http --port 0`` in a subprocess; the URL is read from its announcement.
+
+    *env* is added to :func:`server_environment`'s (a fleet's replicas share a secret and a state).
+    """
 
     def __init__(self, root: Path, *args: str, env: dict[str, str] | None = None) -> None:
         self.lines: Queue[str] = Queue()
@@ -242,11 +245,20 @@ class HTTPServer:
             if " at http://" in line:
                 return line.rsplit(" at ", 1)[1].strip()
 
-    def close(self) -> None:
-        """Stop the server (SIGTERM) and wait for it."""
+    def close(self, timeout: float = 30) -> None:
+        """Stop the server (SIGTERM), wait for it at most *timeout* seconds, then SIGKILL it."""
         if self.process.poll() is None:
             self.process.terminate()
-        self.process.wait(timeout=30)
+        try:
+            self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
         self._reader.join(timeout=5)
         if self.process.stderr is not None:
             self.process.stderr.close()
+
+    def kill(self) -> None:
+        """End the server at once (SIGKILL), as a crash or the kernel's OOM killer would, and reap it."""
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()

@@ -29,6 +29,7 @@ import httpx
 import pytest
 import trio
 import yaml
+from _fleet import Fleet
 from _mcp_project import HTTPServer, write_project
 from _mcp_wire import HTTP_HEADERS, INITIALIZE, answers, call
 from _redis import RedisServer, _free_port
@@ -348,9 +349,9 @@ async def test_nginx_keeps_each_client_on_one_replica_and_any_routing_serves_the
     ``ticket`` tool's session cache holds whichever replicas the session's requests reach.
     """
     executable, directory = nginx
-    servers = [HTTPServer(project, *image_command(project, redis_server.url)) for _ in range(3)]
+    fleet = Fleet(project, *image_command(project, redis_server.url), count=3)
     try:
-        addresses = [server.url.removeprefix("http://").removesuffix("/mcp") for server in servers]
+        addresses = [server.url.removeprefix("http://").removesuffix("/mcp") for server in fleet.replicas]
         spread: dict[str | None, set[str]] = {}
         for key in (None, "$http_mcp_session_id", ""):  # as shipped, on the session id, round-robin
             proxy = Nginx(executable, directory / f"by-{key or 'default'}".replace("$", ""), addresses, key)
@@ -369,5 +370,4 @@ async def test_nginx_keeps_each_client_on_one_replica_and_any_routing_serves_the
         assert len(spread[None]) >= 2  # the clients spread out
         assert len(spread[""]) == 3  # round-robin: the sessions' requests went everywhere, and were served
     finally:
-        for server in servers:
-            server.close()
+        fleet.close()

@@ -241,9 +241,10 @@ def project_cache_settings(args: argparse.Namespace | None = None) -> dict[str, 
 
     Raises:
         UsageError: The state is not a URL toolflow knows, redis-py is missing for a Redis one,
-            or ``TOOLFLOW_STATE_SECRET`` is too short.
+            ``TOOLFLOW_STATE_SECRET`` is too short, or ``TOOLFLOW_LEASE_TTL`` is not a duration.
     """
     from toolflow._cache import default_cache_path  # noqa: PLC0415
+    from toolflow._limits import lease_ttl  # noqa: PLC0415
     from toolflow._project import load_project, state_setting  # noqa: PLC0415
     from toolflow._state_config import handle_keys_from_environ, state_from_url  # noqa: PLC0415
 
@@ -258,6 +259,8 @@ def project_cache_settings(args: argparse.Namespace | None = None) -> dict[str, 
         settings["cache_timeout"] = project.cache_timeout
     url = state_setting(getattr(args, "state", None), project, os.environ)
     keys = handle_keys_from_environ(os.environ) if url is not None else None  # a weak secret fails now
+    if url is not None:
+        lease_ttl(os.environ)  # and a bad TOOLFLOW_LEASE_TTL, not at the first session's engine
     # One backend for the command's engines (serve's sessions): a rate_limit counts across them.
     settings["state"] = state_from_url(url, keys=keys)
     return settings

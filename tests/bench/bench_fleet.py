@@ -4,16 +4,22 @@ Two parts, each against real ``toolflow serve --transport http`` processes on 12
 real ``redis-server`` this script starts (no persistence), called with httpx over MCP 2025-11-25
 (one session per client, its JSON-RPC requests posted as an MCP client posts them):
 
-- **latency** (the issue's target: a ``tools/call`` with Redis-backed state at most 1.5x the same
-  call with in-memory state, one replica, HTTP on loopback, interleaved rounds in one run). Two
-  servers, ``--state memory`` and ``--state redis://...``, each serving three tools:
+- **latency** (the issue's target: a ``tools/call`` with Redis-backed conversation state at most
+  1.5x the same call with in-memory state, one replica, HTTP on loopback, interleaved rounds in
+  one run). Two servers, ``--state memory`` and ``--state redis://...`` (both with the fleet's
+  secret), each serving four tools. A 2025-11-25 session is the SDK's, in the server's memory,
+  with ``--state memory``, and a fleet session with Redis: each request's session is checked in
+  Redis, and each call loads its conversation's document from Redis and stores it back with a
+  compare-and-set (2026-07-28 handles: ``tests/bench/bench_conversation.py``):
 
-  - ``plain``: no cache, no limit; the Redis-backed server does nothing more for it;
+  - ``plain``: no cache, no limit: the conversation state alone;
   - ``cached``: ``cache: {scope: persistent}``, called with the same arguments: a hit. With
     memory state the persistent store is the project's SQLite file; with Redis, one ``GET``;
   - ``limited``: ``concurrency: 4`` and ``rate_limit`` (never reached): with memory state, the
     engine's own slot and an in-process counter; with Redis, a lease taken and given back (two
-    Lua scripts) and the rate counter's script, three round trips to Redis per call.
+    Lua scripts) and the rate counter's script, three round trips to Redis per call;
+  - ``session``: ``cache: {scope: session}``, the same arguments: a hit in the conversation's
+    session cache, the server's memory or Redis.
 
   ``--rounds`` rounds, each calling every (server, tool) ``--calls`` times one after the other,
   in a rotating order; each call timed on its own; the median per (server, tool) and the ratio
@@ -29,6 +35,7 @@ Run it from the repository root (it is not collected by pytest)::
 
     .venv/bin/python tests/bench/bench_fleet.py
     .venv/bin/python tests/bench/bench_fleet.py --rounds 20 --calls 50 --clients 12 --seconds 10
+    .venv/bin/python tests/bench/bench_fleet.py --skip-latency --state memory  # the throughput without Redis
 """
 
 from __future__ import annotations
@@ -79,9 +86,18 @@ tools:
     concurrency: 4
     rate_limit: {calls: 1000000, per: 1s}
     implementation: bench.add
+  session:
+    description: Add two integers, cached for the conversation.
+    parameters: *numbers
+    cache: {scope: session}
+    implementation: bench.add
 """
 
-TOOLS = ("plain", "cached", "limited")
+TOOLS = ("plain", "cached", "limited", "session")
+CACHED = ("cached", "session")  # called with the same arguments every time: a hit
+
+SECRET = "the bench fleet's shared secret"
+"""``TOOLFLOW_STATE_SECRET`` of every server: what a fleet sets (without one, serve warns at start)."""
 
 
 def write_project(root: Path) -> Path:
@@ -138,14 +154,14 @@ async def latency(urls: dict[str, str], rounds: int, calls: int, warmup: int) ->
         pairs = [(state, tool) for state in urls for tool in TOOLS]
         for state, tool in pairs:
             for n in range(warmup):
-                await sessions[state].call(tool, {"a": 1 if tool == "cached" else n, "b": 1})
+                await sessions[state].call(tool, {"a": 1 if tool in CACHED else n, "b": 1})
         for index in range(rounds):
             shift = index % len(pairs)
             for state, tool in pairs[shift:] + pairs[:shift]:
                 times = results.setdefault((state, tool), [])
                 for n in range(calls):
                     # cached: the same arguments every time (a hit); the others: new ones
-                    arguments = {"a": 1 if tool == "cached" else n, "b": 1}
+                    arguments = {"a": 1 if tool in CACHED else n, "b": 1}
                     started = time.perf_counter()
                     await sessions[state].call(tool, arguments)
                     times.append(time.perf_counter() - started)
@@ -203,6 +219,12 @@ def main() -> None:
     parser.add_argument(
         "--tool", choices=TOOLS, default="plain", help="the tool of the throughput part (default plain)"
     )
+    parser.add_argument(
+        "--state",
+        choices=("redis", "memory"),
+        default="redis",
+        help="the replicas' state in the throughput part (default redis; memory: each replica its own)",
+    )
     parser.add_argument("--skip-latency", action="store_true")
     parser.add_argument("--skip-throughput", action="store_true")
     args = parser.parse_args()
@@ -224,7 +246,7 @@ def main() -> None:
         stack.callback(redis_server.stop)
         if not args.skip_latency:
             servers = {
-                state: HTTPServer(root, "--state", url)
+                state: HTTPServer(root, "--state", url, env={"TOOLFLOW_STATE_SECRET": SECRET})
                 for state, url in (("memory", "memory"), ("redis", redis_server.url))
             }
             for server in servers.values():
@@ -247,14 +269,18 @@ def main() -> None:
                 server.close()
         if not args.skip_throughput:
             print(
-                f"\nthroughput: {args.clients} closed-loop clients calling `{args.tool}` for {args.seconds:g} s, --state redis\n"
+                f"\nthroughput: {args.clients} closed-loop clients calling `{args.tool}` for {args.seconds:g} s,"
+                f" --state {args.state}\n"
             )
             print(
                 "| replicas | calls/s | the replicas' CPU (cores) | the client's CPU (cores) | replicas' CPU per call |"
             )
             print("|---:|---:|---:|---:|---:|")
             for count in (1, 2, 3):
-                replicas = [HTTPServer(root, "--state", redis_server.url) for _ in range(count)]
+                state = redis_server.url if args.state == "redis" else "memory"
+                replicas = [
+                    HTTPServer(root, "--state", state, env={"TOOLFLOW_STATE_SECRET": SECRET}) for _ in range(count)
+                ]
                 pids = [server.process.pid for server in replicas]
                 try:
                     before, started = cpu_seconds(pids), time.perf_counter()
