@@ -18,6 +18,7 @@ PLUGIN = '''\
 """Implementations of the serve tests' tools."""
 
 import itertools
+import os
 
 import trio
 
@@ -37,7 +38,8 @@ def boom():
 
 
 def ticket():
-    return {"ticket": next(_tickets)}
+    # The process's id too: replicas count from 1 each, and a fleet's test must tell their tickets apart.
+    return {"ticket": f"{os.getpid()}-{next(_tickets)}"}
 
 
 def login(user):
