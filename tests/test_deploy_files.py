@@ -6,8 +6,8 @@ compose.yaml loads and its services, ports, build context and Dockerfile fit tog
 parser; nginx.conf names compose.yaml's replicas; the Python version and extras the image
 installs exist in pyproject.toml. And, for real: the Dockerfile's command serves (three
 processes on loopback, sharing a real Redis) behind the real nginx with deploy/nginx.conf (where
-nginx is installed: ``apt-get install nginx``), each client kept on one replica, and every
-request of a session served however nginx routes it (the replicas keep their sessions in Redis);
+nginx is installed: ``apt-get install nginx``), round-robin as shipped, and every request of a
+session served however nginx routes it (the replicas keep their sessions in Redis);
 and the image's health check tells a serving replica from a dead one.
 """
 
@@ -265,10 +265,8 @@ class Nginx:
         text = text.replace(
             "proxy_pass http://toolflow;", "proxy_pass http://toolflow;\n add_header X-Upstream $upstream_addr always;"
         )
-        if upstream_hash == "":
-            text = re.sub(r"hash \S+ consistent;", "", text)  # nginx's default: round-robin
-        elif upstream_hash is not None:
-            text = re.sub(r"hash \S+ consistent;", f"hash {upstream_hash} consistent;", text)
+        if upstream_hash is not None:  # as shipped: round-robin
+            text = text.replace("upstream toolflow {", f"upstream toolflow {{\n hash {upstream_hash} consistent;", 1)
         (directory / "nginx.conf").write_text(text, encoding="utf-8")
         self._process = subprocess.Popen(
             [executable, "-p", str(directory), "-c", str(directory / "nginx.conf"), "-e", str(directory / "error.log"),
@@ -336,24 +334,24 @@ async def sessions_through(url: str) -> list[tuple[set[str], list[int], list[int
     return outcomes
 
 
-async def test_nginx_keeps_each_client_on_one_replica_and_any_routing_serves_the_sessions(
+async def test_nginx_spreads_each_client_over_the_replicas_and_any_routing_serves_the_sessions(
     project: Path, redis_server: RedisServer, nginx: tuple[str, Path]
 ) -> None:
-    """Three replicas of the image's command behind deploy/nginx.conf: every client stays on its replica.
+    """Three replicas of the image's command behind deploy/nginx.conf: round-robin, and every session is served.
 
-    The replicas share a Redis, so they keep their 2025-11-25 sessions in it (a fleet): any
-    replica serves any request of a session. So routing on the session id, or round-robin, serves
-    every request too (before fleet sessions, both mostly got 404 "Session not found"); the
-    shipped config stays on the client's address for what a replica still keeps alone, the MCP
-    tasks it runs (docs/deploying.md). The session's conversation state is in Redis too: the
-    ``ticket`` tool's session cache holds whichever replicas the session's requests reach.
+    The replicas share a Redis and the fleet's secret, so they keep their 2025-11-25 sessions in
+    it (a fleet): any replica serves any request of a session. So the shipped round-robin serves
+    every request (before fleet sessions, most got 404 "Session not found"), and so do a hash on
+    the client's address (what a fleet without the secret needs, docs/deploying.md) and one on the
+    session id. The session's conversation state is in Redis too: the ``ticket`` tool's session
+    cache holds whichever replicas the session's requests reach.
     """
     executable, directory = nginx
     fleet = Fleet(project, *image_command(project, redis_server.url), count=3)
     try:
         addresses = [server.url.removeprefix("http://").removesuffix("/mcp") for server in fleet.replicas]
         spread: dict[str | None, set[str]] = {}
-        for key in (None, "$http_mcp_session_id", ""):  # as shipped, on the session id, round-robin
+        for key in (None, "$binary_remote_addr", "$http_mcp_session_id"):  # as shipped, by address, by session
             proxy = Nginx(executable, directory / f"by-{key or 'default'}".replace("$", ""), addresses, key)
             try:
                 with trio.fail_after(120):
@@ -364,10 +362,10 @@ async def test_nginx_keeps_each_client_on_one_replica_and_any_routing_serves_the
                 assert statuses == [200, 200, 200], key
                 assert len(tickets) == 3
                 assert len(set(tickets)) == 1, key  # the session cache held on every replica: the tool ran once
-                if key is None:
+                if key == "$binary_remote_addr":
                     assert len(upstreams) == 1, upstreams  # one replica for the whole client
             spread[key] = set().union(*(upstreams for upstreams, _, _ in outcomes))
-        assert len(spread[None]) >= 2  # the clients spread out
-        assert len(spread[""]) == 3  # round-robin: the sessions' requests went everywhere, and were served
+        assert len(spread[None]) == 3  # round-robin: the sessions' requests went everywhere, and were served
+        assert len(spread["$binary_remote_addr"]) >= 2  # the clients spread out
     finally:
         fleet.close()
