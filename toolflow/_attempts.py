@@ -462,7 +462,8 @@ class Attempts:
             if isinstance(holder, ToolResult):  # killed, stopped, or refused (the state down, on_outage: closed)
                 return holder
             attempt_started = trio.current_time()
-            result, error = await self._attempt(plan, function, cleaned, call, call_id, attempt, holder)
+            deadline = attempt_started + plan.spec.timeout
+            result, error = await self._attempt(plan, function, cleaned, call, call_id, attempt, holder, deadline)
             if self.kills != kills:
                 return KILLED
             if result.success or not plan.retries:
@@ -489,13 +490,14 @@ class Attempts:
         call_id: str,
         attempt: int,
         holder: str,
+        deadline: float,
     ) -> tuple[ToolResult, Exception | None]:
-        """One attempt under a cancel scope with the tool's deadline; its result and what it raised.
+        """One attempt under a cancel scope with *deadline* (the tool's); its result and what it raised.
 
         The attempt holds its slots (and *holder*'s lease, renewed while it runs); they are given
         back when it ends.
         """
-        scope = trio.CancelScope(deadline=trio.current_time() + plan.spec.timeout)
+        scope = trio.CancelScope(deadline=deadline)
         self.scopes.add(scope)
         error: Exception | None = None
         try:

@@ -351,11 +351,8 @@ def arguments_problem(arguments: object, max_argument_bytes: int) -> str | None:
 
     A mapping with a key that is not a string, or whose JSON is estimated at more than
     *max_argument_bytes* bytes, has a problem; anything else is left to the tool's validator.
-
-    Raises:
-        ValueError: *max_argument_bytes* is not positive.
+    *max_argument_bytes* is a :class:`~toolflow.Policy`'s, positive by construction.
     """
-    _check_limit(max_argument_bytes)
     return _object_problem(arguments, max_argument_bytes) if isinstance(arguments, _MAPPING_TYPES) else None
 
 

@@ -40,7 +40,7 @@ import bench_loop
 import toolflow
 from toolflow._executor import open_engine
 
-CONTENDERS = ("openai", "anthropic", "fallback", "text", "hand", "batch", "call", "invoke")
+CONTENDERS = ("openai", "anthropic", "fallback", "text", "hand", "batch", "call", "invoke", "floor")
 SESSIONS = (1, 4)
 _COLLECTED = re.compile(r"Collected : (\d+)")
 
@@ -64,6 +64,8 @@ def _run(contender: str, sessions: int, calls: int) -> None:
                     round_ = bench_loop._call_round(engine)
                 elif contender == "invoke":
                     round_ = _invoke_round(registry.get("add"))
+                elif contender == "floor":
+                    round_ = _floor_round
                 else:
                     round_ = bench_loop._toolflow_round(engine, policy, path, document, contender)
                 await round_(calls)
@@ -86,6 +88,18 @@ def _invoke_round(tool: toolflow.RegisteredTool) -> bench_loop.Round:
         return 0.0, 0.0
 
     return run
+
+
+async def _floor_round(calls: int) -> tuple[float, float]:
+    """The floor ``Engine.call`` is measured against: a bare await of the tool under a cancel scope with a deadline."""
+    total = 0
+    for n in range(calls):
+        with trio.CancelScope(deadline=trio.current_time() + 5):
+            total = await bench_loop.add(a=n, b=1)
+    if total != calls:
+        msg = f"the floor went wrong: {total!r}"
+        raise AssertionError(msg)
+    return 0.0, 0.0
 
 
 def _count(contender: str, sessions: int, calls: int, *, no_gc: bool) -> int:
