@@ -20,6 +20,7 @@ import httpx2
 import pytest
 import redis
 import trio
+from _conversation_specs import conversation_spec
 from _fleet import SECRET, Fleet, authorization, fleet_client, open_fleet, write_tokens
 from _redis import RedisServer
 from mcp import Client, types
@@ -37,28 +38,9 @@ pytestmark = pytest.mark.filterwarnings(
     r"ignore:Async generator '(httpx2|httpcore2)\..*' was garbage collected:ResourceWarning"
 )
 
-SPEC = """\
-toolflow: 1
-tools:
-  login:
-    description: Logs in.
-    template: "logged in"
-  fetch:
-    description: Fetches what only a logged-in caller may.
-    depends_on: [login]
-    template: "fetched"
-  stamp:
-    description: A fresh random stamp per run; kept in the session cache.
-    cache: {scope: session}
-    parameters:
-      type: object
-      properties:
-        topic: {type: string, description: What the stamp is for}
-      required: [topic]
-    command: ["%s", "-c", "import secrets; print(secrets.token_hex(8))"]
-  limited:
-    description: At most twice per conversation.
-    template: "done"
+SPEC = conversation_spec(
+    stamp="command: " + json.dumps([sys.executable, "-c", "import secrets; print(secrets.token_hex(8))"]),
+    more_tools="""\
   login_later:
     description: Logs in, as an MCP task.
     category: async_required
@@ -72,20 +54,16 @@ tools:
     approval: true
     depends_on: [login]
     template: "wiped"
-policy:
-  categories:
-    async_required: {background: true}
-  rules:
-    - tool: limited
-      max_calls: {per_run: 2}
-"""
+""",
+    policy="  categories:\n    async_required: {background: true}\n",
+)
 
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     """A project with SPEC, a cache timeout that a loaded machine meets, and two principals' tokens."""
     (tmp_path / "specs").mkdir()
-    (tmp_path / "specs" / "tools.yaml").write_text(SPEC % sys.executable, encoding="utf-8")
+    (tmp_path / "specs" / "tools.yaml").write_text(SPEC, encoding="utf-8")
     (tmp_path / "pyproject.toml").write_text(
         '[project]\nname = "conversations"\n[tool.toolflow]\nspecs = ["specs"]\n'
         '[tool.toolflow.cache]\ntimeout = "30s"\n',
