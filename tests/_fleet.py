@@ -138,7 +138,7 @@ def write_tokens(root: Path, tokens: Mapping[str, str] = TOKENS) -> Path:
     path.write_text(
         "".join(f'[principals.{name}]\ntoken = "{token}"\n\n' for name, token in tokens.items()), encoding="utf-8"
     )
-    path.chmod(0o600)  # serve refuses a token file that others can read
+    path.chmod(0o600)  # else serve warns at start that others can read the tokens
     return path
 
 

@@ -272,14 +272,13 @@ async def test_without_keys_a_modern_request_stands_alone_as_before(project: Pat
     assert fetched.is_error
 
 
+async def approve(context: ClientRequestContext, params: types.ElicitRequestParams) -> types.ElicitResult:
+    """The client's answer to every approval question: yes."""
+    return types.ElicitResult(action="accept", content={"approve": True})
+
+
 async def test_an_approval_question_carries_the_handle_and_the_retry_stays_in_the_conversation(project: Path) -> None:
     """2026-07-28 ``input_required``: its ``_meta`` has the conversation's handle; the answered retry runs in it."""
-
-    async def approve(
-        context: ClientRequestContext,
-        params: types.ElicitRequestParams,
-    ) -> types.ElicitResult | types.ErrorData:
-        return types.ElicitResult(action="accept", content={"approve": True})
 
     service = _service(project, handle_keys=HandleKeys.random(), state=MemoryState())
     with trio.fail_after(30):
@@ -296,12 +295,6 @@ async def test_an_approval_question_carries_the_handle_and_the_retry_stays_in_th
 
 async def test_an_approval_asked_by_one_replica_is_answered_on_another_with_the_fleets_keys(project: Path) -> None:
     """The ``requestState`` of ``input_required`` is sealed with the fleet's key: the retry may reach any replica."""
-
-    async def approve(
-        context: ClientRequestContext,
-        params: types.ElicitRequestParams,
-    ) -> types.ElicitResult | types.ErrorData:
-        return types.ElicitResult(action="accept", content={"approve": True})
 
     state, fleet = MemoryState(), HandleKeys.from_secrets("the fleet's shared secret")
     one, two = (_service(project, handle_keys=fleet, keys=fleet, state=state) for _ in range(2))
