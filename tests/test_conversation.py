@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import trio
+from _conversation_specs import conversation_spec
 from _redis import RedisServer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -23,33 +24,7 @@ from toolflow._conversation import KEY, empty_part, merged, part_of
 from toolflow._state import Conversation, MemoryState, StateBackend
 from toolflow._state_redis import RedisState
 
-SPEC = """\
-toolflow: 1
-tools:
-  login:
-    description: Logs in.
-    template: "logged in"
-  fetch:
-    description: Fetches what only a logged-in caller may.
-    depends_on: [login]
-    template: "fetched"
-  stamp:
-    description: A fresh stamp per run; kept in the session cache.
-    cache: {scope: session}
-    parameters:
-      type: object
-      properties:
-        topic: {type: string, description: What the stamp is for}
-      required: [topic]
-    implementation: convtest.stamp
-  limited:
-    description: At most twice per conversation.
-    template: "done"
-policy:
-  rules:
-    - tool: limited
-      max_calls: {per_run: 2}
-"""
+SPEC = conversation_spec(stamp="implementation: convtest.stamp")
 
 
 class Stamper:

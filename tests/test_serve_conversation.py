@@ -1,19 +1,18 @@
 """``toolflow serve`` keeps a conversation in the state: 2026-07-28 handles across replicas (issue 19).
 
-Real ``toolflow serve --transport http`` processes on loopback, sharing a real ``redis-server``
-(``tests/_redis.py``) and the fleet's secret, and the ``mcp`` SDK's client speaking 2026-07-28,
-which echoes the handle of each answer in its next request. In process: the same service over
-the SDK's in-memory transport, for what needs no second process.
+Real ``toolflow serve --transport http`` processes on loopback (``tests/_fleet.py``), sharing a
+real ``redis-server`` (``tests/_redis.py``) and the fleet's secret, and the ``mcp`` SDK's client
+speaking 2026-07-28, which echoes the handle of each answer in its next request. In process: the
+same service over the SDK's in-memory transport, for what needs no second process.
 """
 
 from __future__ import annotations
 
 import base64
-import contextlib
 import json
 import sys
 import time
-from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,8 @@ import httpx2
 import pytest
 import redis
 import trio
-from _mcp_project import HTTPServer
+from _conversation_specs import conversation_spec
+from _fleet import SECRET, Fleet, authorization, fleet_client, open_fleet, write_tokens
 from _redis import RedisServer
 from mcp import Client, types
 from mcp.client.context import ClientRequestContext
@@ -38,28 +38,9 @@ pytestmark = pytest.mark.filterwarnings(
     r"ignore:Async generator '(httpx2|httpcore2)\..*' was garbage collected:ResourceWarning"
 )
 
-SPEC = """\
-toolflow: 1
-tools:
-  login:
-    description: Logs in.
-    template: "logged in"
-  fetch:
-    description: Fetches what only a logged-in caller may.
-    depends_on: [login]
-    template: "fetched"
-  stamp:
-    description: A fresh random stamp per run; kept in the session cache.
-    cache: {scope: session}
-    parameters:
-      type: object
-      properties:
-        topic: {type: string, description: What the stamp is for}
-      required: [topic]
-    command: ["%s", "-c", "import secrets; print(secrets.token_hex(8))"]
-  limited:
-    description: At most twice per conversation.
-    template: "done"
+SPEC = conversation_spec(
+    stamp="command: " + json.dumps([sys.executable, "-c", "import secrets; print(secrets.token_hex(8))"]),
+    more_tools="""\
   login_later:
     description: Logs in, as an MCP task.
     category: async_required
@@ -73,49 +54,28 @@ tools:
     approval: true
     depends_on: [login]
     template: "wiped"
-policy:
-  categories:
-    async_required: {background: true}
-  rules:
-    - tool: limited
-      max_calls: {per_run: 2}
-"""
-
-SECRET = "fleet-secret-0123456789abcdef"
-TOKENS = {"alice": "tf-alice-0123456789abcdef", "bob": "tf-bob-fedcba9876543210"}
+""",
+    policy="  categories:\n    async_required: {background: true}\n",
+)
 
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     """A project with SPEC, a cache timeout that a loaded machine meets, and two principals' tokens."""
     (tmp_path / "specs").mkdir()
-    (tmp_path / "specs" / "tools.yaml").write_text(SPEC % sys.executable, encoding="utf-8")
+    (tmp_path / "specs" / "tools.yaml").write_text(SPEC, encoding="utf-8")
     (tmp_path / "pyproject.toml").write_text(
         '[project]\nname = "conversations"\n[tool.toolflow]\nspecs = ["specs"]\n'
         '[tool.toolflow.cache]\ntimeout = "30s"\n',
         encoding="utf-8",
     )
-    tokens = "".join(f'[principals.{name}]\ntoken = "{token}"\n\n' for name, token in TOKENS.items())
-    (tmp_path / "tokens.toml").write_text(tokens, encoding="utf-8")
-    (tmp_path / "tokens.toml").chmod(0o600)
+    write_tokens(tmp_path)
     return tmp_path
 
 
-@contextlib.asynccontextmanager
-async def servers(root: Path, count: int, *args: str, secret: str | None = SECRET) -> AsyncIterator[list[HTTPServer]]:
-    """*count* replicas of ``toolflow serve --transport http`` with *args*, stopped on the way out."""
-    env = {"TOOLFLOW_STATE_SECRET": secret} if secret is not None else {}
-    started: list[HTTPServer] = []
-    try:
-        for _ in range(count):
-            server = await trio.to_thread.run_sync(
-                lambda: HTTPServer(root, "--auth-tokens", "tokens.toml", *args, env=env)
-            )
-            started.append(server)
-        yield started
-    finally:
-        for server in started:
-            await trio.to_thread.run_sync(server.close)
+def servers(root: Path, count: int, *args: str, secret: str | None = SECRET) -> AbstractAsyncContextManager[Fleet]:
+    """*count* replicas of ``toolflow serve --transport http --auth-tokens tokens.toml`` with *args*."""
+    return open_fleet(root, "--auth-tokens", "tokens.toml", *args, count=count, secret=secret)
 
 
 class Chain:
@@ -127,7 +87,7 @@ class Chain:
 
     async def call(self, url: str, tool: str, arguments: dict[str, Any] | None = None) -> types.CallToolResult:
         """Call *tool* at *url* with the handle (if any); keep the answer's handle."""
-        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKENS[self.name]}"}) as http:
+        async with httpx2.AsyncClient(headers=authorization(self.name)) as http:
             transport = streamable_http_client(url, http_client=http)
             async with Client(transport, mode="2026-07-28") as client:
                 meta: Any = None if self.handle is None else {CONVERSATION_META: self.handle}
@@ -155,7 +115,8 @@ def conversation_of(handle: str | None) -> str:
 async def test_a_handle_carries_the_conversation_across_two_replicas(project: Path, redis_server: RedisServer) -> None:
     """Calls alternate between two replicas: depends_on holds, the session cache hits, the rules count once."""
     with trio.fail_after(120):
-        async with servers(project, 2, "--state", redis_server.url) as (one, two):
+        async with servers(project, 2, "--state", redis_server.url) as fleet:
+            one, two = fleet.replicas
             alice = Chain("alice")
             assert text(await alice.call(one.url, "login")) == "logged in"
             first_handle = alice.handle
@@ -178,7 +139,8 @@ async def test_a_forged_expired_or_foreign_handle_starts_afresh(project: Path, r
     """A handle that does not verify for this principal now is no key to the conversation: depends_on refuses."""
     keys = HandleKeys.from_secrets(SECRET)
     with trio.fail_after(120):
-        async with servers(project, 1, "--state", redis_server.url) as (server,):
+        async with servers(project, 1, "--state", redis_server.url) as fleet:
+            (server,) = fleet.replicas
             alice = Chain("alice")
             await alice.call(server.url, "login")
             good = alice.handle
@@ -211,7 +173,8 @@ async def test_redis_stopped_midway_costs_the_conversation_and_one_warning(
 ) -> None:
     """Redis down: every call is answered, depends_on fails closed, the server warns once; back: a fresh start."""
     with trio.fail_after(120):
-        async with servers(project, 1, "--state", redis_server.url) as (server,):
+        async with servers(project, 1, "--state", redis_server.url) as fleet:
+            (server,) = fleet.replicas
             alice = Chain("alice")
             await alice.call(server.url, "login")
             redis_server.kill()
@@ -231,7 +194,8 @@ async def test_redis_stopped_midway_costs_the_conversation_and_one_warning(
 async def test_one_replica_with_memory_state_chains_handles_too(project: Path) -> None:
     """Without --state and without a secret: the handle chain gives a 2026-07-28 client depends_on and the cache."""
     with trio.fail_after(120):
-        async with servers(project, 1, secret=None) as (server,):
+        async with servers(project, 1, secret=None) as fleet:
+            (server,) = fleet.replicas
             alice = Chain("alice")
             await alice.call(server.url, "login")
             fetched = await alice.call(server.url, "fetch")
@@ -245,7 +209,8 @@ async def test_one_replica_with_memory_state_chains_handles_too(project: Path) -
 async def test_a_shared_state_without_a_secret_warns_at_start(project: Path, redis_server: RedisServer) -> None:
     """With Redis but no secret, each replica's handles hold only on itself: one start-up warning says so."""
     with trio.fail_after(120):
-        async with servers(project, 2, "--state", redis_server.url, secret=None) as (one, two):
+        async with servers(project, 2, "--state", redis_server.url, secret=None) as fleet:
+            one, two = fleet.replicas
             alice = Chain("alice")
             await alice.call(one.url, "login")
             elsewhere = await alice.call(two.url, "fetch")
@@ -259,9 +224,8 @@ async def test_stateless_serve_mints_no_handles(project: Path) -> None:
     """``--stateless``: every request stands alone, and no answer carries a handle."""
     with trio.fail_after(120):
         async with (
-            servers(project, 1, "--stateless") as (server,),
-            httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKENS['alice']}"}) as http,
-            Client(streamable_http_client(server.url, http_client=http), mode="2026-07-28") as client,
+            servers(project, 1, "--stateless") as fleet,
+            fleet_client(fleet, "2026-07-28", headers=authorization("alice")) as (client, _),
         ):
             await client.call_tool("login", {})
             fetched = await client.call_tool("fetch", {})
@@ -308,14 +272,13 @@ async def test_without_keys_a_modern_request_stands_alone_as_before(project: Pat
     assert fetched.is_error
 
 
+async def approve(context: ClientRequestContext, params: types.ElicitRequestParams) -> types.ElicitResult:
+    """The client's answer to every approval question: yes."""
+    return types.ElicitResult(action="accept", content={"approve": True})
+
+
 async def test_an_approval_question_carries_the_handle_and_the_retry_stays_in_the_conversation(project: Path) -> None:
     """2026-07-28 ``input_required``: its ``_meta`` has the conversation's handle; the answered retry runs in it."""
-
-    async def approve(
-        context: ClientRequestContext,
-        params: types.ElicitRequestParams,
-    ) -> types.ElicitResult | types.ErrorData:
-        return types.ElicitResult(action="accept", content={"approve": True})
 
     service = _service(project, handle_keys=HandleKeys.random(), state=MemoryState())
     with trio.fail_after(30):
@@ -332,12 +295,6 @@ async def test_an_approval_question_carries_the_handle_and_the_retry_stays_in_th
 
 async def test_an_approval_asked_by_one_replica_is_answered_on_another_with_the_fleets_keys(project: Path) -> None:
     """The ``requestState`` of ``input_required`` is sealed with the fleet's key: the retry may reach any replica."""
-
-    async def approve(
-        context: ClientRequestContext,
-        params: types.ElicitRequestParams,
-    ) -> types.ElicitResult | types.ErrorData:
-        return types.ElicitResult(action="accept", content={"approve": True})
 
     state, fleet = MemoryState(), HandleKeys.from_secrets("the fleet's shared secret")
     one, two = (_service(project, handle_keys=fleet, keys=fleet, state=state) for _ in range(2))
@@ -365,48 +322,25 @@ async def test_an_approval_asked_by_one_replica_is_answered_on_another_with_the_
 # --------------------------------------------------------------------------- 2025-11-25 fleet sessions
 
 
-class Alternating(httpx2.AsyncBaseTransport):
-    """A real HTTP transport that sends each POST to the next replica's port, and notes the session id minted."""
-
-    def __init__(self, urls: list[str]) -> None:
-        self._ports = [httpx2.URL(url).port for url in urls]
-        self._posts = 0
-        self._inner = httpx2.AsyncHTTPTransport()
-        self.session: str | None = None
-
-    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        if request.method == "POST":
-            request.url = request.url.copy_with(port=self._ports[self._posts % len(self._ports)])
-            self._posts += 1
-        response = await self._inner.handle_async_request(request)
-        self.session = response.headers.get("mcp-session-id", self.session)
-        return response
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-
 async def test_a_fleet_session_keeps_its_conversation_on_every_replica(
     project: Path, redis_server: RedisServer
 ) -> None:
     """2025-11-25 over a fleet: the session's calls alternate replicas; depends_on, the cache and the rules hold."""
     with trio.fail_after(120):
-        async with servers(project, 2, "--state", redis_server.url) as (one, two):
-            transport = Alternating([one.url, two.url])
-            async with (
-                httpx2.AsyncClient(transport=transport, headers={"Authorization": f"Bearer {TOKENS['alice']}"}) as http,
-                Client(streamable_http_client(one.url, http_client=http), mode="legacy") as client,
-            ):
-                results = [await client.session.call_tool(name, {}) for name in ("login", "fetch")]
-                stamps = [text(await client.session.call_tool("stamp", {"topic": "s"})) for _ in range(2)]
-                limited = [await client.session.call_tool("limited", {}) for _ in range(3)]
-                # Read raw, before the client leaves (its DELETE ends the session and the document):
-                # whether the document is sealed or not, both parts' keys are in it.
-                raw = redis.Redis.from_url(redis_server.url)
-                try:
-                    stored = raw.get(f"toolflow:conversation:{transport.session}")
-                finally:
-                    raw.close()
+        async with (
+            servers(project, 2, "--state", redis_server.url) as fleet,
+            fleet_client(fleet, "legacy", headers=authorization("alice")) as (client, transport),
+        ):
+            results = [await client.session.call_tool(name, {}) for name in ("login", "fetch")]
+            stamps = [text(await client.session.call_tool("stamp", {"topic": "s"})) for _ in range(2)]
+            limited = [await client.session.call_tool("limited", {}) for _ in range(3)]
+            # Read raw, before the client leaves (its DELETE ends the session and the document):
+            # whether the document is sealed or not, both parts' keys are in it.
+            raw = redis.Redis.from_url(redis_server.url)
+            try:
+                stored = raw.get(f"toolflow:conversation:{transport.session}")
+            finally:
+                raw.close()
     assert [text(r) for r in results] == ["logged in", "fetched"]
     assert stamps[0] == stamps[1]
     assert [r.is_error for r in limited] == [False, False, True]
@@ -414,6 +348,7 @@ async def test_a_fleet_session_keeps_its_conversation_on_every_replica(
     assert isinstance(stored, bytes)
     assert b'"session":' in stored  # the sessions' part and this one, side by side
     assert b'"conversation":' in stored
+    assert set(transport.sent) == set(fleet.ports)  # the session's requests did reach both replicas
 
 
 async def test_a_task_commits_its_conversation_when_it_ends(project: Path) -> None:

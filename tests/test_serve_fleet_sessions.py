@@ -2,16 +2,15 @@
 
 Three real ``toolflow serve --transport http --state redis://...`` processes on loopback share
 one real ``redis-server``; clients send each request of one session to another replica: the
-SDK's own client (through an httpx transport of this file that sends each request to the next
+SDK's own client (through ``tests/_fleet.py``'s transport that sends each request to the next
 replica's port, over real sockets) and plain HTTP requests where a test needs to choose the
-replica.
+replica. The replicas have no ``TOOLFLOW_STATE_SECRET``: a fleet session needs none
+(``test_serve_conversation.py`` runs one with it).
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import json
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ import httpx
 import httpx2
 import pytest
 import trio
+from _fleet import TOKENS, Fleet, authorization, fleet_client, write_tokens
 from _mcp_project import HTTPServer, write_project
 from _mcp_wire import GREET_SPECS, HTTP_HEADERS, INITIALIZE, PROTOCOL, answers, call
 from _redis import RedisServer
@@ -44,56 +44,23 @@ pytestmark = pytest.mark.filterwarnings(
     r"ignore:Async generator '(httpx2|httpcore2)\..*' was garbage collected:ResourceWarning"
 )
 
-TOKENS = {"alice": "tf-alice-0123456789abcdef", "bob": "tf-bob-0123456789abcdefgh"}
 REPLICAS = 3
 
 
 def bearer(name: str) -> dict[str, str]:
-    return {**HTTP_HEADERS, "Authorization": f"Bearer {TOKENS[name]}"}
+    return {**HTTP_HEADERS, **authorization(name)}
 
 
 @pytest.fixture
-def fleet(tmp_path: Path, redis_server: RedisServer) -> Iterator[list[HTTPServer]]:
-    """Three replicas of one project, with bearer tokens, sharing *redis_server*."""
+def fleet(tmp_path: Path, redis_server: RedisServer) -> Iterator[Fleet]:
+    """Three replicas of one project, with bearer tokens, sharing *redis_server* (and no secret)."""
     root = write_project(tmp_path / "served")
-    tokens = root / "tokens.toml"
-    tokens.write_text("".join(f'[principals.{n}]\ntoken = "{t}"\n' for n, t in TOKENS.items()), encoding="utf-8")
-    tokens.chmod(0o600)
-    servers: list[HTTPServer] = []
+    write_tokens(root)
+    replicas = Fleet(root, "--auth-tokens", "tokens.toml", "--state", redis_server.url, count=REPLICAS, secret=None)
     try:
-        servers.extend(
-            HTTPServer(root, "--auth-tokens", "tokens.toml", "--state", redis_server.url) for _ in range(REPLICAS)
-        )
-        yield servers
+        yield replicas
     finally:
-        for server in servers:
-            server.close()
-
-
-class Rotating(httpx2.AsyncBaseTransport):
-    """A real HTTP transport that sends each request to the next replica's port; it logs who answered what.
-
-    POSTs take their turns apart from GETs and DELETEs, so that which replica answers which
-    message does not depend on when the client's GET stream retries.
-    """
-
-    def __init__(self, urls: list[str]) -> None:
-        self._ports = [httpx2.URL(url).port for url in urls]
-        self._next = {"POST": 0, "GET": 0, "DELETE": 0}  # POSTs in turn, whatever the GET stream does meanwhile
-        self._inner = httpx2.AsyncHTTPTransport()
-        self.log: list[tuple[str, str, int, int]] = []  # (HTTP method, JSON-RPC method, replica, status)
-
-    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        replica = self._next[request.method] % len(self._ports)
-        self._next[request.method] += 1
-        request.url = request.url.copy_with(port=self._ports[replica])
-        body = json.loads(request.content) if request.method == "POST" else {}
-        response = await self._inner.handle_async_request(request)
-        self.log.append((request.method, str(body.get("method", "")), replica, response.status_code))
-        return response
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
+        replicas.close()
 
 
 @pytest.fixture
@@ -119,28 +86,17 @@ async def open_session(post: Any, server: HTTPServer, name: str = "alice") -> st
     return str(response.headers["mcp-session-id"])
 
 
-@contextlib.asynccontextmanager
-async def sdk_client(fleet: list[HTTPServer], name: str, mode: str) -> AsyncIterator[tuple[Client, Rotating]]:
-    """The SDK's client with *name*'s token, speaking *mode*, each request to the next replica."""
-    rotating = Rotating([server.url for server in fleet])
-    with trio.fail_after(90):
-        async with (
-            httpx2.AsyncClient(transport=rotating, headers={"Authorization": f"Bearer {TOKENS[name]}"}) as http,
-            Client(streamable_http_client(fleet[0].url, http_client=http), mode=mode) as client,
-        ):
-            yield client, rotating
-
-
-async def test_the_sdk_client_is_served_by_every_replica_within_one_session(fleet: list[HTTPServer]) -> None:
+async def test_the_sdk_client_is_served_by_every_replica_within_one_session(fleet: Fleet) -> None:
     """One 2025-11-25 session of the SDK's client, each request on the next replica: all answered."""
-    async with sdk_client(fleet, "alice", "legacy") as (client, rotating):
-        listed = await client.session.list_tools()
-        first = await client.session.call_tool("add", {"a": 2, "b": 3})
-        second = await client.session.call_tool("greet", {"name": "Ada"})
+    with trio.fail_after(90):
+        async with fleet_client(fleet, "legacy", headers=authorization("alice")) as (client, rotating):
+            listed = await client.session.list_tools()
+            first = await client.session.call_tool("add", {"a": 2, "b": 3})
+            second = await client.session.call_tool("greet", {"name": "Ada"})
     assert "add" in {tool.name for tool in listed.tools}
     assert first.structured_content == {"sum": 5}
     assert not second.is_error
-    posts = [(method, replica, status) for verb, method, replica, status in rotating.log if verb == "POST"]
+    posts = [(sent.method, fleet.ports.index(sent.port), sent.status) for sent in rotating.log if sent.verb == "POST"]
     assert [(method, replica) for method, replica, _ in posts] == [
         ("initialize", 0),  # the session is minted on the first replica,
         ("notifications/initialized", 1),
@@ -149,15 +105,15 @@ async def test_the_sdk_client_is_served_by_every_replica_within_one_session(flee
         ("tools/call", 1),
     ]
     assert all(200 <= status < 300 for _, _, status in posts), posts
-    deletes = [(replica, status) for verb, _, replica, status in rotating.log if verb == "DELETE"]
-    assert [status for _, status in deletes] == [200]  # the client ended its session on leaving
-    gets = {status for verb, _, _, status in rotating.log if verb == "GET"}
+    deletes = [sent.status for sent in rotating.log if sent.verb == "DELETE"]
+    assert deletes == [200]  # the client ended its session on leaving
+    gets = {sent.status for sent in rotating.log if sent.verb == "GET"}
     assert gets <= {405}  # no standalone stream in a fleet
 
 
-async def test_a_session_is_one_principal_s_on_any_replica_until_deleted(fleet: list[HTTPServer], post: Any) -> None:
+async def test_a_session_is_one_principal_s_on_any_replica_until_deleted(fleet: Fleet, post: Any) -> None:
     """Minted on A; used on B and C; another principal's token or a forged id get 404; DELETE on C ends it on A."""
-    one, two, three = fleet
+    one, two, three = fleet.replicas
     with trio.fail_after(90):
         session = await open_session(post, one)
         listed = await post(two, {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, session=session)
@@ -165,7 +121,7 @@ async def test_a_session_is_one_principal_s_on_any_replica_until_deleted(fleet: 
         called = await post(three, call(2, "add", {"a": 1, "b": 1}), session=session)
         assert answers(called)[0]["result"]["structuredContent"] == {"sum": 2}
         tickets = []
-        for request_id, server in enumerate(fleet, start=20):  # a session-cached tool, on each replica in turn
+        for request_id, server in enumerate(fleet.replicas, start=20):  # a session-cached tool, on each replica in turn
             ticket = await post(server, call(request_id, "ticket"), session=session)
             tickets.append(answers(ticket)[0]["result"]["structuredContent"]["ticket"])
         assert len(set(tickets)) == 1  # the session's cache is in Redis: the tool ran once
@@ -199,14 +155,14 @@ async def test_a_session_is_one_principal_s_on_any_replica_until_deleted(fleet: 
 
 
 async def test_a_redis_outage_is_503_and_a_restart_without_persistence_forgets_the_session(
-    fleet: list[HTTPServer], post: Any, redis_server: RedisServer
+    fleet: Fleet, post: Any, redis_server: RedisServer
 ) -> None:
     """Redis down: a session cannot be checked, nor a new one registered (503, Retry-After, one warning).
 
     The test's Redis keeps nothing on disk, so once it is back the session is gone (404) and the
     client initializes again; a Redis that persists (RDB/AOF) would serve it again.
     """
-    one, two, _ = fleet
+    one, two, _ = fleet.replicas
     with trio.fail_after(90):
         session = await open_session(post, one)
         redis_server.kill()
@@ -227,15 +183,16 @@ async def test_a_redis_outage_is_503_and_a_restart_without_persistence_forgets_t
     assert len(warned) == 1, two.output  # one warning for the outage, however many requests it refused
 
 
-async def test_a_modern_request_passes_untouched(fleet: list[HTTPServer]) -> None:
+async def test_a_modern_request_passes_untouched(fleet: Fleet) -> None:
     """2026-07-28 has no sessions: the fleet's session check lets its requests through to the SDK."""
-    async with sdk_client(fleet, "bob", "2026-07-28") as (client, rotating):
-        listed = await client.session.list_tools()
-        results = [await client.session.call_tool("add", {"a": 20, "b": n}) for n in (22, 23)]
+    with trio.fail_after(90):
+        async with fleet_client(fleet, "2026-07-28", headers=authorization("bob")) as (client, rotating):
+            listed = await client.session.list_tools()
+            results = [await client.session.call_tool("add", {"a": 20, "b": n}) for n in (22, 23)]
     assert "add" in {tool.name for tool in listed.tools}
     assert [result.structured_content for result in results] == [{"sum": 42}, {"sum": 43}]
-    assert {replica for _, _, replica, _ in rotating.log} == set(range(REPLICAS))
-    assert all(200 <= status < 300 for _, _, _, status in rotating.log), rotating.log
+    assert set(rotating.sent) == set(fleet.ports)
+    assert all(200 <= sent.status < 300 for sent in rotating.log), rotating.log
 
 
 async def refreshing(client: httpx.AsyncClient, url: str, state: RedisState, session: str) -> bool:

@@ -1,30 +1,27 @@
 """MCP tasks that any replica of a fleet answers for (issue 19): records in a real Redis.
 
-Two real ``toolflow serve --transport http --state redis://...`` processes on loopback share a
-real ``redis-server`` (``tests/_redis.py``, skipped, saying how to install it, where there is
+Two real ``toolflow serve --transport http --state redis://...`` processes on loopback
+(``tests/_fleet.py``) share a real ``redis-server`` (``tests/_redis.py``, skipped, saying how to install it, where there is
 none) and one ``TOOLFLOW_STATE_SECRET``. A task runs on the replica that created it; the other
 answers ``tasks/get``, ``tasks/result``, ``tasks/list`` and ``tasks/cancel`` from its record.
 Under 2026-07-28 a request needs no session, so a client per replica shares a task id; under
-2025-11-25 one fleet session's requests are sent to the replica the test names
-(:class:`Pinned`). The served tool notes its start and its end (or its being stopped) in a
+2025-11-25 one fleet session's requests are sent to the replica the test names (a
+``_fleet.Rotating`` transport over that replica's port alone, moved when the test says). The served tool notes its start and its end (or its being stopped) in a
 journal file the replicas share, so a test sees where a cancelled task stopped.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
-import httpx2
 import pytest
 import redis
 import trio
-from _mcp_project import HTTPServer
+from _fleet import Fleet, Rotating, authorization, fleet_client, write_tokens
 from _redis import RedisServer
 from mcp import Client, types
-from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from test_serve_tasks import (
     TOKENS,
@@ -105,30 +102,9 @@ def toolflow_register_implementations(register):
 '''
 
 
-class Fleet:
-    """Two replicas (``a``, ``b``) of one project on one Redis, and the journal their tool writes."""
-
-    def __init__(self, root: Path, redis_url: str) -> None:
-        self.root = root
-        self.journal = root / "journal"
-        self.replicas: list[HTTPServer] = []
-        for _ in range(2):
-            self.replicas.append(HTTPServer(root, "--auth-tokens", "tokens.toml", "--state", redis_url))
-        self.a, self.b = (replica.url for replica in self.replicas)
-
-    def lines(self) -> list[str]:
-        return self.journal.read_text(encoding="utf-8").splitlines() if self.journal.exists() else []
-
-    def output(self) -> str:
-        return "".join(line for replica in self.replicas for line in replica.output)
-
-    def close(self) -> None:
-        for replica in self.replicas:
-            replica.close()
-
-
 @pytest.fixture
-def fleet(tmp_path: Path, redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[Fleet]:
+def fleet(tmp_path: Path, redis_server: RedisServer) -> Iterator[Fleet]:
+    """Two replicas (``fleet.urls``: A, B) of one project on *redis_server*, with the tests' secret and tokens."""
     (tmp_path / "specs").mkdir()
     (tmp_path / "specs" / "tools.yaml").write_text(SPEC, encoding="utf-8")
     (tmp_path / "fleet_tasks.py").write_text(PLUGIN, encoding="utf-8")
@@ -136,12 +112,8 @@ def fleet(tmp_path: Path, redis_server: RedisServer, monkeypatch: pytest.MonkeyP
         '[project]\nname = "fleet-tasks"\n\n[tool.toolflow]\nspecs = ["specs"]\nplugins = ["fleet_tasks"]\n',
         encoding="utf-8",
     )
-    tokens = "".join(f'[principals.{name}]\ntoken = "{token}"\n\n' for name, token in TOKENS.items())
-    (tmp_path / "tokens.toml").write_text(tokens, encoding="utf-8")
-    (tmp_path / "tokens.toml").chmod(0o600)
-    monkeypatch.setenv("TOOLFLOW_STATE_SECRET", SECRET)  # the replicas' environment is this one's
-    monkeypatch.setenv("FLEET_JOURNAL", str(tmp_path / "journal"))
-    served = Fleet(tmp_path, redis_server.url)
+    write_tokens(tmp_path, TOKENS)
+    served = Fleet(tmp_path, "--auth-tokens", "tokens.toml", "--state", redis_server.url, count=2, secret=SECRET)
     try:
         yield served
     finally:
@@ -165,11 +137,12 @@ async def create_modern(client: Client, topic: str) -> CreateExtensionTask:
 
 async def test_another_replica_answers_for_a_task_until_its_result(fleet: Fleet) -> None:
     """A task created on A is found on B by its id alone, working, then completed with its result inlined."""
+    a, b = fleet.urls
     with trio.fail_after(120):
-        async with client_of(fleet.a, "alice") as on_a:
+        async with client_of(a, "alice") as on_a:
             long = await create_modern(on_a, "long")
             quick = await create_modern(on_a, "quick")
-        async with client_of(fleet.b, "alice") as on_b:
+        async with client_of(b, "alice") as on_b:
             working = await get_modern(on_b.session, long.task_id)
             while (polled := await get_modern(on_b.session, quick.task_id)).status == "working":  # noqa: ASYNC110
                 await trio.sleep(0.05)  # polling, as a client of the extension does
@@ -189,8 +162,9 @@ async def test_another_replica_answers_for_a_task_until_its_result(fleet: Fleet)
 
 async def test_a_cancel_on_another_replica_stops_the_task_where_it_runs(fleet: Fleet) -> None:
     """tasks/cancel on B: the task says cancelled on B and on A at once, and A stops it."""
+    a, b = fleet.urls
     with trio.fail_after(120):
-        async with client_of(fleet.a, "alice") as on_a, client_of(fleet.b, "alice") as on_b:
+        async with client_of(a, "alice") as on_a, client_of(b, "alice") as on_b:
             task = await create_modern(on_a, "long")
             await until_noted(fleet, "start long")
             acknowledged = await cancel(on_b.session, task.task_id)
@@ -212,14 +186,15 @@ async def test_a_cancel_on_another_replica_stops_the_task_where_it_runs(fleet: F
 
 async def test_another_principal_or_a_forged_id_is_not_found_on_any_replica(fleet: Fleet) -> None:
     """B verifies an id as A would: bob's token, an edited id and a made-up one all get -32602."""
+    a, b = fleet.urls
     with trio.fail_after(120):
-        async with client_of(fleet.a, "alice") as on_a:
+        async with client_of(a, "alice") as on_a:
             task = await create_modern(on_a, "long")
         payload, _, mac = task.task_id.partition(".")
         forged = payload + "." + ("A" if mac[0] != "A" else "B") + mac[1:]
         other = HandleKeys.from_secrets("another fleet's secret, not ours").sign("x", '["alice", null]', 4e9)
         errors = []
-        async with client_of(fleet.b, "bob") as bob, client_of(fleet.b, "alice") as alice:
+        async with client_of(b, "bob") as bob, client_of(b, "alice") as alice:
             for client, task_id in ((bob, task.task_id), (alice, forged), (alice, other), (alice, "x" * 2000)):
                 with pytest.raises(MCPError) as refused:
                     await get_modern(client.session, task_id)
@@ -240,15 +215,16 @@ async def test_redis_down_the_running_replica_answers_and_the_other_says_why_not
     fleet: Fleet, redis_server: RedisServer
 ) -> None:
     """Redis unavailable: the task runs on and A answers from memory; B cannot know it: -32602 saying so."""
+    a, b = fleet.urls
     with trio.fail_after(120):
-        async with client_of(fleet.a, "alice") as on_a:
+        async with client_of(a, "alice") as on_a:
             task = await create_modern(on_a, "quick")
         await trio.to_thread.run_sync(redis_server.stop)
-        async with client_of(fleet.b, "alice") as on_b:
+        async with client_of(b, "alice") as on_b:
             with pytest.raises(MCPError) as unknown:
                 await get_modern(on_b.session, task.task_id)
         await until_noted(fleet, "end quick")
-        async with client_of(fleet.a, "alice") as on_a:
+        async with client_of(a, "alice") as on_a:
             done = await get_modern(on_a.session, task.task_id)
     assert unknown.value.error.code == -32602
     assert "the shared state that would tell of it is unavailable" in unknown.value.error.message
@@ -260,48 +236,20 @@ async def test_redis_down_the_running_replica_answers_and_the_other_says_why_not
 # --- 2025-11-25 --------------------------------------------------------------------------------
 
 
-class Pinned(httpx2.AsyncBaseTransport):
-    """Each request to the replica on :attr:`port` (the test moves it); the ``Host`` header stays the client's."""
-
-    def __init__(self, port: int) -> None:
-        self._inner = httpx2.AsyncHTTPTransport()
-        self.port = port
-
-    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        request.url = request.url.copy_with(port=self.port)
-        return await self._inner.handle_async_request(request)
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-
-def _port(url: str) -> int:
-    return int(httpx2.URL(url).port or 0)
-
-
-@contextlib.asynccontextmanager
-async def legacy_client(url: str, name: str, transport: Pinned) -> AsyncIterator[Client]:
-    headers = {"Authorization": f"Bearer {TOKENS[name]}"}
-    async with (
-        httpx2.AsyncClient(headers=headers, transport=transport) as http,
-        Client(streamable_http_client(url, http_client=http), mode="legacy") as client,
-    ):
-        yield client
-
-
 async def test_a_fleet_session_fetches_its_task_from_any_replica(fleet: Fleet) -> None:
     """2025-11-25 in a fleet session: created on A; tasks/result waits on B; tasks/list on B; another session: -32602."""
-    pinned = Pinned(_port(fleet.a))
+    a, b = fleet.ports
+    pinned, alice = Rotating([a]), authorization("alice", TOKENS)
     with trio.fail_after(120):
-        async with legacy_client(fleet.a, "alice", pinned) as session:
+        async with fleet_client(fleet, "legacy", pinned, headers=alice) as (session, _):
             task = await create_legacy(session.session, "slow", {"topic": "quick"})
-            pinned.port = _port(fleet.b)
+            pinned.ports = [b]
             result = await result_legacy(session.session, task.task_id)  # B polls A's record to its end
             listed = await session.session.send_request(types.ListTasksRequest(), types.ListTasksResult)
             done = await get_legacy(session.session, task.task_id)
             with pytest.raises(MCPError) as finished:
                 await cancel(session.session, task.task_id)
-            async with legacy_client(fleet.b, "alice", Pinned(_port(fleet.b))) as other:
+            async with fleet_client(fleet, "legacy", Rotating([b]), headers=alice) as (other, _):
                 with pytest.raises(MCPError) as refused:
                     await get_legacy(other.session, task.task_id)
                 others = await other.session.send_request(types.ListTasksRequest(), types.ListTasksResult)

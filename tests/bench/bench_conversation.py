@@ -31,12 +31,7 @@ Run it from the repository root (it is not collected by pytest)::
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
-import os
-import platform
-import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -46,53 +41,22 @@ from typing import Any
 
 import httpx2
 import trio
+from _bench_state import interleaved, redis_executable, start_redis, versions, write_project
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _mcp_project import HTTPServer
-from _redis import RedisServer
-from bench_serve import PLUGIN  # the same plugin: bench.add
 
 import toolflow
 from toolflow._serve_conversation import CONVERSATION_META
 from toolflow._state import MemoryState, StateBackend
 from toolflow._state_redis import RedisState
 
-SPEC = """\
-toolflow: 1
-tools:
-  plain:
-    description: Add two integers.
-    parameters: &numbers
-      type: object
-      properties:
-        a: {type: integer, description: The first.}
-        b: {type: integer, description: The second.}
-      required: [a, b]
-    implementation: bench.add
-  session:
-    description: Add two integers, kept in the conversation's session cache.
-    parameters: *numbers
-    cache: {scope: session}
-    implementation: bench.add
-"""
-
 TOOLS = ("plain", "session")
 SERVERS = ("stateless", "memory", "redis")
 SECRET = "bench-secret-0123456789abcdef"
-
-
-def write_project(root: Path) -> Path:
-    (root / "specs").mkdir(parents=True)
-    (root / "specs" / "bench.yaml").write_text(SPEC, encoding="utf-8")
-    (root / "bench_conversation_plugin.py").write_text(PLUGIN, encoding="utf-8")
-    (root / "pyproject.toml").write_text(
-        '[project]\nname = "bench"\n\n[tool.toolflow]\nspecs = ["specs"]\nplugins = ["bench_conversation_plugin"]\n'
-        '[tool.toolflow.cache]\ntimeout = "5s"\n',
-        encoding="utf-8",
-    )
-    return root
+PLUGIN_MODULE = "bench_conversation_plugin"
 
 
 class Chain:
@@ -113,7 +77,6 @@ class Chain:
 
 async def latency(urls: dict[str, str], rounds: int, calls: int, warmup: int) -> dict[tuple[str, str], list[float]]:
     """Interleaved rounds of every (server, tool); each call's round trip in seconds."""
-    results: dict[tuple[str, str], list[float]] = {}
     async with AsyncExitStack() as stack:
         chains = {}
         for server, url in urls.items():
@@ -122,27 +85,14 @@ async def latency(urls: dict[str, str], rounds: int, calls: int, warmup: int) ->
                 Client(streamable_http_client(url, http_client=http), mode="2026-07-28")
             )
             chains[server] = Chain(client)
-        pairs = [(server, tool) for server in urls for tool in TOOLS]
-        for server, tool in pairs:
-            for n in range(warmup):
-                await chains[server].call(tool, {"a": 1 if tool == "session" else n, "b": 1})
-        for index in range(rounds):
-            shift = index % len(pairs)
-            for server, tool in pairs[shift:] + pairs[:shift]:
-                times = results.setdefault((server, tool), [])
-                for n in range(calls):
-                    arguments = {"a": 1 if tool == "session" else n, "b": 1}
-                    started = time.perf_counter()
-                    await chains[server].call(tool, arguments)
-                    times.append(time.perf_counter() - started)
-    return results
+        return await interleaved(chains, TOOLS, rounds=rounds, calls=calls, warmup=warmup, same=("session",))
 
 
 async def engines(root: Path, redis_url: str, rounds: int, calls: int) -> dict[str, list[float]]:
     """Open an engine, tick, call ``plain`` and close it, per kind of conversation; each in seconds."""
     plugins = toolflow.load_plugins(entry_points=False)
     sys.path.insert(0, str(root))
-    plugins.register(__import__("bench_conversation_plugin"), "bench")
+    plugins.register(__import__(PLUGIN_MODULE), "bench")
     registry = toolflow.load_registry([root / "specs"], plugins=plugins)
     memory, redis = MemoryState(), RedisState(redis_url)
     kinds: dict[str, tuple[StateBackend, str | None]] = {
@@ -176,21 +126,11 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=50, help="calls per (server, tool) per round (default 50)")
     parser.add_argument("--warmup", type=int, default=50, help="calls per (server, tool) before timing (default 50)")
     args = parser.parse_args()
-    executable = shutil.which("redis-server")
-    if executable is None:
-        sys.exit("redis-server is not installed (apt-get install redis-server)")
-    version = subprocess.run([executable, "--version"], capture_output=True, text=True, check=False).stdout.split()
-    print(
-        f"python {platform.python_version()}, trio {trio.__version__}, mcp {importlib.metadata.version('mcp')},",
-        f"redis-py {importlib.metadata.version('redis')}, {' '.join(version[:3])},",
-        f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}",
-    )
+    executable = redis_executable()
+    print(versions(executable))
     with tempfile.TemporaryDirectory() as directory, ExitStack() as stack:
-        root = write_project(Path(directory) / "project")
-        (Path(directory) / "redis").mkdir()
-        redis_server = RedisServer(executable, Path(directory) / "redis")
-        redis_server.start()
-        stack.callback(redis_server.stop)
+        root = write_project(Path(directory) / "project", PLUGIN_MODULE, "session", cache_timeout="5s")
+        redis_server = start_redis(executable, Path(directory) / "redis", stack)
         options = {"stateless": ("--stateless",), "memory": (), "redis": ("--state", redis_server.url)}
         servers = {name: HTTPServer(root, *options[name], env={"TOOLFLOW_STATE_SECRET": SECRET}) for name in SERVERS}
         for server in servers.values():

@@ -41,12 +41,8 @@ Run it from the repository root (it is not collected by pytest)::
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import os
-import platform
-import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -56,59 +52,17 @@ from typing import Any
 
 import httpx
 import trio
+from _bench_state import interleaved, redis_executable, start_redis, versions, write_project
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _mcp_project import HTTPServer
 from _mcp_wire import HTTP_HEADERS, INITIALIZE, INITIALIZED, PROTOCOL, answers
-from _redis import RedisServer
-from bench_serve import PLUGIN  # the same plugin: bench.add
-
-SPEC = """\
-toolflow: 1
-tools:
-  plain:
-    description: Add two integers.
-    parameters: &numbers
-      type: object
-      properties:
-        a: {type: integer, description: The first.}
-        b: {type: integer, description: The second.}
-      required: [a, b]
-    implementation: bench.add
-  cached:
-    description: Add two integers, cached across the fleet.
-    parameters: *numbers
-    cache: {scope: persistent, ttl: 1h}
-    implementation: bench.add
-  limited:
-    description: Add two integers, limited across the fleet.
-    parameters: *numbers
-    concurrency: 4
-    rate_limit: {calls: 1000000, per: 1s}
-    implementation: bench.add
-  session:
-    description: Add two integers, cached for the conversation.
-    parameters: *numbers
-    cache: {scope: session}
-    implementation: bench.add
-"""
 
 TOOLS = ("plain", "cached", "limited", "session")
 CACHED = ("cached", "session")  # called with the same arguments every time: a hit
 
 SECRET = "the bench fleet's shared secret"
 """``TOOLFLOW_STATE_SECRET`` of every server: what a fleet sets (without one, serve warns at start)."""
-
-
-def write_project(root: Path) -> Path:
-    (root / "specs").mkdir(parents=True)
-    (root / "specs" / "bench.yaml").write_text(SPEC, encoding="utf-8")
-    (root / "bench_fleet_plugin.py").write_text(PLUGIN, encoding="utf-8")
-    (root / "pyproject.toml").write_text(
-        '[project]\nname = "bench"\n\n[tool.toolflow]\nspecs = ["specs"]\nplugins = ["bench_fleet_plugin"]\n',
-        encoding="utf-8",
-    )
-    return root
 
 
 class Session:
@@ -148,24 +102,9 @@ class Session:
 
 async def latency(urls: dict[str, str], rounds: int, calls: int, warmup: int) -> dict[tuple[str, str], list[float]]:
     """Interleaved rounds of every (state, tool); each call's round trip in seconds."""
-    results: dict[tuple[str, str], list[float]] = {}
     async with httpx.AsyncClient(timeout=30) as client:
         sessions = {state: await Session(client, url).open() for state, url in urls.items()}
-        pairs = [(state, tool) for state in urls for tool in TOOLS]
-        for state, tool in pairs:
-            for n in range(warmup):
-                await sessions[state].call(tool, {"a": 1 if tool in CACHED else n, "b": 1})
-        for index in range(rounds):
-            shift = index % len(pairs)
-            for state, tool in pairs[shift:] + pairs[:shift]:
-                times = results.setdefault((state, tool), [])
-                for n in range(calls):
-                    # cached: the same arguments every time (a hit); the others: new ones
-                    arguments = {"a": 1 if tool in CACHED else n, "b": 1}
-                    started = time.perf_counter()
-                    await sessions[state].call(tool, arguments)
-                    times.append(time.perf_counter() - started)
-    return results
+        return await interleaved(sessions, TOOLS, rounds=rounds, calls=calls, warmup=warmup, same=CACHED)
 
 
 def cpu_seconds(pids: list[int]) -> float:
@@ -228,22 +167,11 @@ def main() -> None:
     parser.add_argument("--skip-latency", action="store_true")
     parser.add_argument("--skip-throughput", action="store_true")
     args = parser.parse_args()
-    executable = shutil.which("redis-server")
-    if executable is None:
-        sys.exit("redis-server is not installed (apt-get install redis-server)")
-    version = subprocess.run([executable, "--version"], capture_output=True, text=True, check=False).stdout.split()
-    print(
-        f"python {platform.python_version()}, trio {trio.__version__}, mcp {importlib.metadata.version('mcp')},",
-        end=" ",
-    )
-    print(f"redis-py {importlib.metadata.version('redis')}, {' '.join(version[:3])},", end=" ")
-    print(f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}")
+    executable = redis_executable()
+    print(versions(executable))
     with tempfile.TemporaryDirectory() as directory, ExitStack() as stack:
-        root = write_project(Path(directory) / "project")
-        (Path(directory) / "redis").mkdir()
-        redis_server = RedisServer(executable, Path(directory) / "redis")
-        redis_server.start()
-        stack.callback(redis_server.stop)
+        root = write_project(Path(directory) / "project", "bench_fleet_plugin", *TOOLS[1:])
+        redis_server = start_redis(executable, Path(directory) / "redis", stack)
         if not args.skip_latency:
             servers = {
                 state: HTTPServer(root, "--state", url, env={"TOOLFLOW_STATE_SECRET": SECRET})
