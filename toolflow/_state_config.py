@@ -1,14 +1,17 @@
-"""Which state backend a command uses, and the keys of conversation handles (issue 19).
+"""Which state backend a command uses, and the keys a process signs and seals with (issue 19).
 
 ``--state`` (serve), ``TOOLFLOW_STATE`` or ``[tool.toolflow] state`` name the backend by URL
 (:func:`toolflow._project.state_setting`); :func:`state_from_url` opens it, importing redis-py
-only for a Redis URL. The fleet's shared secret for handles comes from the environment, never
-from Redis (:func:`handle_keys_from_environ`).
+only for a Redis URL. The fleet's shared secret comes from the environment, never from Redis
+(:func:`handle_keys_from_environ`), and :class:`FleetKeys` says once what a process's keys are
+and whether the fleet shares them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+
+import attrs
 
 from toolflow._errors import UsageError
 from toolflow._state import HandleKeys, MemoryState, StateBackend, masked_url
@@ -18,6 +21,7 @@ __all__ = [
     "PREVIOUS_SECRET_ENV",
     "REDIS_SCHEMES",
     "SECRET_ENV",
+    "FleetKeys",
     "handle_keys_from_environ",
     "state_from_url",
 ]
@@ -80,3 +84,43 @@ def handle_keys_from_environ(environ: Mapping[str, str]) -> HandleKeys | None:
     except ValueError:
         msg = f"{SECRET_ENV} and {PREVIOUS_SECRET_ENV} must hold 16 characters or more each"
         raise UsageError(msg) from None
+
+
+@attrs.frozen(kw_only=True)
+class FleetKeys:
+    """The keys one process signs and seals with, and whether the other replicas of its fleet hold them too.
+
+    ``toolflow serve`` signs conversation handles and task ids with *keys*, and seals the
+    ``requestState`` of an approval question under a key derived from them when the fleet shares
+    them (:attr:`secret_keys`); the state backend seals what it stores with them too
+    (:func:`state_from_url`'s *keys*).
+
+    Attributes:
+        keys: The keys: the fleet's (:meth:`from_environ`, from :data:`SECRET_ENV` and
+            :data:`PREVIOUS_SECRET_ENV`), or this process's own random ones (the default).
+        from_secret: Whether *keys* come from the fleet's secret, so that every replica verifies
+            what this one signed; ``False``: what this process signs is good in this process only.
+    """
+
+    keys: HandleKeys = attrs.field(factory=HandleKeys.random)
+    from_secret: bool = False
+
+    @classmethod
+    def of_secret(cls, keys: HandleKeys) -> FleetKeys:
+        """The fleet's *keys* (:meth:`HandleKeys.from_secrets`), which every replica holds."""
+        return cls(keys=keys, from_secret=True)
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str]) -> FleetKeys:
+        """The fleet's keys from :data:`SECRET_ENV` (and :data:`PREVIOUS_SECRET_ENV`); without a secret, random ones.
+
+        Raises:
+            UsageError: As :func:`handle_keys_from_environ`.
+        """
+        keys = handle_keys_from_environ(environ)
+        return cls() if keys is None else cls.of_secret(keys)
+
+    @property
+    def secret_keys(self) -> HandleKeys | None:
+        """*keys* when they come from the fleet's secret, else ``None``: what other replicas must verify needs them."""
+        return self.keys if self.from_secret else None
