@@ -1,24 +1,30 @@
-"""Where each of a fleet's settings comes from, said once: the keys (``FleetKeys``) and serve's conversations.
+"""Where each of a fleet's settings comes from, said once: the keys, serve's conversations, the lease TTL.
 
 The keys a process signs and seals with come from ``TOOLFLOW_STATE_SECRET`` or are its own
 (:class:`toolflow._state_config.FleetKeys`); ``toolflow serve`` hands them to the service, whose
-task ids, conversation handles and approval seal all use them.
+task ids, conversation handles and approval seal all use them. The commands read
+``TOOLFLOW_LEASE_TTL`` and give it to the state backend (``state_from_url(url, lease_ttl=)``),
+whose leases the engine then takes for that long: the engine reads no environment.
 """
 
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
+import redis
+import trio
+from _redis import RedisServer
 
 import toolflow
-from toolflow._cli_support import serve_state_settings
+from toolflow._cli_support import project_cache_settings, serve_state_settings
 from toolflow._serve import ToolService
 from toolflow._serve_http import HTTPSettings
 from toolflow._state import HandleKeys, MemoryState
-from toolflow._state_config import FleetKeys
+from toolflow._state_config import FleetKeys, state_from_url
 from toolflow._state_redis import RedisState
 
 SECRET = "the fleet's shared secret, 0123"
@@ -114,3 +120,93 @@ def test_serve_warns_once_of_a_fleet_without_the_secret(monkeypatch: pytest.Monk
     assert not settings["keys"].from_secret
     assert err.getvalue().count("TOOLFLOW_STATE_SECRET is not set") == 1
     assert quiet.getvalue() == ""
+
+
+# --------------------------------------------------------------------------- the lease TTL
+
+LEASED = """\
+toolflow: 1
+tools:
+  probe:
+    description: One at a time across the fleet; reads its own lease while it runs.
+    concurrency: 1
+    implementation: settings.probe
+"""
+
+
+class Probe:
+    """The plugin of ``probe``: notes the expiry of the lease it runs under, as Redis holds it."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.expiries: list[float] = []
+
+    @toolflow.hookimpl
+    def toolflow_register_implementations(self, register: Callable[[str, Any], None]) -> None:
+        """``settings.probe``."""
+
+        def probe() -> str:
+            client = redis.Redis.from_url(self.url)
+            try:
+                held = cast("list[tuple[bytes, float]]", client.zrange("toolflow:lease:probe", 0, -1, withscores=True))
+                self.expiries += [score for _, score in held]
+            finally:
+                client.close()
+            return "probed"
+
+        register("settings.probe", probe)
+
+
+async def test_the_engine_takes_its_leases_for_the_backends_ttl_not_the_environments(
+    tmp_path: Path, redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lease lives the TTL the state backend was given; TOOLFLOW_LEASE_TTL in the environment changes nothing here."""
+    monkeypatch.setenv("TOOLFLOW_LEASE_TTL", "2s")  # the commands' business: an engine never reads it
+    (tmp_path / "leased.yaml").write_text(LEASED, encoding="utf-8")
+    probe = Probe(redis_server.url)
+    plugins = toolflow.load_plugins(entry_points=False)
+    plugins.register(probe, "settings")
+    registry = toolflow.load_registry([tmp_path / "leased.yaml"], plugins=plugins)
+    now = 1_000_000.0
+    for ttl, state in (
+        (6.0, RedisState(redis_server.url, timeout=10, clock=lambda: now, lease_ttl=6.0)),
+        (30.0, RedisState(redis_server.url, timeout=10, clock=lambda: now)),  # the default
+    ):
+        try:
+            with trio.fail_after(30):
+                async with toolflow.open_engine(registry, plugins=plugins, state=state) as engine:
+                    result = await engine.call("probe", {})
+        finally:
+            state.close()
+        assert result.success, result.error
+        assert probe.expiries.pop() == now + ttl
+
+
+def test_the_commands_give_the_state_the_lease_ttl_of_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``call``, ``run`` and ``serve`` build their state with TOOLFLOW_LEASE_TTL (project_cache_settings)."""
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "ttl"\n', encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TOOLFLOW_STATE", "redis://127.0.0.1:1/0")  # nothing listens there: nothing connects
+    monkeypatch.setenv("TOOLFLOW_LEASE_TTL", "6s")
+    state = project_cache_settings()["state"]
+    try:
+        assert isinstance(state, RedisState)
+        assert state.lease_ttl == 6.0
+    finally:
+        state.close()
+    monkeypatch.delenv("TOOLFLOW_LEASE_TTL")
+    state = project_cache_settings()["state"]
+    try:
+        assert state.lease_ttl == 30.0
+    finally:
+        state.close()
+
+
+def test_a_lease_ttl_below_one_second_is_refused() -> None:
+    """In Python as from the environment: a lease renewed every third of a TTL under 1 s would be lost to a stall."""
+    for bad in (0.5, 0, -1, float("inf"), "10"):
+        with pytest.raises(ValueError, match="lease_ttl must be a number of seconds of at least 1"):
+            state_from_url("redis://127.0.0.1:1/0", lease_ttl=bad)  # type: ignore[arg-type]
+    state_from_url("redis://127.0.0.1:1/0", lease_ttl=1).close()

@@ -244,9 +244,9 @@ def project_cache_settings(args: argparse.Namespace | None = None) -> dict[str, 
             ``TOOLFLOW_STATE_SECRET`` is too short, or ``TOOLFLOW_LEASE_TTL`` is not a duration.
     """
     from toolflow._cache import default_cache_path  # noqa: PLC0415
-    from toolflow._limits import lease_ttl  # noqa: PLC0415
     from toolflow._project import load_project, state_setting  # noqa: PLC0415
-    from toolflow._state_config import FleetKeys, state_from_url  # noqa: PLC0415
+    from toolflow._state import LEASE_TTL  # noqa: PLC0415
+    from toolflow._state_config import FleetKeys, lease_ttl_from_environ, state_from_url  # noqa: PLC0415
 
     project = load_project()
     path = project.cache_path if project.cache_path is not None else default_cache_path(project.root)
@@ -258,11 +258,11 @@ def project_cache_settings(args: argparse.Namespace | None = None) -> dict[str, 
     if project.cache_timeout is not None:
         settings["cache_timeout"] = project.cache_timeout
     url = state_setting(getattr(args, "state", None), project, os.environ)
-    keys = FleetKeys.from_environ(os.environ).secret_keys if url is not None else None  # a weak secret fails now
-    if url is not None:
-        lease_ttl(os.environ)  # and a bad TOOLFLOW_LEASE_TTL, not at the first session's engine
+    # A weak secret or a bad TOOLFLOW_LEASE_TTL fails now, not at the first session's engine.
+    keys = FleetKeys.from_environ(os.environ).secret_keys if url is not None else None
+    ttl = lease_ttl_from_environ(os.environ) if url is not None else LEASE_TTL
     # One backend for the command's engines (serve's sessions): a rate_limit counts across them.
-    settings["state"] = state_from_url(url, keys=keys)
+    settings["state"] = state_from_url(url, keys=keys, lease_ttl=ttl)
     return settings
 
 
