@@ -4,12 +4,16 @@ The keys a process signs and seals with come from ``TOOLFLOW_STATE_SECRET`` or a
 (:class:`toolflow._state_config.FleetKeys`); ``toolflow serve`` hands them to the service, whose
 task ids, conversation handles and approval seal all use them. The commands read
 ``TOOLFLOW_LEASE_TTL`` and give it to the state backend (``state_from_url(url, lease_ttl=)``),
-whose leases the engine then takes for that long: the engine reads no environment.
+whose leases the engine then takes for that long: the engine reads no environment. A
+conversation's document is waited for as long as the engine's ``cache_timeout`` when that is
+longer than two seconds.
 """
 
 from __future__ import annotations
 
 import io
+import threading
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
@@ -17,13 +21,15 @@ from typing import Any, cast
 import pytest
 import redis
 import trio
+import trio.testing
 from _redis import RedisServer
 
 import toolflow
+from toolflow._cache import DEFAULT_CACHE_TIMEOUT
 from toolflow._cli_support import project_cache_settings, serve_state_settings
 from toolflow._serve import ToolService
 from toolflow._serve_http import HTTPSettings
-from toolflow._state import HandleKeys, MemoryState
+from toolflow._state import Conversation, HandleKeys, MemoryState
 from toolflow._state_config import FleetKeys, state_from_url
 from toolflow._state_redis import RedisState
 
@@ -210,3 +216,43 @@ def test_a_lease_ttl_below_one_second_is_refused() -> None:
         with pytest.raises(ValueError, match="lease_ttl must be a number of seconds of at least 1"):
             state_from_url("redis://127.0.0.1:1/0", lease_ttl=bad)  # type: ignore[arg-type]
     state_from_url("redis://127.0.0.1:1/0", lease_ttl=1).close()
+
+
+# --------------------------------------------------------------------------- the conversation's wait
+
+
+class Hung(MemoryState):
+    """A state whose conversation documents never come (a worker thread stuck on a lock) until unblocked."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.unblocked = threading.Event()
+
+    def load(self, conversation: str) -> Conversation:
+        self.unblocked.wait(60)
+        return super().load(conversation)
+
+
+@pytest.mark.parametrize(("cache_timeout", "wait"), [(DEFAULT_CACHE_TIMEOUT, 2.0), (0.5, 2.0), (5.0, 5.0)])
+async def test_a_conversations_document_is_waited_for_the_cache_timeout_when_longer(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock, cache_timeout: float, wait: float
+) -> None:
+    """A loaded machine raises ``cache_timeout``, and the conversation's load waits as long (at least 2 s)."""
+    (tmp_path / "tools.yaml").write_text(SPEC, encoding="utf-8")
+    registry = toolflow.load_registry([tmp_path / "tools.yaml"], plugins=toolflow.load_plugins(entry_points=False))
+    state = Hung()
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            start = trio.current_time()
+            async with toolflow.open_engine(
+                registry, state=state, conversation="c1", cache_timeout=cache_timeout
+            ) as engine:
+                began = trio.current_time() - start
+                assert engine.conversation is not None
+                assert engine.conversation.wait == wait
+    finally:
+        state.unblocked.set()
+    assert began == pytest.approx(wait)
+    assert [type(w.message) for w in caught] == [toolflow.CacheWarning]  # one per outage: the commit's is silent
+    assert f"the conversation state is unavailable (no answer within {wait:g}s)" in str(caught[0].message)
