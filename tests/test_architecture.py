@@ -46,6 +46,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "toolflow._template_guards",
             "toolflow._checking",
             "toolflow._validation",
+            "toolflow._gates_document",
         ),
     ),
     ("yaml, loader", ("toolflow._yaml", "toolflow._loader", "toolflow._mcp_specs", "toolflow._project")),

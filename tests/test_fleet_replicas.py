@@ -27,8 +27,8 @@ from mcp import Client, types
 
 from toolflow._cli import run
 from toolflow._errors import UsageError
-from toolflow._limits import lease_ttl
 from toolflow._serve_conversation import CONVERSATION_META
+from toolflow._state_config import lease_ttl_from_environ
 
 # The SDK's HTTP client (httpx2) leaves its SSE streams' async generators to the garbage
 # collector when a session ends under trio; trio's finalizer warns about each one.
@@ -252,17 +252,17 @@ async def test_a_conversation_holds_on_three_replicas_and_outlives_the_one_that_
 
 def test_the_lease_ttl_comes_from_the_environment() -> None:
     """``TOOLFLOW_LEASE_TTL``: a duration or a number of seconds, at least one second; 30 s without it."""
-    assert lease_ttl({}) == 30.0
-    assert lease_ttl({"TOOLFLOW_LEASE_TTL": ""}) == 30.0
-    assert lease_ttl({"TOOLFLOW_LEASE_TTL": "6s"}) == 6.0
-    assert lease_ttl({"TOOLFLOW_LEASE_TTL": "2m"}) == 120.0
-    assert lease_ttl({"TOOLFLOW_LEASE_TTL": " 10 "}) == 10.0
-    assert lease_ttl({"TOOLFLOW_LEASE_TTL": "1.5"}) == 1.5
+    assert lease_ttl_from_environ({}) == 30.0
+    assert lease_ttl_from_environ({"TOOLFLOW_LEASE_TTL": ""}) == 30.0
+    assert lease_ttl_from_environ({"TOOLFLOW_LEASE_TTL": "6s"}) == 6.0
+    assert lease_ttl_from_environ({"TOOLFLOW_LEASE_TTL": "2m"}) == 120.0
+    assert lease_ttl_from_environ({"TOOLFLOW_LEASE_TTL": " 10 "}) == 10.0
+    assert lease_ttl_from_environ({"TOOLFLOW_LEASE_TTL": "1.5"}) == 1.5
     with pytest.raises(UsageError, match=r"TOOLFLOW_LEASE_TTL: a lease must live 1s or more, got '500ms'"):
-        lease_ttl({"TOOLFLOW_LEASE_TTL": "500ms"})
+        lease_ttl_from_environ({"TOOLFLOW_LEASE_TTL": "500ms"})
     for bad in ("soon", "inf", "-5", "1e3", "0"):
         with pytest.raises(UsageError, match="TOOLFLOW_LEASE_TTL: "):
-            lease_ttl({"TOOLFLOW_LEASE_TTL": bad})
+            lease_ttl_from_environ({"TOOLFLOW_LEASE_TTL": bad})
 
 
 def test_a_bad_lease_ttl_is_a_usage_error_at_start(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -33,6 +33,7 @@ import toolflow
 from toolflow._serve import ToolService, build_server
 from toolflow._serve_conversation import CONVERSATION_META
 from toolflow._state import HandleKeys, MemoryState
+from toolflow._state_config import FleetKeys
 
 pytestmark = pytest.mark.filterwarnings(
     r"ignore:Async generator '(httpx2|httpcore2)\..*' was garbage collected:ResourceWarning"
@@ -236,6 +237,10 @@ async def test_stateless_serve_mints_no_handles(project: Path) -> None:
 # --------------------------------------------------------------------------- in process
 
 
+LIFETIME = 1800.0
+"""How long the in-process services' conversations live (serve: the HTTP sessions' idle timeout)."""
+
+
 def _service(root: Path, **options: Any) -> ToolService:
     specs = toolflow.load_specs([root / "specs"])
     registry = toolflow.load_registry([root / "specs"], plugins=toolflow.load_plugins(entry_points=False))
@@ -244,7 +249,7 @@ def _service(root: Path, **options: Any) -> ToolService:
 
 async def test_in_process_the_handle_rides_in_meta_and_a_legacy_session_keeps_its_engine(project: Path) -> None:
     """2026-07-28 requests chain by the handle; a 2025-11-25 session is one engine, as before, with no handle."""
-    service = _service(project, handle_keys=HandleKeys.random(), state=MemoryState())
+    service = _service(project, conversation_ttl=LIFETIME, state=MemoryState())
     with trio.fail_after(30):
         async with Client(build_server(service), mode="2026-07-28") as client:
             login = await client.call_tool("login", {})
@@ -262,7 +267,7 @@ async def test_in_process_the_handle_rides_in_meta_and_a_legacy_session_keeps_it
 
 
 async def test_without_keys_a_modern_request_stands_alone_as_before(project: Path) -> None:
-    """A service built without handle keys (the Python API's default) mints nothing and keys nothing."""
+    """A service built without a conversation lifetime (the Python API's default) mints nothing and keys nothing."""
     service = _service(project)
     with trio.fail_after(30):
         async with Client(build_server(service), mode="2026-07-28") as client:
@@ -280,7 +285,7 @@ async def approve(context: ClientRequestContext, params: types.ElicitRequestPara
 async def test_an_approval_question_carries_the_handle_and_the_retry_stays_in_the_conversation(project: Path) -> None:
     """2026-07-28 ``input_required``: its ``_meta`` has the conversation's handle; the answered retry runs in it."""
 
-    service = _service(project, handle_keys=HandleKeys.random(), state=MemoryState())
+    service = _service(project, conversation_ttl=LIFETIME, state=MemoryState())
     with trio.fail_after(30):
         async with Client(build_server(service), mode="2026-07-28", elicitation_callback=approve) as client:
             login = await client.call_tool("login", {})
@@ -297,8 +302,10 @@ async def test_an_approval_asked_by_one_replica_is_answered_on_another_with_the_
     """The ``requestState`` of ``input_required`` is sealed with the fleet's key: the retry may reach any replica."""
 
     state, fleet = MemoryState(), HandleKeys.from_secrets("the fleet's shared secret")
-    one, two = (_service(project, handle_keys=fleet, keys=fleet, state=state) for _ in range(2))
-    stranger = _service(project, handle_keys=fleet, state=state)  # no fleet keys: its own seal
+    one, two = (
+        _service(project, keys=FleetKeys.of_secret(fleet), conversation_ttl=LIFETIME, state=state) for _ in "12"
+    )
+    stranger = _service(project, conversation_ttl=LIFETIME, state=state)  # without the fleet's secret: its own keys
     answer: Any = {"toolflow.approval": types.ElicitResult(action="accept", content={"approve": True})}
     with trio.fail_after(30):
         async with (
@@ -353,7 +360,7 @@ async def test_a_fleet_session_keeps_its_conversation_on_every_replica(
 
 async def test_a_task_commits_its_conversation_when_it_ends(project: Path) -> None:
     """A 2026-07-28 task of a conversation: its result carries the handle, and its success counts in the conversation."""
-    service = _service(project, handle_keys=HandleKeys.random(), state=MemoryState())
+    service = _service(project, conversation_ttl=LIFETIME, state=MemoryState())
     assert service.tasks is not None
     with trio.fail_after(30):
         async with (

@@ -38,6 +38,7 @@ from test_serve_tasks import (
 from toolflow._serve_conversation import CONVERSATION_META
 from toolflow._serve_tasks import CreateExtensionTask
 from toolflow._state import HandleKeys, MemoryState
+from toolflow._state_config import FleetKeys
 from toolflow._state_redis import RedisState
 from toolflow._task_records import STALE_AFTER, STOPPED_REPLICA, ServedTask, TaskRecords, view
 
@@ -329,8 +330,8 @@ def test_records_need_a_shared_state_and_the_fleet_secret(tmp_path: Path) -> Non
     state = RedisState("redis://127.0.0.1:1/0")  # nothing connects until the first operation
     try:
         alone = project.service(state=state)
-        shared = project.service(state=state, keys=keys)
-        memory = project.service(state=MemoryState(), keys=keys)
+        shared = project.service(state=state, keys=FleetKeys.of_secret(keys))
+        memory = project.service(state=MemoryState(), keys=FleetKeys.of_secret(keys))
     finally:
         state.close()
     assert alone.tasks is not None

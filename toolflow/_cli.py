@@ -23,7 +23,7 @@ from toolflow._cli_support import (
     project_cache_settings,
     registry_to_read,
     remote_tools,
-    serve_conversation_settings,
+    serve_state_settings,
     shutdown_grace,
     spec_paths,
     with_caps,
@@ -486,7 +486,6 @@ def _cmd_serve(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     from toolflow._errors import UsageError  # noqa: PLC0415
     from toolflow._loader import load_specs  # noqa: PLC0415
     from toolflow._policy import Policy  # noqa: PLC0415
-    from toolflow._state_config import handle_keys_from_environ  # noqa: PLC0415
 
     try:
         from toolflow import _serve  # noqa: PLC0415
@@ -516,9 +515,8 @@ def _cmd_serve(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
                 tools=_split(args.tool),
                 approve=None if args.approve is None else args.approve == "yes",
                 plugins=plugins,
-                keys=handle_keys_from_environ(os.environ) if stores["state"].shared else None,  # signs task ids
                 **stores,
-                **serve_conversation_settings(http, stores["state"], stderr),
+                **serve_state_settings(http, stores["state"], stderr),  # the keys, the conversations' lifetime
             )
 
     return _serve.serve(

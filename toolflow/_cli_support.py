@@ -244,9 +244,9 @@ def project_cache_settings(args: argparse.Namespace | None = None) -> dict[str, 
             ``TOOLFLOW_STATE_SECRET`` is too short, or ``TOOLFLOW_LEASE_TTL`` is not a duration.
     """
     from toolflow._cache import default_cache_path  # noqa: PLC0415
-    from toolflow._limits import lease_ttl  # noqa: PLC0415
     from toolflow._project import load_project, state_setting  # noqa: PLC0415
-    from toolflow._state_config import handle_keys_from_environ, state_from_url  # noqa: PLC0415
+    from toolflow._state import LEASE_TTL  # noqa: PLC0415
+    from toolflow._state_config import FleetKeys, lease_ttl_from_environ, state_from_url  # noqa: PLC0415
 
     project = load_project()
     path = project.cache_path if project.cache_path is not None else default_cache_path(project.root)
@@ -258,38 +258,35 @@ def project_cache_settings(args: argparse.Namespace | None = None) -> dict[str, 
     if project.cache_timeout is not None:
         settings["cache_timeout"] = project.cache_timeout
     url = state_setting(getattr(args, "state", None), project, os.environ)
-    keys = handle_keys_from_environ(os.environ) if url is not None else None  # a weak secret fails now
-    if url is not None:
-        lease_ttl(os.environ)  # and a bad TOOLFLOW_LEASE_TTL, not at the first session's engine
+    # A weak secret or a bad TOOLFLOW_LEASE_TTL fails now, not at the first session's engine.
+    keys = FleetKeys.from_environ(os.environ).secret_keys if url is not None else None
+    ttl = lease_ttl_from_environ(os.environ) if url is not None else LEASE_TTL
     # One backend for the command's engines (serve's sessions): a rate_limit counts across them.
-    settings["state"] = state_from_url(url, keys=keys)
+    settings["state"] = state_from_url(url, keys=keys, lease_ttl=ttl)
     return settings
 
 
-def serve_conversation_settings(http: Any, state: Any, stderr: TextIO) -> dict[str, Any]:
-    """``toolflow serve``'s keys of conversation handles and the conversations' lifetime (``under_policy``'s).
+def serve_state_settings(http: Any, state: Any, stderr: TextIO) -> dict[str, Any]:
+    """``toolflow serve``'s keys and its conversations' lifetime (``ToolService.under_policy``'s).
 
-    None over stdio (one client, one engine) and under ``--stateless`` (no handles). The keys
-    come from ``TOOLFLOW_STATE_SECRET`` (and ``_PREVIOUS``); without a secret they are this
-    process's own, and a shared state (a fleet's Redis) gets one warning: handles then hold
-    only on the replica that minted them.
+    The keys (:class:`toolflow._state_config.FleetKeys`) come from ``TOOLFLOW_STATE_SECRET`` (and
+    ``_PREVIOUS``); without a secret they are this process's own, and a shared state (a fleet's
+    Redis) served over HTTP gets one warning: handles and task ids then hold only on the replica
+    that minted them. Conversations are kept in the state over HTTP, not over stdio (one client,
+    one engine) or under ``--stateless`` (no handles): they live the HTTP sessions' idle timeout.
     """
-    from toolflow._state import HandleKeys  # noqa: PLC0415
-    from toolflow._state_config import SECRET_ENV, handle_keys_from_environ  # noqa: PLC0415
+    from toolflow._state_config import SECRET_ENV, FleetKeys  # noqa: PLC0415
 
-    if http is None or http.stateless:
-        return {}
-    keys = handle_keys_from_environ(os.environ)
-    if keys is None:
-        keys = HandleKeys.random()
-        if state is not None and state.shared:
-            print(
-                f"toolflow: warning: {SECRET_ENV} is not set: the conversation handles and task ids this replica"
-                " mints are good on this replica only (set the same secret on every replica of the fleet)",
-                file=stderr,
-                flush=True,
-            )
-    return {"handle_keys": keys, "conversation_ttl": http.session_idle_timeout}
+    keys = FleetKeys.from_environ(os.environ)
+    keeps_conversations = http is not None and not http.stateless
+    if keeps_conversations and not keys.from_secret and state is not None and state.shared:
+        print(
+            f"toolflow: warning: {SECRET_ENV} is not set: the conversation handles and task ids this replica"
+            " mints are good on this replica only (set the same secret on every replica of the fleet)",
+            file=stderr,
+            flush=True,
+        )
+    return {"keys": keys, "conversation_ttl": http.session_idle_timeout if keeps_conversations else None}
 
 
 def open_tools(specs: LoadResult, plugins: Plugins, *, no_cache: bool = False) -> AbstractAsyncContextManager[Registry]:

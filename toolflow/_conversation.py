@@ -26,13 +26,16 @@ How a delta merges (pure functions, so that property tests can interleave segmen
 - the rules' last call (``after`` rules) is the committing segment's when it made a call, else
   the stored one: of two segments that ran at once, either may be the last.
 
-This module is in the registry layer beside :mod:`toolflow._state`: no trio, no I/O.
+This module is in the registry layer beside :mod:`toolflow._state`: no trio, no I/O. The shape of
+the gates' document is :mod:`toolflow._gates_document`'s, which saved runs check too.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+
+from toolflow._gates_document import gates_ok
 
 __all__ = ["DEFAULT_TTL", "FORMAT", "KEY", "empty_part", "merged", "part_of"]
 
@@ -57,13 +60,14 @@ def part_of(data: Mapping[str, Any]) -> dict[str, Any]:
     """The conversation's part of the stored document *data*, checked; :func:`empty_part` if absent or malformed.
 
     The store is the fleet's, but a damaged or foreign part must not fail a call: it is read as
-    nothing stored, which fails closed (a ``depends_on`` dependency must run again).
+    nothing stored, which fails closed (a ``depends_on`` dependency must run again). Its gates
+    are checked as a saved run's are (:func:`toolflow._gates_document.gates_ok`).
     """
     part = data.get(KEY)
     if not isinstance(part, Mapping) or part.get("v") != FORMAT:
         return empty_part()
     turns, gates = part.get("turns"), part.get("gates")
-    if not _count(turns) or not (gates is None or _gates_ok(gates)):
+    if not _count(turns) or not (gates is None or gates_ok(gates)):
         return empty_part()
     return {"v": FORMAT, "turns": turns, "gates": gates}
 
@@ -127,30 +131,3 @@ def _merge_rules(stored: Any, before: Any, after: Any) -> Any:
 
 def _count(value: object) -> bool:
     return type(value) is int and value >= 0
-
-
-def _names(value: object) -> bool:
-    return isinstance(value, list) and all(type(name) is str for name in value)
-
-
-def _counts(value: object) -> bool:
-    return isinstance(value, dict) and all(type(k) is str and _count(v) for k, v in value.items())
-
-
-def _rules_ok(rules: object) -> bool:
-    return isinstance(rules, dict) and (
-        _counts(rules.get("turn_calls"))
-        and _counts(rules.get("run_calls"))
-        and (rules.get("last") is None or type(rules.get("last")) is str)
-        and type(rules.get("called")) is bool
-        and _names(rules.get("succeeded"))
-    )
-
-
-def _gates_ok(gates: object) -> bool:
-    """Whether *gates* has the shape of :meth:`toolflow._gates.Gates.dump`, which ``Gates.restore`` takes."""
-    return isinstance(gates, dict) and (
-        (gates.get("rules") is None or _rules_ok(gates.get("rules")))
-        and _names(gates.get("succeeded_loop"))
-        and _names(gates.get("succeeded_session"))
-    )

@@ -13,8 +13,9 @@ in-memory backend) or, with a Redis state, the fleet's.
   a lease of the tool's fleet-wide limit, waiting (polling, with back-off) while all are held. The
   lease expires after :data:`LEASE_TTL` seconds unless renewed, and it is renewed every third of
   that while the attempt runs, so a replica that dies (SIGKILL) holds its leases for at most
-  :data:`LEASE_TTL` seconds, or what ``TOOLFLOW_LEASE_TTL`` says (:func:`lease_ttl`). With an
-  in-memory backend the engine's own slots are the limit.
+  :data:`LEASE_TTL` seconds, or the backend's ``lease_ttl`` (``state_from_url(url, lease_ttl=)``,
+  which the commands take from ``TOOLFLOW_LEASE_TTL``). With an in-memory backend the engine's own
+  slots are the limit.
 
 The state unavailable (:class:`ConnectionError`): a rate limit does what its ``on_outage`` says
 (``closed``, the default: the call is refused; ``open``: it runs uncounted); a lease too, with
@@ -29,33 +30,19 @@ persistent cache's do (:mod:`toolflow._store_access`), and a kill ends any wait 
 from __future__ import annotations
 
 import logging
-import os
-import re
 import secrets
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 import outcome
 import trio
 
 from toolflow._attempts import KILLED, STOPPED, Attempts
-from toolflow._errors import UsageError
-from toolflow._model import ToolSpec, format_duration, parse_duration
+from toolflow._model import ToolSpec, format_duration
 from toolflow._results import ToolResult
-from toolflow._state import Limits
+from toolflow._state import LEASE_TTL, Limits
 
-__all__ = ["LEASE_TTL", "LEASE_TTL_VARIABLE", "MIN_LEASE_TTL", "FleetLimits", "ToolLimits", "lease_ttl", "off_loop"]
-
-LEASE_TTL = 30.0
-"""Seconds a concurrency lease lives unless renewed (the longest a dead replica holds one), by default."""
-
-LEASE_TTL_VARIABLE = "TOOLFLOW_LEASE_TTL"
-"""The environment variable that sets the leases' TTL of a process (:func:`lease_ttl`)."""
-
-MIN_LEASE_TTL = 1.0
-"""The shortest TTL allowed: a lease is renewed every third of it, and a renewal that comes later
-than the TTL (a stalled process, a slow Redis) lets another replica take the lease of a call that
-still runs."""
+__all__ = ["LEASE_TTL", "FleetLimits", "ToolLimits", "off_loop"]
 
 _POLL_FIRST = 0.02
 _POLL_MAX = 0.2
@@ -63,37 +50,9 @@ _POLL_MAX = 0.2
 only the calls that hold a slot of their engine's own limit wait here, at most ``concurrency`` per
 replica."""
 
-_SECONDS = re.compile(r"[0-9]+(?:\.[0-9]+)?")
-"""A plain number of seconds (no sign, no exponent, no ``inf``), as ``TOOLFLOW_LEASE_TTL=10`` writes one."""
-
 logger = logging.getLogger("toolflow.state")
 
 _T = TypeVar("_T")
-
-
-def lease_ttl(environ: Mapping[str, str]) -> float:
-    """The TTL of this process's concurrency leases: ``TOOLFLOW_LEASE_TTL`` in *environ*, else :data:`LEASE_TTL`.
-
-    A shorter TTL frees a dead replica's leases sooner, at the cost of more renewals (one Redis
-    round trip per running call every third of it) and less slack for a stalled replica. Each
-    replica stamps its own leases with its own TTL, so the replicas of a fleet need not agree.
-
-    Raises:
-        UsageError: The variable is not a duration (``10s``, ``500ms``, a number of seconds) of
-            at least :data:`MIN_LEASE_TTL` seconds.
-    """
-    text = environ.get(LEASE_TTL_VARIABLE, "").strip()
-    if not text:
-        return LEASE_TTL
-    try:
-        seconds = parse_duration(float(text) if _SECONDS.fullmatch(text) else text)
-    except ValueError as exc:
-        msg = f"{LEASE_TTL_VARIABLE}: {exc}"
-        raise UsageError(msg) from None
-    if seconds < MIN_LEASE_TTL:
-        msg = f"{LEASE_TTL_VARIABLE}: a lease must live {format_duration(MIN_LEASE_TTL)} or more, got {text!r}"
-        raise UsageError(msg)
-    return seconds
 
 
 class FleetLimits:
@@ -109,8 +68,9 @@ class FleetLimits:
         self.state = state
         self.attempts = attempts
         self._shared = shared
-        # Read once per engine; only leases use it (serve checks the variable at start).
-        self.lease_ttl = lease_ttl(os.environ) if shared else LEASE_TTL
+        # The backend's, which the process chose (the commands: TOOLFLOW_LEASE_TTL); a shared
+        # backend that says nothing of it (a third party's) gets the default.
+        self.lease_ttl: float = getattr(state, "lease_ttl", LEASE_TTL) if shared else LEASE_TTL
         self._limiter = trio.CapacityLimiter(16)  # worker threads for the backend, per engine
         self._down: set[str] = set()  # the kinds of operation failing now, each logged once
 

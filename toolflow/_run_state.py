@@ -42,7 +42,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +50,7 @@ import attrs
 
 from toolflow._deferred import PendingCall
 from toolflow._errors import UsageError, expect
+from toolflow._gates_document import COUNT, COUNTS, GATES_SCHEMA, NAMES, record
 from toolflow._json import loads
 from toolflow._loop_records import RunState
 from toolflow._providers import Usage
@@ -62,59 +63,46 @@ STATE_VERSION = 1
 MAX_STATE_BYTES = 64 * 1024 * 1024
 """The largest saved run read (64 MiB); a larger file is refused before it is parsed."""
 
-_NAMES: dict[str, Any] = {"type": "array", "items": {"type": "string"}}
-_COUNT: dict[str, Any] = {"type": "integer", "minimum": 0}
-_COUNTS: dict[str, Any] = {"type": "object", "additionalProperties": _COUNT}
 _OBJECT: dict[str, Any] = {"type": "object"}
 _BOOLEAN: dict[str, Any] = {"type": "boolean"}
 
 
-def _record(properties: Mapping[str, Any], *, optional: Sequence[str] = ()) -> dict[str, Any]:
-    """A JSON Schema object with exactly *properties*, all required but *optional*."""
-    return {
-        "type": "object",
-        "properties": dict(properties),
-        "required": [name for name in properties if name not in optional],
-        "additionalProperties": False,
-    }
-
-
-_SCHEMA = _record(
+_SCHEMA = record(
     {
         "version": {"const": STATE_VERSION},
         "format": {"enum": ["openai", "anthropic", "fallback", "text", "gemini"]},
         "system": {"type": "string"},
         "deliberate": {"type": "boolean"},
         "history": {"type": "array", "items": {"type": "object", "required": ["role"]}},
-        "run": _record(
+        "run": record(
             {
-                "iteration": _COUNT,
-                "errors": _COUNT,
-                "restarts": _COUNT,
+                "iteration": COUNT,
+                "errors": COUNT,
+                "restarts": COUNT,
                 "tools_offered": {"type": "boolean"},
                 "last_turn": {"enum": ["token_critical", "max_iterations"]},
-                "required": _NAMES,
+                "required": NAMES,
                 "final_answer": {"type": "string"},
-                "usage": _record({"prompt_tokens": _COUNT, "completion_tokens": _COUNT}),
+                "usage": record({"prompt_tokens": COUNT, "completion_tokens": COUNT}),
             }
         ),
         "decision": {
             "oneOf": [
                 {"type": "null"},
-                _record(
+                record(
                     {
                         "should_continue": {"type": "boolean"},
                         "reason": {"type": "string"},
                         "message": {"type": "string"},
                         "advisory": {"type": ["object", "null"]},
-                        "iterations_remaining": _COUNT,
+                        "iterations_remaining": COUNT,
                     }
                 ),
             ]
         },
         "pending": {
             "type": "array",
-            "items": _record(
+            "items": record(
                 {"id": {"type": "string"}, "tool": {"type": "string"}, "arguments": _OBJECT, "approval": _BOOLEAN},
                 optional=("approval",),
             ),
@@ -122,16 +110,16 @@ _SCHEMA = _record(
         "held": {
             "oneOf": [
                 {"type": "null"},
-                _record(
+                record(
                     {
                         "turn": {"type": "integer", "minimum": 1},
                         "text": {"type": "string"},
                         "tokens": {"type": ["integer", "null"], "minimum": 0},
                         "tools_offered": {"type": "boolean"},
-                        "uncounted": _NAMES,
+                        "uncounted": NAMES,
                         "entries": {
                             "type": "array",
-                            "items": _record(
+                            "items": record(
                                 {
                                     "id": {"type": "string"},
                                     "tool": {"type": "string"},
@@ -153,31 +141,12 @@ _SCHEMA = _record(
                 ),
             ]
         },
-        "gates": _record(
-            {
-                "rules": {
-                    "oneOf": [
-                        {"type": "null"},
-                        _record(
-                            {
-                                "turn_calls": _COUNTS,
-                                "run_calls": _COUNTS,
-                                "last": {"type": ["string", "null"]},
-                                "called": {"type": "boolean"},
-                                "succeeded": _NAMES,
-                            }
-                        ),
-                    ]
-                },
-                "succeeded_loop": _NAMES,
-                "succeeded_session": _NAMES,
-            }
-        ),
-        "retention": _record({"message": _COUNT, "until": _COUNTS}),
+        "gates": GATES_SCHEMA,  # the gates document, as a conversation in the fleet's state checks it
+        "retention": record({"message": COUNT, "until": COUNTS}),
         "tasks_started": {"type": "integer", "minimum": 0},
         "background": {
             "type": "array",
-            "items": _record(
+            "items": record(
                 {
                     "task_id": {"type": "string"},
                     "id": {"type": "string"},

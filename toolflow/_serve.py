@@ -94,7 +94,8 @@ from toolflow._serve_progress import call_with_progress
 from toolflow._serve_stdio import serve_stdio
 from toolflow._serve_tasks import TaskLimits, Tasks, connection_of, fleet_records, running, session_of
 from toolflow._shutdown import DEFAULT_GRACE, Interrupts, open_signal_watch
-from toolflow._state import HandleKeys, StateBackend
+from toolflow._state import StateBackend
+from toolflow._state_config import FleetKeys
 from toolflow._telemetry import remote_parent
 
 __all__ = [
@@ -235,8 +236,10 @@ class ToolService:
         background: The served tools of background categories: they may run as MCP tasks.
         on_exit: The policy's ``on_exit``: whether a stop waits for running tasks or cancels them.
         task_limits: Tasks per client and their retention.
-        state: The state the engines share; a shared one (Redis) with *keys* keeps the tasks' records.
-        keys: The fleet's keys (``TOOLFLOW_STATE_SECRET``), which sign task ids (default: a random key).
+        state: The state the engines share; a shared one (Redis) keeps the tasks' records when
+            *keys* come from the fleet's secret.
+        keys: What signs task ids and conversation handles and, from the fleet's secret, seals an
+            approval's ``requestState`` (default: this process's own random keys).
         tasks: The tasks of the server (None when no tool may run as one).
         conversations: How a request's conversation kept in the state is keyed (2026-07-28
             handles, fleet sessions; :mod:`toolflow._serve_conversation`); ``None``: none is.
@@ -254,7 +257,7 @@ class ToolService:
     conversations: Conversations | None = None
     open_conversation: Callable[[str], AbstractAsyncContextManager[Engine]] | None = None
     state: StateBackend | None = None
-    keys: HandleKeys | None = None
+    keys: FleetKeys = attrs.field(factory=FleetKeys)
     tasks: Tasks | None = attrs.field(init=False)
     _listing: types.ListToolsResult = attrs.field(init=False)
     _structured: frozenset[str] = attrs.field(init=False)
@@ -264,14 +267,13 @@ class ToolService:
         definitions = [mcp_tool(t.spec, every, task_support=t.name in self.background) for t in self.registry]
         self.tasks = None
         if self.background:  # in a fleet, every replica answers for a task (its record in the shared state)
-            keys, records = self.keys or HandleKeys.random(), fleet_records(self.state, self.keys)
             self.tasks = Tasks(
                 background=self.background,
                 run_call=self.task_call,
                 on_exit=self.on_exit,
                 limits=self.task_limits,
-                keys=keys,
-                records=records,
+                keys=self.keys.keys,
+                records=fleet_records(self.state, self.keys.secret_keys),
             )
         self._listing = types.ListToolsResult(tools=[types.Tool.model_validate(d) for d in definitions])
         self._structured = frozenset(d["name"] for d in definitions if "outputSchema" in d)
@@ -291,9 +293,8 @@ class ToolService:
         cache_options: Mapping[str, Any] | None = None,
         cache_timeout: float = DEFAULT_CACHE_TIMEOUT,
         state: StateBackend | None = None,
-        handle_keys: HandleKeys | None = None,
-        conversation_ttl: float = DEFAULT_TTL,
-        keys: HandleKeys | None = None,
+        keys: FleetKeys | None = None,
+        conversation_ttl: float | None = None,
     ) -> ToolService:
         """The service of *registry*'s tools that *policy* exposes, each session on an engine that enforces it.
 
@@ -301,10 +302,11 @@ class ToolService:
         *tools* as the operator's selection, see :func:`exposed_tools`), which categories
         need approval, and the caps on results and arguments; *approve* is the operator's fixed
         answer to every approval (``True``: ``--approve yes``), ``None`` leaving it to the plugins
-        and the client. *handle_keys* (default: none) keys each request's conversation in *state*
-        (2026-07-28 handles, fleet sessions; see :mod:`toolflow._serve_conversation`), which lives
-        *conversation_ttl* seconds after its last request; without them a request without a
-        protocol session stands alone.
+        and the client. *keys* (default: this process's own) sign and seal what a client echoes
+        (:class:`toolflow._state_config.FleetKeys`). With a *conversation_ttl*, each request's
+        conversation is kept in *state* (2026-07-28 handles, fleet sessions; see
+        :mod:`toolflow._serve_conversation`) and lives that many seconds after its last request;
+        without one (stdio, ``--stateless``) a request without a protocol session stands alone.
 
         Raises:
             UsageError: The policy or the selection name what does not exist, or the policy
@@ -314,6 +316,7 @@ class ToolService:
         exposed = exposed_tools(registry, policy, toolsets=toolsets, tools=tools)
         allowlist = exposed.names()
         fixed = None if approve is None else (lambda _call, _category: approve)
+        keys = keys if keys is not None else FleetKeys()
 
         def open_session(conversation: str | None = None) -> AbstractAsyncContextManager[Engine]:
             return open_engine(
@@ -328,10 +331,10 @@ class ToolService:
                 cache_timeout=cache_timeout,
                 state=state,  # every session's engine shares it (toolflow._state)
                 conversation=conversation,
-                conversation_ttl=conversation_ttl,
+                conversation_ttl=DEFAULT_TTL if conversation_ttl is None else conversation_ttl,
             )
 
-        conversations = None if handle_keys is None else Conversations(keys=handle_keys, lifetime=conversation_ttl)
+        conversations = None if conversation_ttl is None else Conversations(keys=keys.keys, lifetime=conversation_ttl)
 
         return cls(
             registry=exposed,
@@ -579,7 +582,7 @@ def build_server(service: ToolService, lifecycle: Lifecycle | None = None) -> Se
     server: Server[Any] = Server(
         "toolflow", version=__version__, get_tool_input_schema=service.input_schema, on_list_tools=service.list_tools
     )
-    server.middleware.append(request_state_boundary(service.keys))
+    server.middleware.append(request_state_boundary(service.keys.secret_keys))
     call_tool: CallTool = service.call_tool
     if service.tasks is not None:  # the tools of background categories may run as MCP tasks
         call_tool = service.tasks.install(server, call_tool, lifecycle)

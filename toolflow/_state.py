@@ -59,6 +59,8 @@ from toolflow._cache import MAX_STORED_BYTES, _checksum, _encode, _result_from_j
 from toolflow._results import ToolResult
 
 __all__ = [
+    "LEASE_TTL",
+    "MIN_LEASE_TTL",
     "PERSISTENT",
     "Conversation",
     "HandleKeys",
@@ -76,6 +78,17 @@ __all__ = [
 
 PERSISTENT = "persistent"
 """The cache namespace of the persistent cache; any other namespace is a conversation's id."""
+
+LEASE_TTL = 30.0
+"""Seconds a ``concurrency`` lease lives unless renewed (the longest a dead replica holds one), by default.
+
+A shared backend says how long the leases its process takes live in its ``lease_ttl``
+(:class:`toolflow._state_redis.RedisLimits`); the engine renews them every third of it."""
+
+MIN_LEASE_TTL = 1.0
+"""The shortest lease TTL allowed: a lease is renewed every third of it, and a renewal that comes later
+than the TTL (a stalled process, a slow Redis) lets another replica take the lease of a call that
+still runs."""
 
 _HEADER = 16  # the checksum's length at the head of a sealed value
 _NO_EXPIRY = "-"

@@ -49,7 +49,17 @@ import redis
 
 from toolflow._cache import CacheWarning
 from toolflow._results import ToolResult
-from toolflow._state import Conversation, HandleKeys, masked_url, seal, tag_of, tagged, unseal
+from toolflow._state import (
+    LEASE_TTL,
+    MIN_LEASE_TTL,
+    Conversation,
+    HandleKeys,
+    masked_url,
+    seal,
+    tag_of,
+    tagged,
+    unseal,
+)
 
 __all__ = ["RedisLimits", "RedisState"]
 
@@ -112,6 +122,11 @@ class RedisLimits:
         prefix: The start of every key (one fleet's keys apart from another's).
         clock: Returns the current time in seconds (``time.time``; tests pass a fake clock).
         timeout: Seconds a connection or a reply may take before the operation gives up.
+        lease_ttl: Seconds the ``concurrency`` leases this process takes live unless renewed
+            (the engine renews them every third of it; ``TOOLFLOW_LEASE_TTL`` for the commands).
+
+    Raises:
+        ValueError: *lease_ttl* is not a number of at least :data:`toolflow._state.MIN_LEASE_TTL`.
     """
 
     def __init__(
@@ -121,7 +136,13 @@ class RedisLimits:
         prefix: str = "toolflow:",
         clock: Callable[[], float] = time.time,
         timeout: float = 1.0,
+        lease_ttl: float = LEASE_TTL,
     ) -> None:
+        if type(lease_ttl) not in (int, float) or not MIN_LEASE_TTL <= lease_ttl < math.inf:
+            msg = f"lease_ttl must be a number of seconds of at least {MIN_LEASE_TTL:g}, got {lease_ttl!r}"
+            raise ValueError(msg)
+        self.lease_ttl = float(lease_ttl)
+        """Seconds the leases this process takes live unless renewed (the engine's ``FleetLimits`` reads it)."""
         self._client = redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
         self.url = masked_url(url)
         """The server, as messages may show it (no password)."""
@@ -179,6 +200,7 @@ class RedisState(RedisLimits):
         timeout: Seconds a connection or a reply may take before the operation gives up.
         keys: The fleet's shared secret (``TOOLFLOW_STATE_SECRET``); with it, cached results and
             conversations are sealed with a MAC, and whatever verifies was written by a replica.
+        lease_ttl: As :class:`RedisLimits`'s.
     """
 
     shared = True
@@ -192,8 +214,9 @@ class RedisState(RedisLimits):
         clock: Callable[[], float] = time.time,
         timeout: float = 1.0,
         keys: HandleKeys | None = None,
+        lease_ttl: float = LEASE_TTL,
     ) -> None:
-        super().__init__(url, prefix=prefix, clock=clock, timeout=timeout)
+        super().__init__(url, prefix=prefix, clock=clock, timeout=timeout, lease_ttl=lease_ttl)
         # With the fleet's secret, what is stored is sealed with a MAC that only the replicas can
         # compute: whoever can write to Redis but lacks the secret cannot plant a result or a
         # conversation that verifies. Without one, the seal is a checksum against damage only.

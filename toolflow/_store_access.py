@@ -193,11 +193,13 @@ def engine_stores(
 # --------------------------------------------------------------------------- a conversation's state
 
 CONVERSATION_WAIT = 2.0
-"""Seconds an engine waits for each load or store of its conversation's document (then: unavailable).
+"""The fewest seconds an engine waits for each load or store of its conversation's document (then: unavailable).
 
-Longer than ``cache_timeout``: a miss of the document is not a cache miss but a conversation run
-from nothing (``depends_on`` refuses until its dependency runs again), so only a store that does
-not answer, not a busy moment, should cost it.
+It waits this long or the engine's ``cache_timeout``, whichever is longer
+(:attr:`ConversationStore.wait`): longer than the default ``cache_timeout`` (50 ms), because a
+miss of the document is not a cache miss but a conversation run from nothing (``depends_on``
+refuses until its dependency runs again), so only a store that does not answer, not a busy
+moment, should cost it; and a loaded machine that raises ``cache_timeout`` raises it too.
 """
 
 COMMIT_ATTEMPTS = 5
@@ -236,8 +238,8 @@ class ConversationStore(StoreAccess):
     retrying a lost race up to :data:`COMMIT_ATTEMPTS` times; the document then expires
     *lifetime* seconds on.
 
-    The state unavailable (:class:`ConnectionError`, or no answer within
-    :data:`CONVERSATION_WAIT`): the engine runs on an empty conversation (fail closed: a
+    The state unavailable (:class:`ConnectionError`, or no answer within :attr:`wait`): the
+    engine runs on an empty conversation (fail closed: a
     ``depends_on`` dependency must run again), its session cache is not used, and one
     :class:`~toolflow.CacheWarning` per outage of the backend says so.
     """
@@ -265,6 +267,8 @@ class ConversationStore(StoreAccess):
         )
         self.conversation = conversation
         self.lifetime = lifetime
+        self.wait = max(CONVERSATION_WAIT, timeout)
+        """Seconds each load or store of the document may take: :data:`CONVERSATION_WAIT`, or *timeout* if longer."""
         self._state = state
         self._offline = False
         self._loaded: Conversation | None = None
@@ -322,13 +326,13 @@ class ConversationStore(StoreAccess):
         warnings.warn(CacheWarning(text), stacklevel=2)
 
     async def _reach(self, operation: Callable[[], _T]) -> _T | None:
-        """*operation*'s value, from a worker thread within :data:`CONVERSATION_WAIT`; ``None`` if out of reach."""
+        """*operation*'s value, from a worker thread within :attr:`wait`; ``None`` if out of reach."""
         try:
-            answered, value = await self._off_loop(operation, CONVERSATION_WAIT)
+            answered, value = await self._off_loop(operation, self.wait)
         except ConnectionError as exc:
             answered, value, detail = False, None, str(exc)
         else:
-            detail = f"no answer within {format_duration(CONVERSATION_WAIT)}"
+            detail = f"no answer within {format_duration(self.wait)}"
         if answered:
             self._outage.recovered()
             return value
