@@ -21,6 +21,7 @@ would be worse than a missed one.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Iterator, Mapping
 
 import attrs
@@ -28,7 +29,28 @@ import jinja2.nodes
 
 from toolflow._templates import TemplateProblem, parse_template
 
-__all__ = ["unguarded_template_reads"]
+__all__ = ["SIMPLE_KEYWORDS", "SIMPLE_OPENER", "SIMPLE_OUTPUT", "SIMPLE_TAG", "unguarded_template_reads"]
+
+# The grammar of a *simple* template: text, ``{{ name }}`` outputs (a name with attributes) and
+# plain ``{% if %}`` blocks whose conditions are such a name, maybe after ``not`` and before ``is
+# defined`` or ``is not defined``. Most templates tools declare are simple, and reading them
+# with these expressions is several times faster than Jinja's parser: the lint's template facts
+# (toolflow._lint._template_facts) and the guards below read them so, and fall back to the
+# parser for any other template. Tests check both answers against the parser's.
+_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
+_PATH = rf"(?P<name>{_NAME})(?:\.(?P<attribute>{_NAME}))?(?:\.{_NAME})*"
+SIMPLE_OPENER = re.compile(r"\{[{%#]")
+SIMPLE_OUTPUT = re.compile(rf"\{{\{{-?[ \t]*{_PATH}[ \t]*-?\}}\}}")
+SIMPLE_TAG = re.compile(
+    rf"\{{%-?[ \t]*(?P<tag>if|elif|else|endif)"
+    rf"(?:[ \t]+(?P<negated>not[ \t]+)?{_PATH}(?P<test>[ \t]+is[ \t]+(?P<not_defined>not[ \t]+)?defined)?)?[ \t]*-?%\}}"
+)
+SIMPLE_KEYWORDS = frozenset(
+    {"and", "or", "not", "in", "is", "if", "elif", "else", "endif", "true", "false", "none", "True", "False", "None"}
+)
+"""Words that are not plain names to Jinja's parser (constants, operators, tags): not simple."""
+_DEEPEST = 64
+"""``if`` blocks nested deeper than this are left to the parser."""
 
 _DEFAULT_FILTERS = frozenset({"default", "d"})
 _DEFINED_TESTS = frozenset({"defined", "undefined"})
@@ -60,18 +82,98 @@ def unguarded_template_reads(
     rule's ``when`` and ``require``). Nothing for a template that does not parse (lint reports
     its syntax).
     """
+    implications = {name: frozenset(more) for name, more in (implied or {}).items()}
+    simple = _simple_reads(source, _Scope(frozenset(names), implications))
+    if simple is not None:
+        return simple
+    return _parsed_reads(source, _Scope(frozenset(names), implications))
+
+
+def _parsed_reads(source: str, scope: _Scope) -> list[tuple[str, int]]:
+    """:func:`unguarded_template_reads` of any template, by a walk of its syntax tree."""
     tree = parse_template(source)
     if isinstance(tree, TemplateProblem):
         return []
     assigned = {node.name for node in tree.find_all(jinja2.nodes.Name) if node.ctx in ("store", "param")}
-    wanted = frozenset(names) - assigned
+    wanted = scope.wanted - assigned
     if not wanted:
         return []
     found: dict[str, int] = {}
-    scope = _Scope(wanted, {name: frozenset(more) for name, more in (implied or {}).items()})
-    for name, line in _reads(tree, frozenset(), scope):
+    for name, line in _reads(tree, frozenset(), _Scope(wanted, scope.implied)):
         found.setdefault(name, line)
     return sorted(found.items(), key=lambda item: (item[1], item[0]))
+
+
+@attrs.define
+class _Branch:
+    """An open ``if`` of a simple template: what holds outside it, and after its tests so far were false."""
+
+    outside: frozenset[str]
+    so_far: frozenset[str]
+    has_else: bool = False
+
+
+def _simple_reads(source: str, scope: _Scope) -> list[tuple[str, int]] | None:
+    """:func:`unguarded_template_reads` of a simple template (see ``SIMPLE_TAG``), or ``None`` for any other.
+
+    The same answers as the walk of the parsed template (``_if``, ``_facts``): a branch knows
+    what its test proves and what the tests before it disproved.
+    """
+    if "\r" in source:
+        return None  # Jinja counts a lone carriage return as a line break
+    found: dict[str, int] = {}
+    guarded: frozenset[str] = frozenset()
+    branches: list[_Branch] = []
+    position, line = 0, 1
+    while (opener := SIMPLE_OPENER.search(source, position)) is not None:
+        is_tag = opener[0] == "{%"
+        match = None if opener[0] == "{#" else (SIMPLE_TAG if is_tag else SIMPLE_OUTPUT).match(source, opener.start())
+        if match is None or match["name"] in SIMPLE_KEYWORDS:
+            return None
+        line += source.count("\n", position, match.start())
+        position = match.end()
+        tag = match["tag"] if is_tag else None
+        if tag is not None and (match["name"] is None) != (tag in ("else", "endif")):
+            return None  # `if`/`elif` need a condition, `else`/`endif` take none: a syntax error
+        if (tag in ("elif", "else", "endif") and not branches) or (tag in ("elif", "else") and branches[-1].has_else):
+            return None  # outside any `if`, or after its `else`: a syntax error, which the parser reports
+        if tag == "if" and len(branches) >= _DEEPEST:
+            return None  # so deep that the parser may give up: it decides
+        if tag == "elif":
+            guarded = branches[-1].so_far  # an `elif`'s test runs where every test before it was false
+        name = match["name"]
+        tested = tag is not None and match["test"] is not None  # `name is defined` alone reads nothing
+        if name in scope.wanted and name not in guarded and (match["attribute"] is not None or not tested):
+            found.setdefault(name, line)
+        if tag is not None:
+            guarded = _next_branch(tag, match, guarded, branches, scope.implied)
+    if branches:
+        return None
+    return sorted(found.items(), key=lambda item: (item[1], item[0]))
+
+
+def _next_branch(
+    tag: str,
+    match: re.Match[str],
+    guarded: frozenset[str],
+    branches: list[_Branch],
+    implied: Mapping[str, frozenset[str]],
+) -> frozenset[str]:
+    """Follow the ``if``/``elif``/``else``/``endif`` *tag* on *branches*; what is known defined after it."""
+    if tag == "endif":
+        return branches.pop().outside
+    if tag == "else":
+        branches[-1].has_else = True
+        return branches[-1].so_far
+    when_true, when_false = _NOTHING
+    if match["test"] and match["attribute"] is None:
+        names = frozenset({match["name"]}) | implied.get(match["name"], frozenset())
+        flips = (match["negated"] is not None) + (match["not_defined"] is not None)
+        when_true, when_false = (names, frozenset()) if flips % 2 == 0 else (frozenset(), names)
+    if tag == "if":
+        branches.append(_Branch(outside=guarded, so_far=guarded))
+    branches[-1].so_far |= when_false
+    return guarded | when_true
 
 
 def _reads(node: jinja2.nodes.Node, guarded: frozenset[str], scope: _Scope) -> Iterator[tuple[str, int]]:

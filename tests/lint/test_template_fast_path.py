@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from toolflow._lint._template_facts import _analyse_tree, _simple
+from toolflow._template_guards import _parsed_reads, _Scope, _simple_reads
 
 EXPRESSIONS = ["{{ a }}", "{{b}}", "{{ env.HOME }}", "{{ x.y.z }}", "{{- c -}}", "{{ true }}", "{{ a | upper }}"]
 FRAGMENTS = ["{%", "{#", "{{", "}}", "{", "}", "text", " ", "\n", "--flag=", "{{ a }", "{{ 1 }}", "{{ range }}", "é"]
@@ -113,3 +114,71 @@ def test_simple_templates_take_the_fast_path(source: str) -> None:
 def test_other_templates_go_to_the_parser(source: str) -> None:
     """Constants, other statements, filters, comments, conditions beyond a name and broken syntax go to the parser."""
     assert _simple(source) is None
+
+
+GUARD_CONDITIONS = [
+    *GOOD_CONDITIONS,
+    "a is defined",
+    "b is not defined",
+    "not a is defined",
+    "not c is not defined",
+    "x.y is defined",
+    "not d",
+]
+PLAIN_PARTS = st.sampled_from(
+    ["{{ a }}", "{{b}}", "{{ env.HOME }}", "{{ x.y.z }}", "{{- c -}}", "{{ d }}", "{{ e }}", "text", "\n", " "] * 8
+    + ["\r", "{{ a }", "{#", "{{ true }}", "{{ a | upper }}"]
+)
+"""Mostly what the fast path reads; now and then what it leaves to the parser."""
+NAMES = st.frozensets(st.sampled_from(["a", "b", "c", "d", "e", "x", "env", "self"]))
+
+
+@st.composite
+def _guarded_template(draw: st.DrawFn) -> str:
+    """Text, outputs and `if` blocks whose conditions test names for being defined; now and then malformed."""
+
+    def block(depth: int) -> str:
+        parts = [draw(PLAIN_PARTS) for _ in range(2)]
+        if depth < 3 and draw(st.booleans()):
+            parts.append(f"{{% if {draw(st.sampled_from(GUARD_CONDITIONS))} %}}{block(depth + 1)}")
+            elifs = draw(st.integers(0, 2))
+            parts.extend(
+                f"{{% elif {draw(st.sampled_from(GUARD_CONDITIONS))} %}}{block(depth + 1)}" for _ in range(elifs)
+            )
+            parts.extend(f"{{% else %}}{block(depth + 1)}" for _ in range(draw(st.sampled_from([0, 1, 1, 2]))))
+            if draw(st.integers(0, 9)):
+                parts.append("{% endif %}")
+        parts.append(draw(st.sampled_from(["", "{{ b }}", "\n{{ x.y }}", "{{ c }}"])))
+        return "".join(parts)
+
+    return block(0)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(
+    _guarded_template() | st.lists(LOOSE, max_size=10).map("".join),
+    NAMES,
+    st.dictionaries(st.sampled_from(["a", "b", "c", "d"]), NAMES, max_size=2),
+)
+def test_the_guards_fast_path_agrees_with_the_parser(
+    source: str, names: frozenset[str], implied: dict[str, frozenset[str]]
+) -> None:
+    """Whenever the guards' fast path answers, its unguarded reads (names and lines) are the parser walk's."""
+    scope = _Scope(names, implied)
+    fast = _simple_reads(source, scope)
+    if fast is not None:
+        assert fast == _parsed_reads(source, scope)
+
+
+def test_the_guards_fast_path_answers_the_common_templates() -> None:
+    """The templates most tools declare take the fast path, and their answers are the parser's."""
+    scope = _Scope(frozenset({"tone", "name"}), {"tone": frozenset({"name"})})
+    for source in [
+        "Hello {{ name }}",
+        "Hi\n{% if tone is defined %}in a {{ tone }} tone {{ name }}{% endif %}\n",
+        "{% if tone is not defined %}plain{% else %}{{ tone }}{% endif %} {{ tone }}",
+        "{% if not tone %}x{% elif name is defined %}{{ name }}{% endif %}",
+    ]:
+        fast = _simple_reads(source, scope)
+        assert fast is not None, source
+        assert fast == _parsed_reads(source, scope), source

@@ -10,7 +10,6 @@ items such as ``--query={{ query }}`` recur across tools).
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Iterator
 
 import attrs
@@ -20,6 +19,7 @@ import jinja2.nodes
 from toolflow._lint._memo import ToolMemo
 from toolflow._model import ToolSpec
 from toolflow._schemas import did_you_mean
+from toolflow._template_guards import SIMPLE_KEYWORDS, SIMPLE_OPENER, SIMPLE_OUTPUT, SIMPLE_TAG
 from toolflow._templates import TemplateProblem, compile_template, environment, parse_template, template_variables
 from toolflow._yaml import NodeLocator
 
@@ -133,21 +133,6 @@ def _analyse(source: str) -> Analysis:
         return (TemplateProblem(message="the template nests too deeply", line=1),), frozenset(), ()
 
 
-_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
-_PATH = rf"({_NAME})(?:\.({_NAME}))?(?:\.{_NAME})*"
-"""A name, maybe with attributes: the name and its first attribute (``env.HOME``) are captured."""
-_OPENER = re.compile(r"\{[{%#]")
-_OUTPUT = re.compile(rf"\{{\{{-?[ \t]*{_PATH}[ \t]*-?\}}\}}")
-_TAG = re.compile(
-    rf"\{{%-?[ \t]*(if|elif|else|endif)"
-    rf"(?:[ \t]+(?:not[ \t]+)?{_PATH}(?:[ \t]+is[ \t]+(?:not[ \t]+)?defined)?)?[ \t]*-?%\}}"
-)
-_KEYWORDS = frozenset(
-    {"and", "or", "not", "in", "is", "if", "elif", "else", "endif", "true", "false", "none", "True", "False", "None"}
-)
-"""Words that are not plain names to Jinja's parser (constants, operators, tags): they take the slow path."""
-
-
 def analyse_source(source: str) -> Analysis:
     """Problems, free variables (template globals left out) and ``env`` reads of the template *source*.
 
@@ -171,21 +156,18 @@ def _simple(source: str) -> Analysis | None:
     env_reads: list[str] = []
     open_blocks: list[bool] = []  # per open `if`: whether its `else` was seen
     position = 0
-    while (opener := _OPENER.search(source, position)) is not None:
+    while (opener := SIMPLE_OPENER.search(source, position)) is not None:
         if opener[0] == "{#":
             return None
         is_tag = opener[0] == "{%"
-        match = (_TAG if is_tag else _OUTPUT).match(source, opener.start())
+        match = (SIMPLE_TAG if is_tag else SIMPLE_OUTPUT).match(source, opener.start())
         if match is None:
             return None
-        if is_tag:
-            tag, name, attribute = match[1], match[2], match[3]
-            if not _balanced_step(tag, name is not None, open_blocks):
-                return None
-        else:
-            name, attribute = match[1], match[2]
+        if is_tag and not _balanced_step(match["tag"], match["name"] is not None, open_blocks):
+            return None
+        name, attribute = match["name"], match["attribute"]
         if name is not None:
-            if name in _KEYWORDS:
+            if name in SIMPLE_KEYWORDS:
                 return None
             names.add(name)
             if name == "env" and attribute is not None and attribute not in env_reads:
