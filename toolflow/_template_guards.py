@@ -126,30 +126,47 @@ def _simple_reads(source: str, scope: _Scope) -> list[tuple[str, int]] | None:
     branches: list[_Branch] = []
     position, line = 0, 1
     while (opener := SIMPLE_OPENER.search(source, position)) is not None:
-        is_tag = opener[0] == "{%"
-        match = None if opener[0] == "{#" else (SIMPLE_TAG if is_tag else SIMPLE_OUTPUT).match(source, opener.start())
-        if match is None or match["name"] in SIMPLE_KEYWORDS:
+        match = _simple_piece(source, opener, branches)
+        if match is None:
             return None
         line += source.count("\n", position, match.start())
         position = match.end()
-        tag = match["tag"] if is_tag else None
-        if tag is not None and (match["name"] is None) != (tag in ("else", "endif")):
-            return None  # `if`/`elif` need a condition, `else`/`endif` take none: a syntax error
-        if (tag in ("elif", "else", "endif") and not branches) or (tag in ("elif", "else") and branches[-1].has_else):
-            return None  # outside any `if`, or after its `else`: a syntax error, which the parser reports
-        if tag == "if" and len(branches) >= _DEEPEST:
-            return None  # so deep that the parser may give up: it decides
+        tag = match.groupdict().get("tag")  # None for an output
         if tag == "elif":
             guarded = branches[-1].so_far  # an `elif`'s test runs where every test before it was false
         name = match["name"]
-        tested = tag is not None and match["test"] is not None  # `name is defined` alone reads nothing
-        if name in scope.wanted and name not in guarded and (match["attribute"] is not None or not tested):
+        if name in scope.wanted and name not in guarded and _reads_name(match, tag):
             found.setdefault(name, line)
         if tag is not None:
             guarded = _next_branch(tag, match, guarded, branches, scope.implied)
     if branches:
         return None
     return sorted(found.items(), key=lambda item: (item[1], item[0]))
+
+
+def _simple_piece(source: str, opener: re.Match[str], branches: list[_Branch]) -> re.Match[str] | None:
+    """The output or tag at *opener* when the simple grammar reads it and the blocks stay well formed, else None."""
+    if opener[0] == "{#":
+        return None
+    is_tag = opener[0] == "{%"
+    match = (SIMPLE_TAG if is_tag else SIMPLE_OUTPUT).match(source, opener.start())
+    if match is None or match["name"] in SIMPLE_KEYWORDS:
+        return None
+    if not is_tag:
+        return match
+    tag = match["tag"]
+    if (match["name"] is None) != (tag in ("else", "endif")):
+        return None  # `if`/`elif` need a condition, `else`/`endif` take none: a syntax error
+    if tag == "if":
+        return match if len(branches) < _DEEPEST else None  # deeper: the parser may give up, so it decides
+    if not branches or (tag != "endif" and branches[-1].has_else):
+        return None  # outside any `if`, or after its `else`: a syntax error, which the parser reports
+    return match
+
+
+def _reads_name(match: re.Match[str], tag: str | None) -> bool:
+    """Whether the piece reads its name: every output does; a condition unless it only tests ``is defined``."""
+    return tag is None or match["test"] is None or match["attribute"] is not None
 
 
 def _next_branch(
