@@ -246,7 +246,7 @@ def project_cache_settings(args: argparse.Namespace | None = None) -> dict[str, 
     from toolflow._cache import default_cache_path  # noqa: PLC0415
     from toolflow._project import load_project, state_setting  # noqa: PLC0415
     from toolflow._state import LEASE_TTL  # noqa: PLC0415
-    from toolflow._state_config import FleetKeys, lease_ttl_from_environ, state_from_url  # noqa: PLC0415
+    from toolflow._state_config import handle_keys_from_environ, lease_ttl_from_environ, state_from_url  # noqa: PLC0415
 
     project = load_project()
     path = project.cache_path if project.cache_path is not None else default_cache_path(project.root)
@@ -259,7 +259,7 @@ def project_cache_settings(args: argparse.Namespace | None = None) -> dict[str, 
         settings["cache_timeout"] = project.cache_timeout
     url = state_setting(getattr(args, "state", None), project, os.environ)
     # A weak secret or a bad TOOLFLOW_LEASE_TTL fails now, not at the first session's engine.
-    keys = FleetKeys.from_environ(os.environ).secret_keys if url is not None else None
+    keys = handle_keys_from_environ(os.environ) if url is not None else None
     ttl = lease_ttl_from_environ(os.environ) if url is not None else LEASE_TTL
     # One backend for the command's engines (serve's sessions): a rate_limit counts across them.
     settings["state"] = state_from_url(url, keys=keys, lease_ttl=ttl)

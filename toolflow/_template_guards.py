@@ -29,7 +29,15 @@ import jinja2.nodes
 
 from toolflow._templates import TemplateProblem, parse_template
 
-__all__ = ["SIMPLE_KEYWORDS", "SIMPLE_OPENER", "SIMPLE_OUTPUT", "SIMPLE_TAG", "unguarded_template_reads"]
+__all__ = [
+    "SIMPLE_DEPTH",
+    "SIMPLE_KEYWORDS",
+    "SIMPLE_OPENER",
+    "SIMPLE_OUTPUT",
+    "SIMPLE_TAG",
+    "simple_pieces",
+    "unguarded_template_reads",
+]
 
 # The grammar of a *simple* template: text, ``{{ name }}`` outputs (a name with attributes) and
 # plain ``{% if %}`` blocks whose conditions are such a name, maybe after ``not`` and before ``is
@@ -49,8 +57,8 @@ SIMPLE_KEYWORDS = frozenset(
     {"and", "or", "not", "in", "is", "if", "elif", "else", "endif", "true", "false", "none", "True", "False", "None"}
 )
 """Words that are not plain names to Jinja's parser (constants, operators, tags): not simple."""
-_DEEPEST = 64
-"""``if`` blocks nested deeper than this are left to the parser."""
+SIMPLE_DEPTH = 64
+"""The deepest nesting of ``if`` blocks a simple template may have (Python refuses code nested about 100 deep)."""
 
 _DEFAULT_FILTERS = frozenset({"default", "d"})
 _DEFINED_TESTS = frozenset({"defined", "undefined"})
@@ -110,27 +118,69 @@ class _Branch:
 
     outside: frozenset[str]
     so_far: frozenset[str]
-    has_else: bool = False
+
+
+def simple_pieces(source: str) -> list[re.Match[str]] | None:
+    """The outputs and tags of a simple template, in order (``SIMPLE_OUTPUT``/``SIMPLE_TAG`` matches); else ``None``.
+
+    Simple: text, outputs and ``if``/``elif``/``else``/``endif`` tags only, no name that is a
+    keyword, the blocks balanced and at most :data:`SIMPLE_DEPTH` deep (deeper, Python may refuse
+    the code Jinja generates: the parser and the compiler decide). Such a template compiles.
+    """
+    pieces: list[re.Match[str]] = []
+    open_blocks: list[bool] = []  # per open `if`: whether its `else` was seen
+    position = 0
+    while (opener := SIMPLE_OPENER.search(source, position)) is not None:
+        if opener[0] == "{#":
+            return None
+        is_tag = opener[0] == "{%"
+        match = (SIMPLE_TAG if is_tag else SIMPLE_OUTPUT).match(source, opener.start())
+        if match is None or match["name"] in SIMPLE_KEYWORDS:
+            return None
+        if is_tag and not _balanced_step(match["tag"], match["name"] is not None, open_blocks):
+            return None
+        pieces.append(match)
+        position = match.end()
+    return None if open_blocks else pieces
+
+
+def _balanced_step(tag: str, has_condition: bool, open_blocks: list[bool]) -> bool:
+    """Follow one ``if``/``elif``/``else``/``endif`` tag on *open_blocks*; False when the template is not simple."""
+    if has_condition == (tag in ("else", "endif")):
+        return False  # `if`/`elif` need a condition; `else`/`endif` take none
+    if tag == "if":
+        if len(open_blocks) >= SIMPLE_DEPTH:
+            return False
+        open_blocks.append(False)
+    elif not open_blocks:
+        return False  # outside any `if`
+    elif tag == "endif":
+        open_blocks.pop()
+    elif open_blocks[-1]:
+        return False  # `elif` or `else` after the block's `else`
+    elif tag == "else":
+        open_blocks[-1] = True
+    return True
 
 
 def _simple_reads(source: str, scope: _Scope) -> list[tuple[str, int]] | None:
-    """:func:`unguarded_template_reads` of a simple template (see ``SIMPLE_TAG``), or ``None`` for any other.
+    """:func:`unguarded_template_reads` of a simple template (:func:`simple_pieces`), or ``None`` for any other.
 
     The same answers as the walk of the parsed template (``_if``, ``_facts``): a branch knows
     what its test proves and what the tests before it disproved.
     """
     if "\r" in source:
         return None  # Jinja counts a lone carriage return as a line break
+    pieces = simple_pieces(source)
+    if pieces is None:
+        return None
     found: dict[str, int] = {}
     guarded: frozenset[str] = frozenset()
     branches: list[_Branch] = []
-    position, line = 0, 1
-    while (opener := SIMPLE_OPENER.search(source, position)) is not None:
-        match = _simple_piece(source, opener, branches)
-        if match is None:
-            return None
-        line += source.count("\n", position, match.start())
-        position = match.end()
+    line, counted = 1, 0
+    for match in pieces:
+        line += source.count("\n", counted, match.start())
+        counted = match.start()
         tag = match.groupdict().get("tag")  # None for an output
         if tag == "elif":
             guarded = branches[-1].so_far  # an `elif`'s test runs where every test before it was false
@@ -139,29 +189,7 @@ def _simple_reads(source: str, scope: _Scope) -> list[tuple[str, int]] | None:
             found.setdefault(name, line)
         if tag is not None:
             guarded = _next_branch(tag, match, guarded, branches, scope.implied)
-    if branches:
-        return None
     return sorted(found.items(), key=lambda item: (item[1], item[0]))
-
-
-def _simple_piece(source: str, opener: re.Match[str], branches: list[_Branch]) -> re.Match[str] | None:
-    """The output or tag at *opener* when the simple grammar reads it and the blocks stay well formed, else None."""
-    if opener[0] == "{#":
-        return None
-    is_tag = opener[0] == "{%"
-    match = (SIMPLE_TAG if is_tag else SIMPLE_OUTPUT).match(source, opener.start())
-    if match is None or match["name"] in SIMPLE_KEYWORDS:
-        return None
-    if not is_tag:
-        return match
-    tag = match["tag"]
-    if (match["name"] is None) != (tag in ("else", "endif")):
-        return None  # `if`/`elif` need a condition, `else`/`endif` take none: a syntax error
-    if tag == "if":
-        return match if len(branches) < _DEEPEST else None  # deeper: the parser may give up, so it decides
-    if not branches or (tag != "endif" and branches[-1].has_else):
-        return None  # outside any `if`, or after its `else`: a syntax error, which the parser reports
-    return match
 
 
 def _reads_name(match: re.Match[str], tag: str | None) -> bool:
@@ -180,7 +208,6 @@ def _next_branch(
     if tag == "endif":
         return branches.pop().outside
     if tag == "else":
-        branches[-1].has_else = True
         return branches[-1].so_far
     when_true, when_false = _NOTHING
     if match["test"] and match["attribute"] is None:

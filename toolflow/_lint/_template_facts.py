@@ -19,7 +19,7 @@ import jinja2.nodes
 from toolflow._lint._memo import ToolMemo
 from toolflow._model import ToolSpec
 from toolflow._schemas import did_you_mean
-from toolflow._template_guards import SIMPLE_KEYWORDS, SIMPLE_OPENER, SIMPLE_OUTPUT, SIMPLE_TAG
+from toolflow._template_guards import simple_pieces
 from toolflow._templates import TemplateProblem, compile_template, environment, parse_template, template_variables
 from toolflow._yaml import NodeLocator
 
@@ -152,49 +152,19 @@ def _simple(source: str) -> Analysis | None:
     read, so Jinja's parser, several times slower, has nothing to add. Anything else: ``None``.
     ``tests/lint/test_template_fast_path.py`` checks the answers against the parser's.
     """
+    pieces = simple_pieces(source)
+    if pieces is None:
+        return None
     names: set[str] = set()
     env_reads: list[str] = []
-    open_blocks: list[bool] = []  # per open `if`: whether its `else` was seen
-    position = 0
-    while (opener := SIMPLE_OPENER.search(source, position)) is not None:
-        if opener[0] == "{#":
-            return None
-        is_tag = opener[0] == "{%"
-        match = (SIMPLE_TAG if is_tag else SIMPLE_OUTPUT).match(source, opener.start())
-        if match is None:
-            return None
-        if is_tag and not _balanced_step(match["tag"], match["name"] is not None, open_blocks):
-            return None
+    for match in pieces:
         name, attribute = match["name"], match["attribute"]
-        if name is not None:
-            if name in SIMPLE_KEYWORDS:
-                return None
-            names.add(name)
-            if name == "env" and attribute is not None and attribute not in env_reads:
-                env_reads.append(attribute)
-        position = match.end()
-    if open_blocks:
-        return None
+        if name is None:
+            continue
+        names.add(name)
+        if name == "env" and attribute is not None and attribute not in env_reads:
+            env_reads.append(attribute)
     return (), frozenset(names - environment().globals.keys() - {"self"}), tuple(env_reads)
-
-
-def _balanced_step(tag: str, has_condition: bool, open_blocks: list[bool]) -> bool:
-    """Follow one ``if``/``elif``/``else``/``endif`` tag on *open_blocks*; False when the simple path gives up."""
-    if has_condition == (tag in ("else", "endif")):
-        return False  # `if`/`elif` need a condition; `else`/`endif` take none
-    if tag == "if":
-        if len(open_blocks) >= _CHECKED_BLOCKS:
-            return False  # deep enough that Python may refuse it: the slow path compiles it
-        open_blocks.append(False)
-    elif not open_blocks:
-        return False  # outside any `if`
-    elif tag == "endif":
-        open_blocks.pop()
-    elif open_blocks[-1]:
-        return False  # `elif` or `else` after the block's `else`
-    elif tag == "else":
-        open_blocks[-1] = True
-    return True
 
 
 @attrs.define
