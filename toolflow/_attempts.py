@@ -448,24 +448,41 @@ class Attempts:
     ) -> ToolResult:
         """Run the attempts of one call; :data:`KILLED` or :data:`STOPPED` when a kill or a stop ended it.
 
-        Each attempt runs under a cancel scope with the tool's deadline, which a kill cancels too
-        (a kill is told by the kill count).
+        Each attempt holds its slots (and a lease of the fleet-wide ``concurrency``, renewed
+        while it runs) and runs under a cancel scope with the tool's deadline, which a kill
+        cancels too (a kill is told by the kill count); the slots and the lease are given back
+        when it ends.
         """
         kills = self.kills
         logs = logger.isEnabledFor(logging.INFO)
         started = trio.current_time() if logs else 0.0
         attempt = 1
         while True:
-            if not self._take_free_slots(plan) and not await self._wait_for_slots(plan, stoppable=attempt == 1):
-                return KILLED if self.kills != kills else STOPPED
-            holder = await self._lease(plan, stoppable=attempt == 1) if plan.leased else ""
-            if isinstance(holder, ToolResult):  # killed, stopped, or refused (the state down, on_outage: closed)
-                return holder
+            holder = ""
+            if plan.leased or not self._take_free_slots(plan):
+                taken = await self._take_slots(plan, kills, stoppable=attempt == 1)
+                if isinstance(taken, ToolResult):  # killed, stopped, or refused (on_outage: closed)
+                    return taken
+                holder = taken
             attempt_started = trio.current_time()
-            deadline = attempt_started + plan.spec.timeout
-            result, error = await self._attempt(plan, function, cleaned, call, call_id, attempt, holder, deadline)
+            scope = trio.CancelScope(deadline=attempt_started + plan.spec.timeout)
+            self.scopes.add(scope)
+            value: object = None
+            error: Exception | None = None
+            try:
+                with scope:
+                    work = self._dispatch(plan, function, cleaned, call, call_id, attempt, scope.deadline)
+                    value = await (cast("SharedLimits", plan.limits).hold(work, holder) if holder else work)
+            except Exception as exc:  # noqa: BLE001 - a failing tool is a result the model sees; Cancelled is not an Exception
+                error = exc
+            finally:
+                self.scopes.discard(scope)
+                self._release_slots(plan)
+                if holder:
+                    await cast("SharedLimits", plan.limits).give_back(holder)
             if self.kills != kills:
                 return KILLED
+            result, error = self._outcome(plan, value, error, attempt, timed_out=scope.cancelled_caught)
             if result.success or not plan.retries:
                 break
             delay = self._retry_delay(plan, call, result, error, attempt, started=attempt_started)
@@ -481,49 +498,16 @@ class Attempts:
             logger.info("Function call completed: %s (%dms)", plan.name, round(elapsed_ms))
         return result
 
-    async def _attempt(  # noqa: PLR0917 - one attempt's whole context
-        self,
-        plan: Plan,
-        function: Callable[..., Any],
-        cleaned: Mapping[str, Any],
-        call: ToolCall | None,
-        call_id: str,
-        attempt: int,
-        holder: str,
-        deadline: float,
-    ) -> tuple[ToolResult, Exception | None]:
-        """One attempt under a cancel scope with *deadline* (the tool's); its result and what it raised.
+    async def _take_slots(self, plan: Plan, kills: int, *, stoppable: bool) -> str | ToolResult:
+        """Take the attempt's slots, waiting as long as needed, and its lease when the plan has one.
 
-        The attempt holds its slots (and *holder*'s lease, renewed while it runs); they are given
-        back when it ends.
+        The lease's holder (empty: none needed), or a result with no slot held: :data:`KILLED`
+        or :data:`STOPPED` when a kill or a stop ended a wait, or the call's refusal.
         """
-        scope = trio.CancelScope(deadline=deadline)
-        self.scopes.add(scope)
-        error: Exception | None = None
-        try:
-            with scope:
-                work = self._dispatch(plan, function, cleaned, call, call_id, attempt, scope.deadline)
-                value = await (cast("SharedLimits", plan.limits).hold(work, holder) if holder else work)
-            if scope.cancelled_caught:
-                error = TimeoutError(f"tool {plan.name!r} timed out after {_seconds(plan.spec.timeout)}")
-                result = self._failure(f"Error: {error}", attempt)
-            else:
-                result = self._normalized(plan, value, attempt)
-        except Exception as exc:  # noqa: BLE001 - a failing tool is a result the model sees; Cancelled is not an Exception
-            result, error = self._failure(f"Error: tool {plan.name!r} raised {type(exc).__name__}: {exc}", attempt), exc
-        finally:
-            self.scopes.discard(scope)
-            self._release_slots(plan)
-            if holder:
-                await cast("SharedLimits", plan.limits).give_back(holder)
-        return result, error
-
-    async def _lease(self, plan: Plan, *, stoppable: bool) -> str | ToolResult:
-        """A lease of the tool's fleet-wide ``concurrency`` (its holder; empty: none needed).
-
-        A result, with the attempt's slots given back, when there is none: :data:`KILLED` or
-        :data:`STOPPED` when a kill or a stop ended the wait, or the call's refusal.
-        """
+        if not self._take_free_slots(plan) and not await self._wait_for_slots(plan, stoppable=stoppable):
+            return KILLED if self.kills != kills else STOPPED
+        if not plan.leased:
+            return ""
         taken = await cast("SharedLimits", plan.limits).take(stoppable=stoppable)
         if isinstance(taken, ToolResult):
             self._release_slots(plan)
@@ -614,15 +598,26 @@ class Attempts:
         if plan.slots is not None:
             plan.slots.release()
 
-    def _normalized(self, plan: Plan, value: object, attempt: int) -> ToolResult:
-        """*value* as a result (``ResultValidator.normalize``), with ``attempts`` when counted."""
+    def _outcome(
+        self, plan: Plan, value: object, error: Exception | None, attempt: int, *, timed_out: bool
+    ) -> tuple[ToolResult, Exception | None]:
+        """What an attempt that returned *value*, raised *error* or *timed_out* answers, and the error it ended with.
+
+        A value becomes a result as ``ResultValidator.normalize`` makes it, with ``attempts``
+        when counted.
+        """
+        if error is not None:
+            return self._failure(f"Error: tool {plan.name!r} raised {type(error).__name__}: {error}", attempt), error
+        if timed_out:
+            error = TimeoutError(f"tool {plan.name!r} timed out after {_seconds(plan.spec.timeout)}")
+            return self._failure(f"Error: {error}", attempt), error
         if plan.plain_results and type(value) in _PLAIN_DATA:
             # What normalize() makes of it, without its checks.
-            return ToolResult(success=True, data=value, extra={"attempts": attempt} if self.counted else None)
+            return ToolResult(success=True, data=value, extra={"attempts": attempt} if self.counted else None), None
         result = plan.normalize(value)
-        if not self.counted:
-            return result
-        return attrs.evolve(result, extra={**result.extra, "attempts": attempt})
+        if self.counted:
+            result = attrs.evolve(result, extra={**result.extra, "attempts": attempt})
+        return result, None
 
     def _failure(self, error: str, attempt: int) -> ToolResult:
         return ToolResult.failure(error, extra={"attempts": attempt} if self.counted else None)
