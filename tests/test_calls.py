@@ -16,6 +16,7 @@ from toolflow._calls import (
     DEFAULT_MAX_ARGUMENT_BYTES,
     MalformedCall,
     ToolCall,
+    arguments_problem,
     parse_tool_call,
     parse_tool_calls,
 )
@@ -581,6 +582,28 @@ def test_parse_never_raises(raw: object, limit: int) -> None:
         assert all(isinstance(key, str) for key in parsed.arguments)
     else:
         assert parsed.error.startswith("Error: ")
+
+
+def _reference_size(value: object) -> int:
+    """The size estimate of arguments_problem for plain values, said the long way."""
+    if isinstance(value, str):
+        return len(value) + 2
+    if isinstance(value, bool | float) or value is None:
+        return 6
+    assert isinstance(value, int)
+    return value.bit_length() // 3 + 1
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    arguments=st.dictionaries(KEYS | st.text(max_size=5), SCALARS, max_size=8),
+    limit=st.integers(min_value=1, max_value=200),
+)
+def test_flat_arguments_are_sized_by_their_estimate(arguments: dict[str, Any], limit: int) -> None:
+    """Arguments of plain values are refused exactly when their estimated JSON passes the limit."""
+    too_large = arguments_problem(arguments, limit) is not None
+    estimate = 2 + sum(len(key) + 4 + _reference_size(member) for key, member in arguments.items())
+    assert too_large == (estimate > limit)
 
 
 @settings(max_examples=100, deadline=None)
