@@ -40,12 +40,9 @@ neither the prompt, the model's answer nor the results enter the history.
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
-
-import trio
 
 from toolflow._approval import Approver, defer_approval
 from toolflow._background import BackgroundCalls, running
@@ -83,6 +80,7 @@ from toolflow._loop_texts import KILLED_BEFORE as _KILLED_BEFORE
 from toolflow._loop_texts import LAST_TURN, NO_TOOLS_NOW, exit_refused, must_call_last, over_per_turn
 from toolflow._loop_texts import STOPPED_BEFORE as _STOPPED_BEFORE
 from toolflow._model import RetryPolicy
+from toolflow._model_calls import Halt, ModelCalls
 from toolflow._policy import LoopDecision, LoopReason, Policy, check_loop_continuation
 from toolflow._provenance import masked
 from toolflow._providers import (
@@ -93,14 +91,11 @@ from toolflow._providers import (
 )
 from toolflow._restart import Restarts
 from toolflow._results import ToolResult
-from toolflow._retrying import Decision, next_delay
 from toolflow._rules import describe_rules
 from toolflow._run_state import SavedRun, check_resumable, counters, restored
-from toolflow._telemetry import INVOKE_AGENT, MODEL_REQUEST, active_wrappers, model_operation, operation_scope
+from toolflow._telemetry import INVOKE_AGENT, active_wrappers, model_operation, operation_scope
 
 __all__ = ["Agent", "Approver", "LoopResult", "SavedRun", "TurnRecord"]
-
-logger = logging.getLogger("toolflow")
 
 PROVIDER_RETRY = RetryPolicy(attempts=4, initial=1.0, max=30.0)
 """How often and how patiently a retryable provider error is retried by default."""
@@ -204,13 +199,12 @@ class Agent:
         self.on_turn = on_turn
         self.context = context
         self._wrappers = active_wrappers(engine.plugins)  # toolflow_wrap_operation: runs and requests in their scopes
+        self._halt = Halt()  # request_stop() and kill(): the loop and its model calls read them
+        self._model = ModelCalls(provider, provider_retry, self._wrappers, self._halt)
         self._messages: list[Mapping[str, Any]] = []
         self._background = BackgroundCalls.of(
             self.policy, self._categories, self._allowlist, self.format, self._messages
         )
-        self._stop = self._killed = False
-        self._provider_scope: trio.CancelScope | None = None
-        self._wait_scope: trio.CancelScope | None = None
 
     # --- control -------------------------------------------------------------------------
 
@@ -225,22 +219,17 @@ class Agent:
         A wait for an approval or a provider retry back-off ends at once: the call waiting for
         approval is not run (``stopped``), and the model is not asked again.
         """
-        self._stop = True
+        self._halt.stop = True
         self.engine.request_stop()
-        if self._wait_scope is not None:
-            self._wait_scope.cancel()
+        self._model.cancel_wait()
 
     def kill(self) -> None:
         """Cancel the calls in flight, a model request in flight and a wait for approval at once; end the loop."""
-        self._stop = True
-        self._killed = True
+        self._halt.stop = self._halt.killed = True
         self.engine.kill()
         if self._background is not None:
             self._background.cancel()
-        if self._provider_scope is not None:
-            self._provider_scope.cancel()
-        if self._wait_scope is not None:
-            self._wait_scope.cancel()
+        self._model.cancel()
 
     # --- the loop --------------------------------------------------------------------------
 
@@ -266,7 +255,7 @@ class Agent:
 
     async def _start(self, prompt: str) -> RunState:
         """Begin a :meth:`run`: the tools *prompt* exposes, the system prompts, a new loop, the user's *prompt*."""
-        self._stop = self._killed = False
+        self._halt.clear()
         state = RunState(triggers=self._deliberate.hear(prompt))
         self._hide(self._deliberate.hidden())
         await self._write_system_prompts()
@@ -353,7 +342,7 @@ class Agent:
         await run_approved(self.engine, self._held.pending, answered, self.context)  # with the approval given
         with operation_scope(self._wrappers, model_operation(INVOKE_AGENT, self.provider.name, self.model)) as op:
             await self._write_system_prompts()
-            self._stop = self._killed = False
+            self._halt.clear()
             op.result = await self._go_on(state, self._answer_held(state, answered))
         return op.result  # type: ignore[no-any-return]
 
@@ -386,12 +375,12 @@ class Agent:
         state.iteration += 1
         iteration, tools_offered = state.iteration, state.tools_offered
         started = time.perf_counter()
-        if self._stop:
+        if self._halt.stop:
             return self._stopped(iteration - 1)
         outcomes = self._background.deliver(state, self.max_result_chars) if self._background is not None else ()
         try:
             offer = await self._offer(state)
-            response = await self._ask(self._request(iteration, offer, then=self._last_words(state)))
+            response = await self._model.ask(self._request(iteration, offer, then=self._last_words(state)))
         except ProviderError as exc:
             remaining = max(0, self.policy.max_iterations - iteration + 1)
             return LoopDecision(
@@ -499,7 +488,7 @@ class Agent:
         """Run one turn in reflection mode: its calls run, but nothing of it enters the history."""
         await self._write_system_prompts()
         started = time.perf_counter()
-        response = await self._ask(self._request(0, await self._offer(RunState()), then=prompt))
+        response = await self._model.ask(self._request(0, await self._offer(RunState()), then=prompt))
         decision = LoopDecision(should_continue=True, reason="normal", message="reflection")
         text, usage = "", None
         entries: tuple[HistoryEntry, ...] = ()
@@ -516,7 +505,7 @@ class Agent:
 
     def _stopped(self, iteration: int) -> LoopDecision:
         """The decision of a loop that a stop or a kill ended after turn *iteration*."""
-        return stopped_decision(killed=self._killed, remaining=max(0, self.policy.max_iterations - iteration))
+        return stopped_decision(killed=self._halt.killed, remaining=max(0, self.policy.max_iterations - iteration))
 
     def _request(self, turn: int, offer: Offer, then: str | None = None) -> ModelRequest:
         """The request of *turn*: the history, then the user's message *then*, with *offer*'s prompt and tools."""
@@ -598,60 +587,6 @@ class Agent:
         answered = {entry.call_id: entry for entry in ran}
         return tuple(answered.get(call.id) or _entry(call, refused) for call in calls), uncounted
 
-    async def _ask(self, request: ModelRequest) -> ModelResponse | None:
-        """The provider's response, retrying retryable errors, in a cancel scope of its own that a kill cancels.
-
-        ``None`` when a kill cancelled the request meanwhile, or when a stop (or a kill) came
-        before a retry: the back-off ends at once and the model is not asked again.
-
-        Raises:
-            ProviderError: The provider failed, and retrying did not help or is not allowed.
-        """
-        with trio.CancelScope() as scope:
-            self._provider_scope = scope
-            if self._killed:
-                scope.cancel()
-            try:
-                return await self._complete(request)
-            finally:
-                self._provider_scope = None
-        return None  # killed while the model was answering
-
-    async def _complete(self, request: ModelRequest) -> ModelResponse | None:
-        """:meth:`_ask`'s attempts: ``None`` when a stop or a kill came before a retry, or a kill meanwhile."""
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
-                request_op = model_operation(MODEL_REQUEST, self.provider.name, request.model, request.turn)
-                with operation_scope(self._wrappers, request_op) as op:
-                    response = op.result = await self.provider.complete(request)
-            except ProviderError as exc:
-                decision = Decision(retryable=exc.retryable, reason=str(exc), retry_after=exc.retry_after)
-                delay = next_delay(self.provider_retry, attempt, decision)
-                if delay is None:
-                    raise
-                logger.warning("%s; retrying in %.1fs (attempt %d)", exc, delay, attempt + 1)
-                await self._back_off(delay)
-                if self._stop:
-                    return None
-            else:
-                # A provider that answered all the same (it shielded the request, say) is not heard:
-                # the kill ends the loop, and the next checkpoint in the cancelled scope would cut
-                # the turn short anyway.
-                return None if self._killed else response
-
-    async def _back_off(self, delay: float) -> None:
-        """Sleep *delay* seconds before a retry, in a cancel scope that a stop or a kill cancels."""
-        if self._stop:
-            return
-        with trio.CancelScope() as scope:
-            self._wait_scope = scope
-            try:
-                await trio.sleep(delay)
-            finally:
-                self._wait_scope = None
-
     async def _run_calls(self, calls: Sequence[ParsedCall]) -> tuple[tuple[HistoryEntry, ...], frozenset[str]]:
         """Gate *calls* by category, run the rest as one batch; one entry per call, in order.
 
@@ -660,7 +595,7 @@ class Agent:
         """
         engine = self.engine
         engine.tick()
-        if self._stop:
+        if self._halt.stop:
             engine.request_stop()
         engine.allowlist = self._engine_allowlist
         engine.dangerous_per_tick = None  # the category gate applies the policy's per_turn
@@ -669,12 +604,12 @@ class Agent:
         with providing_context(self.context):  # a context variable: the engine may serve other callers
             outcome = await engine.execute_batch(to_run, aside=aside) if to_run else ()
             # Deferred calls after the batch, so that the rules count them after the calls before them.
-            stopped = (_KILLED_BEFORE if self._killed else _STOPPED_BEFORE) if self._stop else None
+            stopped = (_KILLED_BEFORE if self._halt.killed else _STOPPED_BEFORE) if self._halt.stop else None
             self._waiting = defer_calls(engine, self._deferring, decided, uncounted, stopped)
         if self._background is not None:  # a started call counts when its outcome comes
             uncounted.update(self._background.launch(killed=isinstance(outcome, Abort) and outcome.reason == "killed"))
         if isinstance(outcome, Abort):
-            answer_aborted(outcome, to_run, decided, uncounted, killed=self._killed)
+            answer_aborted(outcome, to_run, decided, uncounted, killed=self._halt.killed)
         elif not decided and not uncounted:
             return outcome, _NOTHING  # every call ran, and the engine answers in call order
         else:
@@ -731,7 +666,7 @@ class Agent:
             if entry.tool_name in (self._end_on_success if entry.success else self._end_on_failure):
                 ends.append(entry)
         base = check_loop_continuation(policy=policy, iteration=state.iteration, tokens_used=tokens)
-        if self._stop:
+        if self._halt.stop:
             return self._stopped(state.iteration), ()
         if ends:
             reason: LoopReason = "terminal"
