@@ -183,6 +183,7 @@ class Agent:
         # Deliberate mode's triggers hide tools until a user message asks for them; restarts (toolflow._restart).
         self._deliberate = DeliberateTools.of(self.policy, self._allowlist, deliberate=deliberate)
         self._hide(self._deliberate.hidden())
+        self._retains = self._deliberate.has_triggers()  # decided once: most agents have no triggers
         self._restarts = Restarts.of(engine.registry, self.policy.max_restarts, engine.plugins)
         # Deferred calls wait for the application's results, and their turn's results with them (issue 21).
         self._deferred, self._deliberate_mode = deferred_tools(engine.registry, self.policy), deliberate
@@ -239,6 +240,8 @@ class Agent:
         self._offerable = self._allowlist - hidden if hidden else self._allowlist
         # The engine's gate lists what is offered: a refusal must not name a hidden tool.
         self._engine_allowlist = self._offerable if self._restricted or hidden else None
+        # Whether a turn may offer fewer tools than all: the rules may allow fewer, or tools are hidden.
+        self._narrows = bool(hidden or self.policy.rules)
 
     async def _write_system_prompts(self) -> None:
         """Write the system prompts, once: the text format renders its template in a template worker.
@@ -282,13 +285,15 @@ class Agent:
     async def _go_on(self, state: RunState, decision: LoopDecision | None) -> LoopResult:
         """Run turns until the policy ends the loop (unless *decision* did already); the run's result."""
         background = self._background
-        async with running(background, self.engine, self.context, self.max_result_chars):
-            if decision is not None and background is not None:  # a resumed turn ended the run: on_exit, its notes
-                decision = await background.settle(decision, state, self.max_result_chars)
-            while decision is None:
-                decision = await self._turn(state)
-                if decision is not None and background is not None:
+        # The caller's context, for the calls of the run (a context variable: the engine may serve other callers).
+        with providing_context(self.context):
+            async with running(background, self.engine, self.context, self.max_result_chars):
+                if decision is not None and background is not None:  # a resumed turn ended the run: on_exit, notes
                     decision = await background.settle(decision, state, self.max_result_chars)
+                while decision is None:
+                    decision = await self._turn(state)
+                    if decision is not None and background is not None:
+                        decision = await background.settle(decision, state, self.max_result_chars)
         self._last_run = (state, decision)
         return LoopResult(
             final_answer=state.final_answer,
@@ -379,8 +384,7 @@ class Agent:
             return self._stopped(iteration - 1)
         outcomes = self._background.deliver(state, self.max_result_chars) if self._background is not None else ()
         try:
-            offer = await self._offer(state)
-            response = await self._model.ask(self._request(iteration, offer, then=self._last_words(state)))
+            response = await self._model.ask(await self._request(state))
         except ProviderError as exc:
             remaining = max(0, self.policy.max_iterations - iteration + 1)
             return LoopDecision(
@@ -420,17 +424,17 @@ class Agent:
         if self.on_turn is not None:
             self.on_turn(record)
         decision = record.decision
-        if record.tools_offered and self._answers_after(decision):
-            state.tools_offered, state.last_turn = False, decision.reason  # one last turn, without tools
+        if decision.should_continue:
+            return None
+        # After a turn with tools, the token budget's critical level (and the iteration limit, with
+        # answer_at_limit) gives the model one last turn without tools to answer.
+        if record.tools_offered and (
+            decision.reason == "token_critical" or (decision.reason == "max_iterations" and self.policy.answer_at_limit)
+        ):
+            state.tools_offered, state.last_turn = False, decision.reason
             state.required = self._required()  # but with the tools a before_exit rule still waits for
             return None
-        return None if decision.should_continue else decision
-
-    def _answers_after(self, decision: LoopDecision) -> bool:
-        """Whether *decision*, after a turn with tool calls, gives the model one last turn without tools to answer."""
-        return decision.reason == "token_critical" or (
-            decision.reason == "max_iterations" and self.policy.answer_at_limit
-        )
+        return decision
 
     async def _answer(
         self, state: RunState, calls: list[ParsedCall], response: ModelResponse
@@ -473,7 +477,7 @@ class Agent:
         self, state: RunState, entries: tuple[HistoryEntry, ...], uncounted: frozenset[str], tokens: int | None
     ) -> tuple[tuple[HistoryEntry, ...], LoopDecision, tuple[str, ...]]:
         """Decide after the turn's *entries*, and append one result per call to the history (or restart the turn)."""
-        if state.tools_offered:
+        if state.tools_offered and self._retains:
             self._deliberate.retain(entries)
         decision, ended_by = self._decide(state, entries, tokens, uncounted)
         restart = self._restarts.take(entries, decision, state, self.max_result_chars)
@@ -488,14 +492,15 @@ class Agent:
         """Run one turn in reflection mode: its calls run, but nothing of it enters the history."""
         await self._write_system_prompts()
         started = time.perf_counter()
-        response = await self._model.ask(self._request(0, await self._offer(RunState()), then=prompt))
+        response = await self._model.ask(await self._request(RunState(), then=prompt))
         decision = LoopDecision(should_continue=True, reason="normal", message="reflection")
         text, usage = "", None
         entries: tuple[HistoryEntry, ...] = ()
         if response is not None:  # not killed meanwhile
             text, raw_calls = self.format.read_response(response.message)
             calls = parse_tool_calls(raw_calls, max_argument_bytes=self.policy.max_argument_bytes)
-            entries, usage = (await self._run_calls(calls))[0] if calls else (), response.usage
+            with providing_context(self.context):
+                entries, usage = (await self._run_calls(calls))[0] if calls else (), response.usage
         duration = time.perf_counter() - started
         return TurnRecord(
             turn=0, text=text, entries=entries, usage=usage, decision=decision, duration=duration, reflection=True
@@ -507,24 +512,24 @@ class Agent:
         """The decision of a loop that a stop or a kill ended after turn *iteration*."""
         return stopped_decision(killed=self._halt.killed, remaining=max(0, self.policy.max_iterations - iteration))
 
-    def _request(self, turn: int, offer: Offer, then: str | None = None) -> ModelRequest:
-        """The request of *turn*: the history, then the user's message *then*, with *offer*'s prompt and tools."""
-        return model_request(self.format, self._messages, turn, offer, model=self.model, then=then)
+    async def _request(self, state: RunState, then: str | None = None) -> ModelRequest:
+        """The request of *state*'s turn: the history, then the user's message *then*, with the turn's offer.
 
-    async def _offer(self, state: RunState) -> Offer:
-        """The system prompt and the tool definitions of the turn: the exposed tools the rules allow now.
-
-        The turn without tools offers only the tools a ``before_exit`` rule still waits for, if any.
-        A narrower offer's prompt and definitions are written once and kept.
+        A turn with tools offers the exposed tools the rules allow now (:meth:`_offered`). The turn
+        without tools offers only the tools a ``before_exit`` rule still waits for, if any, and its
+        user message asks for the answer (:meth:`_last_words`).
         """
-        if state.tools_offered:
-            names = self._offered()
-            if names is None:
-                return self.system, self._definitions
-        elif state.required:
-            names = state.required
+        if not state.tools_offered:
+            offer = await self._offer(state.required) if state.required else (self._answer_system, ())
+            then = self._last_words(state)
+        elif self._narrows and (names := self._offered()) is not None:
+            offer = await self._offer(names)
         else:
-            return self._answer_system, ()
+            offer = self.system, self._definitions
+        return model_request(self.format, self._messages, state.iteration, offer, model=self.model, then=then)
+
+    async def _offer(self, names: frozenset[str]) -> Offer:
+        """The system prompt and the tool definitions of a turn that offers only *names*, written once and kept."""
         offer = self._offers.get(names)
         if offer is None:
             specs = [spec for spec in self._specs if spec.name in names]
@@ -546,10 +551,8 @@ class Agent:
             name for rule in missing for name in rule.tools if name in self._allowlist and name not in self._hidden
         )
 
-    def _last_words(self, state: RunState) -> str | None:
-        """The user message that asks for the answer in the turn without tools (``None`` in the others)."""
-        if state.tools_offered:
-            return None
+    def _last_words(self, state: RunState) -> str:
+        """The user message that asks for the answer in the turn without tools."""
         if state.required:
             return must_call_last(state.last_turn, sorted(state.required))
         return LAST_TURN[state.last_turn]
@@ -601,9 +604,10 @@ class Agent:
         engine.dangerous_per_tick = None  # the category gate applies the policy's per_turn
         to_run, decided, uncounted = self._gate(calls)
         aside = self._background.admit if self._background is not None else None
-        with providing_context(self.context):  # a context variable: the engine may serve other callers
-            outcome = await engine.execute_batch(to_run, aside=aside) if to_run else ()
-            # Deferred calls after the batch, so that the rules count them after the calls before them.
+        outcome = await engine.execute_batch(to_run, aside=aside) if to_run else ()
+        # Deferred calls after the batch, so that the rules count them after the calls before them.
+        self._waiting = ()
+        if self._deferring:
             stopped = (_KILLED_BEFORE if self._halt.killed else _STOPPED_BEFORE) if self._halt.stop else None
             self._waiting = defer_calls(engine, self._deferring, decided, uncounted, stopped)
         if self._background is not None:  # a started call counts when its outcome comes
@@ -635,9 +639,8 @@ class Agent:
             if known is None or call.name not in self._allowlist:
                 to_run.append(call)  # the engine's look-up and gate answer it
                 continue
-            hidden = self._deliberate.refusal(call.name)
-            if hidden is not None:  # deliberate mode: no user message asked for it
-                decided[call.id] = _entry(call, hidden)
+            if call.name in self._hidden:  # deliberate mode: no user message asked for it
+                decided[call.id] = _entry(call, self._deliberate.refusal(call.name))
                 continue
             category, behaviour = known
             if behaviour.per_turn is not None:

@@ -110,11 +110,10 @@ def with_call_ids(
     ``anthropic``, ``gemini``; ``fallback`` and ``text`` write none).
     """
     stored = dict(message)
-    ids = {  # the calls whose id is not (or not yet) the one their result answers
-        id(raw): call.id
-        for raw, call in zip(raw_calls, calls, strict=True)
-        if not isinstance(raw, dict) or raw.get("id") != call.id
-    }
+    ids: dict[int, str] = {}  # the calls whose id is not (or not yet) the one their result answers
+    for raw, call in zip(raw_calls, calls, strict=True):
+        if not isinstance(raw, dict) or raw.get("id") != call.id:
+            ids[id(raw)] = call.id
     if not ids:
         return stored
     for key in ("tool_calls", "content", "parts"):  # openai's calls, anthropic's and gemini's parts

@@ -2,7 +2,8 @@
 
 :meth:`ModelCalls.ask` asks the provider for a response; provider errors that are ``retryable``
 are retried with backoff (:mod:`toolflow._retrying`), honouring ``retry_after``. Each request is
-wrapped in the ``toolflow_wrap_operation`` wrappers' scopes (:mod:`toolflow._telemetry`).
+wrapped in the ``toolflow_wrap_operation`` wrappers' scopes (:mod:`toolflow._telemetry`), when a
+plugin installs one: without a wrapper no :class:`~toolflow._telemetry.Operation` is built.
 
 A stop ends a retry back-off at once and keeps the model from being asked again; a kill also
 cancels the request in flight. Both come from :class:`toolflow.Agent`, which shares its
@@ -83,34 +84,41 @@ class ModelCalls:
             if self._halt.killed:
                 scope.cancel()
             try:
-                return await self._complete(request)
+                attempt = 0
+                while True:
+                    attempt += 1
+                    try:
+                        # No wrapper, no scope: the Operation is built only for a wrapper to read.
+                        response = await (self._traced(request) if self._wrappers else self.provider.complete(request))
+                    except ProviderError as exc:
+                        await self._back_off(self._delay(exc, attempt))
+                        if self._halt.stop:
+                            return None
+                    else:
+                        # A provider that answered all the same (it shielded the request, say) is not
+                        # heard: the kill ends the loop, and the next checkpoint in the cancelled scope
+                        # would cut the turn short anyway.
+                        return None if self._halt.killed else response
             finally:
                 self._provider_scope = None
         return None  # killed while the model was answering
 
-    async def _complete(self, request: ModelRequest) -> ModelResponse | None:
-        """:meth:`ask`'s attempts: ``None`` when a stop or a kill came before a retry, or a kill meanwhile."""
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
-                request_op = model_operation(MODEL_REQUEST, self.provider.name, request.model, request.turn)
-                with operation_scope(self._wrappers, request_op) as op:
-                    response = op.result = await self.provider.complete(request)
-            except ProviderError as exc:
-                decision = Decision(retryable=exc.retryable, reason=str(exc), retry_after=exc.retry_after)
-                delay = next_delay(self.retry, attempt, decision)
-                if delay is None:
-                    raise
-                logger.warning("%s; retrying in %.1fs (attempt %d)", exc, delay, attempt + 1)
-                await self._back_off(delay)
-                if self._halt.stop:
-                    return None
-            else:
-                # A provider that answered all the same (it shielded the request, say) is not heard:
-                # the kill ends the loop, and the next checkpoint in the cancelled scope would cut
-                # the turn short anyway.
-                return None if self._halt.killed else response
+    def _delay(self, exc: ProviderError, attempt: int) -> float:
+        """How long to wait before retrying after *attempt* failed with *exc*; raises *exc* when it is not retried."""
+        decision = Decision(retryable=exc.retryable, reason=str(exc), retry_after=exc.retry_after)
+        delay = next_delay(self.retry, attempt, decision)
+        if delay is None:
+            raise exc
+        logger.warning("%s; retrying in %.1fs (attempt %d)", exc, delay, attempt + 1)
+        return delay
+
+    async def _traced(self, request: ModelRequest) -> ModelResponse:
+        """The provider's response to *request*, in the wrappers' scopes."""
+        request_op = model_operation(MODEL_REQUEST, self.provider.name, request.model, request.turn)
+        with operation_scope(self._wrappers, request_op) as op:
+            response: ModelResponse = await self.provider.complete(request)
+            op.result = response
+        return response
 
     async def _back_off(self, delay: float) -> None:
         """Sleep *delay* seconds before a retry, in a cancel scope that a stop or a kill cancels."""
