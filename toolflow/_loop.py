@@ -70,7 +70,6 @@ from toolflow._loop_parts import (
     answer_aborted,
     check_arguments,
     check_format,
-    model_request,
     stopped_decision,
     with_call_ids,
 )
@@ -84,6 +83,7 @@ from toolflow._model_calls import Halt, ModelCalls
 from toolflow._policy import LoopDecision, LoopReason, Policy, check_loop_continuation
 from toolflow._provenance import masked
 from toolflow._providers import (
+    HistoryView,
     ModelProvider,
     ModelRequest,
     ModelResponse,
@@ -526,7 +526,18 @@ class Agent:
             offer = await self._offer(names)
         else:
             offer = self.system, self._definitions
-        return model_request(self.format, self._messages, state.iteration, offer, model=self.model, then=then)
+        system, definitions = offer
+        # The history through a view rather than a copy, so that a turn costs the same however long the
+        # run: the history is only ever appended to, so the view keeps showing this turn's messages.
+        tail = () if then is None else (self.format.user_message(then),)
+        return ModelRequest(
+            format=self.format.name,
+            system=system,
+            messages=HistoryView(self._messages, tail),
+            tools=definitions,
+            turn=state.iteration,
+            model=self.model,
+        )
 
     async def _offer(self, names: frozenset[str]) -> Offer:
         """The system prompt and the tool definitions of a turn that offers only *names*, written once and kept."""
