@@ -94,6 +94,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "toolflow._history_gemini",
             "toolflow._history",
             "toolflow._loop_texts",
+            "toolflow._model_calls",
             "toolflow._loop_parts",
             "toolflow._loop_records",
             "toolflow._deferred",

@@ -118,10 +118,12 @@ class DeliberateTools:
         """The tools with triggers that are not offered now."""
         return frozenset(tool for tool in self._patterns if self._until.get(tool, 0) < self._message)
 
+    def has_triggers(self) -> bool:
+        """Whether any tool has triggers: without, nothing is ever hidden or retained."""
+        return bool(self._patterns)
+
     def retain(self, entries: Sequence[HistoryEntry]) -> None:
         """Keep the tools with triggers that *entries* called successfully for ``retain_turns`` more messages."""
-        if not self._patterns:
-            return
         for entry in entries:
             if entry.success and entry.tool_name in self._patterns:
                 self._until[entry.tool_name] = max(self._until.get(entry.tool_name, 0), self._message + self._retain)
@@ -135,10 +137,8 @@ class DeliberateTools:
         self._message = int(data["message"])
         self._until = {str(tool): int(until) for tool, until in data["until"].items() if tool in self._patterns}
 
-    def refusal(self, name: str) -> ToolResult | None:
-        """Seed 002's model-visible ``blocked`` result for a call of *name* while it is hidden, else ``None``."""
-        if name not in self._patterns or self._until.get(name, 0) >= self._message:
-            return None
+    def refusal(self, name: str) -> ToolResult:
+        """Seed 002's model-visible ``blocked`` result for a call of *name*, one of the tools :meth:`hidden` now."""
         hidden = self.hidden()
         allowed = sorted(tool for tool in self._exposed if tool not in hidden)
         listed = ", ".join(repr(tool) for tool in allowed) or "none"

@@ -40,12 +40,9 @@ neither the prompt, the model's answer nor the results enter the history.
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
-
-import trio
 
 from toolflow._approval import Approver, defer_approval
 from toolflow._background import BackgroundCalls, running
@@ -73,7 +70,6 @@ from toolflow._loop_parts import (
     answer_aborted,
     check_arguments,
     check_format,
-    model_request,
     stopped_decision,
     with_call_ids,
 )
@@ -83,9 +79,11 @@ from toolflow._loop_texts import KILLED_BEFORE as _KILLED_BEFORE
 from toolflow._loop_texts import LAST_TURN, NO_TOOLS_NOW, exit_refused, must_call_last, over_per_turn
 from toolflow._loop_texts import STOPPED_BEFORE as _STOPPED_BEFORE
 from toolflow._model import RetryPolicy
+from toolflow._model_calls import Halt, ModelCalls
 from toolflow._policy import LoopDecision, LoopReason, Policy, check_loop_continuation
 from toolflow._provenance import masked
 from toolflow._providers import (
+    HistoryView,
     ModelProvider,
     ModelRequest,
     ModelResponse,
@@ -93,14 +91,11 @@ from toolflow._providers import (
 )
 from toolflow._restart import Restarts
 from toolflow._results import ToolResult
-from toolflow._retrying import Decision, next_delay
 from toolflow._rules import describe_rules
 from toolflow._run_state import SavedRun, check_resumable, counters, restored
-from toolflow._telemetry import INVOKE_AGENT, MODEL_REQUEST, active_wrappers, model_operation, operation_scope
+from toolflow._telemetry import INVOKE_AGENT, active_wrappers, model_operation, operation_scope
 
 __all__ = ["Agent", "Approver", "LoopResult", "SavedRun", "TurnRecord"]
-
-logger = logging.getLogger("toolflow")
 
 PROVIDER_RETRY = RetryPolicy(attempts=4, initial=1.0, max=30.0)
 """How often and how patiently a retryable provider error is retried by default."""
@@ -188,6 +183,7 @@ class Agent:
         # Deliberate mode's triggers hide tools until a user message asks for them; restarts (toolflow._restart).
         self._deliberate = DeliberateTools.of(self.policy, self._allowlist, deliberate=deliberate)
         self._hide(self._deliberate.hidden())
+        self._retains = self._deliberate.has_triggers()  # decided once: most agents have no triggers
         self._restarts = Restarts.of(engine.registry, self.policy.max_restarts, engine.plugins)
         # Deferred calls wait for the application's results, and their turn's results with them (issue 21).
         self._deferred, self._deliberate_mode = deferred_tools(engine.registry, self.policy), deliberate
@@ -204,13 +200,12 @@ class Agent:
         self.on_turn = on_turn
         self.context = context
         self._wrappers = active_wrappers(engine.plugins)  # toolflow_wrap_operation: runs and requests in their scopes
+        self._halt = Halt()  # request_stop() and kill(): the loop and its model calls read them
+        self._model = ModelCalls(provider, provider_retry, self._wrappers, self._halt)
         self._messages: list[Mapping[str, Any]] = []
         self._background = BackgroundCalls.of(
             self.policy, self._categories, self._allowlist, self.format, self._messages
         )
-        self._stop = self._killed = False
-        self._provider_scope: trio.CancelScope | None = None
-        self._wait_scope: trio.CancelScope | None = None
 
     # --- control -------------------------------------------------------------------------
 
@@ -225,22 +220,17 @@ class Agent:
         A wait for an approval or a provider retry back-off ends at once: the call waiting for
         approval is not run (``stopped``), and the model is not asked again.
         """
-        self._stop = True
+        self._halt.stop = True
         self.engine.request_stop()
-        if self._wait_scope is not None:
-            self._wait_scope.cancel()
+        self._model.cancel_wait()
 
     def kill(self) -> None:
         """Cancel the calls in flight, a model request in flight and a wait for approval at once; end the loop."""
-        self._stop = True
-        self._killed = True
+        self._halt.stop = self._halt.killed = True
         self.engine.kill()
         if self._background is not None:
             self._background.cancel()
-        if self._provider_scope is not None:
-            self._provider_scope.cancel()
-        if self._wait_scope is not None:
-            self._wait_scope.cancel()
+        self._model.cancel()
 
     # --- the loop --------------------------------------------------------------------------
 
@@ -250,6 +240,8 @@ class Agent:
         self._offerable = self._allowlist - hidden if hidden else self._allowlist
         # The engine's gate lists what is offered: a refusal must not name a hidden tool.
         self._engine_allowlist = self._offerable if self._restricted or hidden else None
+        # Whether a turn may offer fewer tools than all: the rules may allow fewer, or tools are hidden.
+        self._narrows = bool(hidden or self.policy.rules)
 
     async def _write_system_prompts(self) -> None:
         """Write the system prompts, once: the text format renders its template in a template worker.
@@ -266,7 +258,7 @@ class Agent:
 
     async def _start(self, prompt: str) -> RunState:
         """Begin a :meth:`run`: the tools *prompt* exposes, the system prompts, a new loop, the user's *prompt*."""
-        self._stop = self._killed = False
+        self._halt.clear()
         state = RunState(triggers=self._deliberate.hear(prompt))
         self._hide(self._deliberate.hidden())
         await self._write_system_prompts()
@@ -293,13 +285,15 @@ class Agent:
     async def _go_on(self, state: RunState, decision: LoopDecision | None) -> LoopResult:
         """Run turns until the policy ends the loop (unless *decision* did already); the run's result."""
         background = self._background
-        async with running(background, self.engine, self.context, self.max_result_chars):
-            if decision is not None and background is not None:  # a resumed turn ended the run: on_exit, its notes
-                decision = await background.settle(decision, state, self.max_result_chars)
-            while decision is None:
-                decision = await self._turn(state)
-                if decision is not None and background is not None:
+        # The caller's context, for the calls of the run (a context variable: the engine may serve other callers).
+        with providing_context(self.context):
+            async with running(background, self.engine, self.context, self.max_result_chars):
+                if decision is not None and background is not None:  # a resumed turn ended the run: on_exit, notes
                     decision = await background.settle(decision, state, self.max_result_chars)
+                while decision is None:
+                    decision = await self._turn(state)
+                    if decision is not None and background is not None:
+                        decision = await background.settle(decision, state, self.max_result_chars)
         self._last_run = (state, decision)
         return LoopResult(
             final_answer=state.final_answer,
@@ -353,7 +347,7 @@ class Agent:
         await run_approved(self.engine, self._held.pending, answered, self.context)  # with the approval given
         with operation_scope(self._wrappers, model_operation(INVOKE_AGENT, self.provider.name, self.model)) as op:
             await self._write_system_prompts()
-            self._stop = self._killed = False
+            self._halt.clear()
             op.result = await self._go_on(state, self._answer_held(state, answered))
         return op.result  # type: ignore[no-any-return]
 
@@ -386,12 +380,11 @@ class Agent:
         state.iteration += 1
         iteration, tools_offered = state.iteration, state.tools_offered
         started = time.perf_counter()
-        if self._stop:
+        if self._halt.stop:
             return self._stopped(iteration - 1)
         outcomes = self._background.deliver(state, self.max_result_chars) if self._background is not None else ()
         try:
-            offer = await self._offer(state)
-            response = await self._ask(self._request(iteration, offer, then=self._last_words(state)))
+            response = await self._model.ask(await self._request(state))
         except ProviderError as exc:
             remaining = max(0, self.policy.max_iterations - iteration + 1)
             return LoopDecision(
@@ -431,17 +424,17 @@ class Agent:
         if self.on_turn is not None:
             self.on_turn(record)
         decision = record.decision
-        if record.tools_offered and self._answers_after(decision):
-            state.tools_offered, state.last_turn = False, decision.reason  # one last turn, without tools
+        if decision.should_continue:
+            return None
+        # After a turn with tools, the token budget's critical level (and the iteration limit, with
+        # answer_at_limit) gives the model one last turn without tools to answer.
+        if record.tools_offered and (
+            decision.reason == "token_critical" or (decision.reason == "max_iterations" and self.policy.answer_at_limit)
+        ):
+            state.tools_offered, state.last_turn = False, decision.reason
             state.required = self._required()  # but with the tools a before_exit rule still waits for
             return None
-        return None if decision.should_continue else decision
-
-    def _answers_after(self, decision: LoopDecision) -> bool:
-        """Whether *decision*, after a turn with tool calls, gives the model one last turn without tools to answer."""
-        return decision.reason == "token_critical" or (
-            decision.reason == "max_iterations" and self.policy.answer_at_limit
-        )
+        return decision
 
     async def _answer(
         self, state: RunState, calls: list[ParsedCall], response: ModelResponse
@@ -484,7 +477,7 @@ class Agent:
         self, state: RunState, entries: tuple[HistoryEntry, ...], uncounted: frozenset[str], tokens: int | None
     ) -> tuple[tuple[HistoryEntry, ...], LoopDecision, tuple[str, ...]]:
         """Decide after the turn's *entries*, and append one result per call to the history (or restart the turn)."""
-        if state.tools_offered:
+        if state.tools_offered and self._retains:
             self._deliberate.retain(entries)
         decision, ended_by = self._decide(state, entries, tokens, uncounted)
         restart = self._restarts.take(entries, decision, state, self.max_result_chars)
@@ -499,14 +492,15 @@ class Agent:
         """Run one turn in reflection mode: its calls run, but nothing of it enters the history."""
         await self._write_system_prompts()
         started = time.perf_counter()
-        response = await self._ask(self._request(0, await self._offer(RunState()), then=prompt))
+        response = await self._model.ask(await self._request(RunState(), then=prompt))
         decision = LoopDecision(should_continue=True, reason="normal", message="reflection")
         text, usage = "", None
         entries: tuple[HistoryEntry, ...] = ()
         if response is not None:  # not killed meanwhile
             text, raw_calls = self.format.read_response(response.message)
             calls = parse_tool_calls(raw_calls, max_argument_bytes=self.policy.max_argument_bytes)
-            entries, usage = (await self._run_calls(calls))[0] if calls else (), response.usage
+            with providing_context(self.context):
+                entries, usage = (await self._run_calls(calls))[0] if calls else (), response.usage
         duration = time.perf_counter() - started
         return TurnRecord(
             turn=0, text=text, entries=entries, usage=usage, decision=decision, duration=duration, reflection=True
@@ -516,26 +510,37 @@ class Agent:
 
     def _stopped(self, iteration: int) -> LoopDecision:
         """The decision of a loop that a stop or a kill ended after turn *iteration*."""
-        return stopped_decision(killed=self._killed, remaining=max(0, self.policy.max_iterations - iteration))
+        return stopped_decision(killed=self._halt.killed, remaining=max(0, self.policy.max_iterations - iteration))
 
-    def _request(self, turn: int, offer: Offer, then: str | None = None) -> ModelRequest:
-        """The request of *turn*: the history, then the user's message *then*, with *offer*'s prompt and tools."""
-        return model_request(self.format, self._messages, turn, offer, model=self.model, then=then)
+    async def _request(self, state: RunState, then: str | None = None) -> ModelRequest:
+        """The request of *state*'s turn: the history, then the user's message *then*, with the turn's offer.
 
-    async def _offer(self, state: RunState) -> Offer:
-        """The system prompt and the tool definitions of the turn: the exposed tools the rules allow now.
-
-        The turn without tools offers only the tools a ``before_exit`` rule still waits for, if any.
-        A narrower offer's prompt and definitions are written once and kept.
+        A turn with tools offers the exposed tools the rules allow now (:meth:`_offered`). The turn
+        without tools offers only the tools a ``before_exit`` rule still waits for, if any, and its
+        user message asks for the answer (:meth:`_last_words`).
         """
-        if state.tools_offered:
-            names = self._offered()
-            if names is None:
-                return self.system, self._definitions
-        elif state.required:
-            names = state.required
+        if not state.tools_offered:
+            offer = await self._offer(state.required) if state.required else (self._answer_system, ())
+            then = self._last_words(state)
+        elif self._narrows and (names := self._offered()) is not None:
+            offer = await self._offer(names)
         else:
-            return self._answer_system, ()
+            offer = self.system, self._definitions
+        system, definitions = offer
+        # The history through a view rather than a copy, so that a turn costs the same however long the
+        # run: the history is only ever appended to, so the view keeps showing this turn's messages.
+        tail = () if then is None else (self.format.user_message(then),)
+        return ModelRequest(
+            format=self.format.name,
+            system=system,
+            messages=HistoryView(self._messages, tail),
+            tools=definitions,
+            turn=state.iteration,
+            model=self.model,
+        )
+
+    async def _offer(self, names: frozenset[str]) -> Offer:
+        """The system prompt and the tool definitions of a turn that offers only *names*, written once and kept."""
         offer = self._offers.get(names)
         if offer is None:
             specs = [spec for spec in self._specs if spec.name in names]
@@ -557,10 +562,8 @@ class Agent:
             name for rule in missing for name in rule.tools if name in self._allowlist and name not in self._hidden
         )
 
-    def _last_words(self, state: RunState) -> str | None:
-        """The user message that asks for the answer in the turn without tools (``None`` in the others)."""
-        if state.tools_offered:
-            return None
+    def _last_words(self, state: RunState) -> str:
+        """The user message that asks for the answer in the turn without tools."""
         if state.required:
             return must_call_last(state.last_turn, sorted(state.required))
         return LAST_TURN[state.last_turn]
@@ -598,60 +601,6 @@ class Agent:
         answered = {entry.call_id: entry for entry in ran}
         return tuple(answered.get(call.id) or _entry(call, refused) for call in calls), uncounted
 
-    async def _ask(self, request: ModelRequest) -> ModelResponse | None:
-        """The provider's response, retrying retryable errors, in a cancel scope of its own that a kill cancels.
-
-        ``None`` when a kill cancelled the request meanwhile, or when a stop (or a kill) came
-        before a retry: the back-off ends at once and the model is not asked again.
-
-        Raises:
-            ProviderError: The provider failed, and retrying did not help or is not allowed.
-        """
-        with trio.CancelScope() as scope:
-            self._provider_scope = scope
-            if self._killed:
-                scope.cancel()
-            try:
-                return await self._complete(request)
-            finally:
-                self._provider_scope = None
-        return None  # killed while the model was answering
-
-    async def _complete(self, request: ModelRequest) -> ModelResponse | None:
-        """:meth:`_ask`'s attempts: ``None`` when a stop or a kill came before a retry, or a kill meanwhile."""
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
-                request_op = model_operation(MODEL_REQUEST, self.provider.name, request.model, request.turn)
-                with operation_scope(self._wrappers, request_op) as op:
-                    response = op.result = await self.provider.complete(request)
-            except ProviderError as exc:
-                decision = Decision(retryable=exc.retryable, reason=str(exc), retry_after=exc.retry_after)
-                delay = next_delay(self.provider_retry, attempt, decision)
-                if delay is None:
-                    raise
-                logger.warning("%s; retrying in %.1fs (attempt %d)", exc, delay, attempt + 1)
-                await self._back_off(delay)
-                if self._stop:
-                    return None
-            else:
-                # A provider that answered all the same (it shielded the request, say) is not heard:
-                # the kill ends the loop, and the next checkpoint in the cancelled scope would cut
-                # the turn short anyway.
-                return None if self._killed else response
-
-    async def _back_off(self, delay: float) -> None:
-        """Sleep *delay* seconds before a retry, in a cancel scope that a stop or a kill cancels."""
-        if self._stop:
-            return
-        with trio.CancelScope() as scope:
-            self._wait_scope = scope
-            try:
-                await trio.sleep(delay)
-            finally:
-                self._wait_scope = None
-
     async def _run_calls(self, calls: Sequence[ParsedCall]) -> tuple[tuple[HistoryEntry, ...], frozenset[str]]:
         """Gate *calls* by category, run the rest as one batch; one entry per call, in order.
 
@@ -660,21 +609,22 @@ class Agent:
         """
         engine = self.engine
         engine.tick()
-        if self._stop:
+        if self._halt.stop:
             engine.request_stop()
         engine.allowlist = self._engine_allowlist
         engine.dangerous_per_tick = None  # the category gate applies the policy's per_turn
         to_run, decided, uncounted = self._gate(calls)
         aside = self._background.admit if self._background is not None else None
-        with providing_context(self.context):  # a context variable: the engine may serve other callers
-            outcome = await engine.execute_batch(to_run, aside=aside) if to_run else ()
-            # Deferred calls after the batch, so that the rules count them after the calls before them.
-            stopped = (_KILLED_BEFORE if self._killed else _STOPPED_BEFORE) if self._stop else None
+        outcome = await engine.execute_batch(to_run, aside=aside) if to_run else ()
+        # Deferred calls after the batch, so that the rules count them after the calls before them.
+        self._waiting = ()
+        if self._deferring:
+            stopped = (_KILLED_BEFORE if self._halt.killed else _STOPPED_BEFORE) if self._halt.stop else None
             self._waiting = defer_calls(engine, self._deferring, decided, uncounted, stopped)
         if self._background is not None:  # a started call counts when its outcome comes
             uncounted.update(self._background.launch(killed=isinstance(outcome, Abort) and outcome.reason == "killed"))
         if isinstance(outcome, Abort):
-            answer_aborted(outcome, to_run, decided, uncounted, killed=self._killed)
+            answer_aborted(outcome, to_run, decided, uncounted, killed=self._halt.killed)
         elif not decided and not uncounted:
             return outcome, _NOTHING  # every call ran, and the engine answers in call order
         else:
@@ -700,9 +650,8 @@ class Agent:
             if known is None or call.name not in self._allowlist:
                 to_run.append(call)  # the engine's look-up and gate answer it
                 continue
-            hidden = self._deliberate.refusal(call.name)
-            if hidden is not None:  # deliberate mode: no user message asked for it
-                decided[call.id] = _entry(call, hidden)
+            if call.name in self._hidden:  # deliberate mode: no user message asked for it
+                decided[call.id] = _entry(call, self._deliberate.refusal(call.name))
                 continue
             category, behaviour = known
             if behaviour.per_turn is not None:
@@ -731,7 +680,7 @@ class Agent:
             if entry.tool_name in (self._end_on_success if entry.success else self._end_on_failure):
                 ends.append(entry)
         base = check_loop_continuation(policy=policy, iteration=state.iteration, tokens_used=tokens)
-        if self._stop:
+        if self._halt.stop:
             return self._stopped(state.iteration), ()
         if ends:
             reason: LoopReason = "terminal"

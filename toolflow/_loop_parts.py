@@ -18,11 +18,10 @@ from toolflow._calls import ParsedCall
 from toolflow._calls import with_call_id as _with_id
 from toolflow._errors import UsageError, expect
 from toolflow._executor import Engine
-from toolflow._history import HistoryFormat
 from toolflow._loop_texts import KILLED_BEFORE, KILLED_WHILE_RUNNING, LAST_TURN, STOPPED_BEFORE
 from toolflow._model import RetryPolicy
 from toolflow._policy import LoopDecision, LoopReason, Policy
-from toolflow._providers import HISTORY_FORMATS, HistoryView, ModelProvider, ModelRequest
+from toolflow._providers import HISTORY_FORMATS, ModelProvider
 from toolflow._results import ToolResult
 
 __all__ = [
@@ -31,7 +30,6 @@ __all__ = [
     "answer_aborted",
     "check_arguments",
     "check_format",
-    "model_request",
     "stopped_decision",
     "with_call_ids",
 ]
@@ -110,11 +108,10 @@ def with_call_ids(
     ``anthropic``, ``gemini``; ``fallback`` and ``text`` write none).
     """
     stored = dict(message)
-    ids = {  # the calls whose id is not (or not yet) the one their result answers
-        id(raw): call.id
-        for raw, call in zip(raw_calls, calls, strict=True)
-        if not isinstance(raw, dict) or raw.get("id") != call.id
-    }
+    ids: dict[int, str] = {}  # the calls whose id is not (or not yet) the one their result answers
+    for raw, call in zip(raw_calls, calls, strict=True):
+        if not isinstance(raw, dict) or raw.get("id") != call.id:
+            ids[id(raw)] = call.id
     if not ids:
         return stored
     for key in ("tool_calls", "content", "parts"):  # openai's calls, anthropic's and gemini's parts
@@ -159,30 +156,4 @@ def stopped_decision(*, killed: bool, remaining: int) -> LoopDecision:
     reason: LoopReason = "killed" if killed else "stopped"
     return LoopDecision(
         should_continue=False, reason=reason, message=f"{reason} by the user", iterations_remaining=remaining
-    )
-
-
-def model_request(
-    history: HistoryFormat,
-    messages: list[Mapping[str, Any]],
-    turn: int,
-    offer: Offer,
-    *,
-    model: str,
-    then: str | None,
-) -> ModelRequest:
-    """The request of *turn*: *messages* so far, then the user's message *then*, with *offer*'s prompt and tools.
-
-    The request shows the history through a view rather than a copy, so that a turn costs the
-    same however long the run; the history is only ever appended to, so the view keeps showing
-    the messages of this turn.
-    """
-    system, definitions = offer
-    return ModelRequest(
-        format=history.name,
-        system=system,
-        messages=HistoryView(messages, () if then is None else (history.user_message(then),)),
-        tools=definitions,
-        turn=turn,
-        model=model,
     )

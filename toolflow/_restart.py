@@ -80,9 +80,7 @@ class Restart:
 
 
 def _next_turn(decision: LoopDecision) -> bool:
-    """Whether the loop would go on after a turn decided *decision*, were the failed calls not counted."""
-    if decision.should_continue:
-        return True
+    """Whether the loop, which *decision* ends, would go on were the failed calls not counted."""
     critical = decision.advisory is not None and decision.advisory.get("level") == "critical"
     return decision.reason == "error_cap" and decision.iterations_remaining > 0 and not critical
 
@@ -121,9 +119,17 @@ class Restarts:
         self, entries: Sequence[HistoryEntry], decision: LoopDecision, state: RunState, max_chars: int
     ) -> Restart | None:
         """The restart *entries* ask for, when the loop honours it (counted in *state*, whose error count resets)."""
-        if not state.tools_offered or state.restarts >= self.limit or not _next_turn(decision):
+        if not state.tools_offered or state.restarts >= self.limit:
             return None
-        asked = [(entry, context) for entry in entries if (context := self._context(entry)) is not None]
+        if not decision.should_continue and not _next_turn(decision):
+            return None
+        asked: list[tuple[HistoryEntry, str]] = []
+        for entry in entries:
+            # Without a plugin to ask, only a result with a "restart" key can: most have none.
+            if self.plugins is not None or "restart" in entry.result.extra:
+                context = self._context(entry)
+                if context is not None:
+                    asked.append((entry, context))
         if not asked:
             return None
         state.restarts += 1
