@@ -154,7 +154,6 @@ class Agent:
         expect_count(max_result_chars, "Agent: max_result_chars", minimum=1, optional=True)
         check_format(format, provider)
         self.engine = engine
-        self.provider = provider
         self.policy = policy if policy is not None else Policy()
         # The policy's prompt texts are shown to the model: a string from ${...} shows its reference.
         self.format: HistoryFormat = get_format(format, text_protocol_template=masked(self.policy.text_protocol))
@@ -196,7 +195,6 @@ class Agent:
             engine.approve = approve
         self.model = model
         self.max_result_chars = self.policy.max_result_chars if max_result_chars is None else max_result_chars
-        self.provider_retry = provider_retry
         self.on_turn = on_turn
         self.context = context
         self._wrappers = active_wrappers(engine.plugins)  # toolflow_wrap_operation: runs and requests in their scopes
@@ -206,6 +204,24 @@ class Agent:
         self._background = BackgroundCalls.of(
             self.policy, self._categories, self._allowlist, self.format, self._messages
         )
+
+    @property
+    def provider(self) -> ModelProvider:
+        """The model provider the loop asks (settable: the next request goes to the new one)."""
+        return self._model.provider
+
+    @provider.setter
+    def provider(self, provider: ModelProvider) -> None:
+        self._model.provider = provider
+
+    @property
+    def provider_retry(self) -> RetryPolicy:
+        """How retryable provider errors are retried (settable: the next error is retried by the new policy)."""
+        return self._model.retry
+
+    @provider_retry.setter
+    def provider_retry(self, retry: RetryPolicy) -> None:
+        self._model.retry = retry
 
     # --- control -------------------------------------------------------------------------
 

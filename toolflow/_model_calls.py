@@ -8,8 +8,6 @@ plugin installs one: without a wrapper no :class:`~toolflow._telemetry.Operation
 A stop ends a retry back-off at once and keeps the model from being asked again; a kill also
 cancels the request in flight. Both come from :class:`toolflow.Agent`, which shares its
 :class:`Halt` with this module: the loop reads the same two flags between its steps.
-
-Moved out of :mod:`toolflow._loop` (session 25) to make room there; loop layer.
 """
 
 from __future__ import annotations
