@@ -52,7 +52,7 @@ import io, resource, sys
 from toolflow._cli import run
 code = run(["lint", "--isolated", sys.argv[1]], stdout=io.StringIO(), stderr=io.StringIO())
 usage = resource.getrusage(resource.RUSAGE_SELF)  # the whole process: start-up, imports, the run
-print(usage.ru_utime + usage.ru_stime, "-", usage.ru_maxrss / 1024, f"exit-{code}", sys.modules["toolflow"].__file__)
+print(usage.ru_utime + usage.ru_stime, "-", usage.ru_maxrss / 1024, f"exit-status-{code}", sys.modules["toolflow"].__file__)
 """
 """``toolflow lint`` as the command runs it; the parent times its wall clock from the interpreter's start."""
 
@@ -86,15 +86,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                     check=True,
                 )
                 elapsed = time.perf_counter() - started
-                cpu, wall, peak, count, module = done.stdout.split()
+                cpu, wall, peak, found, module = done.stdout.split()
                 wall = str(elapsed) if wall == "-" else wall
+                found = found.replace("-", " ") if args.command else f"{found} diagnostics"
                 if not module.startswith(str(tree.resolve())):
                     msg = f"{tree} did not provide toolflow (imported {module})"
                     raise SystemExit(msg)
                 samples[tree].append((float(cpu), float(wall), float(peak)))
                 print(
                     f"round {number + 1}: {tree}: {float(cpu):.3f} s CPU, {float(wall):.3f} s wall, "
-                    f"peak {float(peak):.0f} MiB, {count} diagnostics"
+                    f"peak {float(peak):.0f} MiB, {found}"
                 )
     first, second = (statistics.median(cpu for cpu, _, _ in samples[tree]) for tree in args.trees)
     print(f"median CPU: {args.trees[0]} {first:.3f} s, {args.trees[1]} {second:.3f} s; ratio {second / first:.3f}")
