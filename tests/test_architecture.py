@@ -277,7 +277,7 @@ def test_import_parser_resolves_relative_and_submodule_imports() -> None:
 @pytest.mark.parametrize("command", [["lint", "--isolated"], ["graph"]])
 def test_lint_run_imports_neither_trio_nor_implementations(tmp_path: Path, command: list[str]) -> None:
     """Linting (and drawing the graph) from the command line loads plugins but neither trio, any plugin's
-    implementations, nor the loop's modules."""
+    implementations, the loop's modules, nor the runtime policy's modules (for a spec without a policy)."""
     spec = tmp_path / "say.yaml"
     spec.write_text(
         "toolflow: 1\ntools:\n  say:\n    description: Say something to the room.\n"
@@ -293,7 +293,9 @@ def test_lint_run_imports_neither_trio_nor_implementations(tmp_path: Path, comma
         "         'toolflow_assistant.tools', 'toolflow._executor', 'toolflow._loop',\n"
         "         'toolflow._history', 'toolflow._providers', 'toolflow.default_plugins._scripted',\n"
         "         'toolflow.default_plugins._openai_chat', 'toolflow.default_plugins._anthropic_messages',\n"
-        "         'toolflow.default_plugins._http_provider')\n"
+        "         'toolflow.default_plugins._http_provider',\n"
+        # the policy's module and what it imports: lint rules load them only for projects that need them
+        "         'toolflow._policy', 'toolflow._calls', 'toolflow._rules')\n"
         "loaded = sorted(m for m in heavy if m in sys.modules)\n"
         "print(status, loaded)\n"
     )

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import compileall
 import cProfile
 import functools
 import gc
@@ -60,6 +61,8 @@ from toolflow._loader import load_specs
 ROOT = Path(__file__).resolve().parents[2]
 
 SCHEMA = ROOT / "toolflow" / "data" / "spec-v1.schema.json"
+PLUGIN_PACKAGES = tuple(sorted(init.parent for init in ROOT.glob("plugins/*/toolflow_*/__init__.py")))
+"""The first-party plugins' packages, which the checkout's ``.venv`` installs (editable) and lint loads."""
 BIN = Path(sys.executable).parent
 HEAVY_MODULES = ("trio", "pluggy", "jsonschema", "jinja2", "toolflow.default_plugins")
 
@@ -553,6 +556,8 @@ class Results:
     """Everything one benchmark run found."""
 
     args: argparse.Namespace
+    compiled: bool
+    """Whether toolflow's modules (and its plugins') were compiled to bytecode before the runs."""
     files: int
     lines: int
     size: int
@@ -584,6 +589,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--skip-check-jsonschema", action="store_true", help="leave check-jsonschema out")
     args = parser.parse_args(argv)
 
+    # As `pip install` does for an installed package (check-jsonschema's are), so that no `toolflow lint` run
+    # compiles toolflow's sources again when PYTHONDONTWRITEBYTECODE is set (an editable install then writes none).
+    compiled = all(compileall.compile_dir(folder, quiet=1) for folder in (ROOT / "toolflow", *PLUGIN_PACKAGES))
     with tempfile.TemporaryDirectory(prefix="toolflow-bench-") as scratch:
         corpus = (args.corpus or Path(scratch) / "specs").resolve()
         if corpus.exists():
@@ -617,6 +625,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # fmt: on
         results = Results(
             args=args,
+            compiled=compiled,
             files=len(paths),
             lines=sum(p.read_text(encoding="utf-8").count("\n") for p in paths),
             size=sum(p.stat().st_size for p in paths),
@@ -669,6 +678,11 @@ def render(results: Results) -> str:
         f"({sum(1 for r in builtin_rules() if r.check is not None)} with a check); "
         f"PyYAML {yaml.__version__} (libyaml: {yaml.__with_libyaml__}), jsonschema {_version('jsonschema')}, "
         f"jsonschema-rs {_version('jsonschema_rs')}, check-jsonschema {_version('check_jsonschema')}"
+    )
+    what += (
+        "; toolflow's modules and its plugins' compiled to bytecode first (as `pip install` does)"
+        if results.compiled
+        else "; compiling toolflow's modules to bytecode FAILED: the subprocesses may compile them on every run"
     )
     corpus = (
         f"- corpus (`--shape {args.shape}`): {files} files x {args.tools} tools = {files * args.tools} tools, "

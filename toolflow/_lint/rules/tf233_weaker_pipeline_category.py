@@ -75,7 +75,6 @@ import attrs
 from toolflow._diagnostics import Diagnostic, Severity
 from toolflow._lint._rule import Rule
 from toolflow._lint._summary import ProjectSummary, ToolSummary
-from toolflow._policy import DEFAULT_CATEGORY_POLICIES
 
 _DEEPEST = 64
 """Pipelines nested deeper than this are not followed (TF229 reports cycles)."""
@@ -145,6 +144,9 @@ def check(summary: ProjectSummary) -> Iterator[Diagnostic]:
 
 def _categories(summary: ProjectSummary) -> dict[str, _Category]:
     """The ``approval`` and ``per_turn`` of each category: the defaults, then each file's policy in load order."""
+    # Here, not at the top: the policy module and those it imports are loaded only for a project with pipelines.
+    from toolflow._policy import DEFAULT_CATEGORY_POLICIES  # noqa: PLC0415
+
     merged = {name: _Category(p.approval, p.per_turn) for name, p in DEFAULT_CATEGORY_POLICIES.items()}
     for spec_file in summary.files:
         for settings in spec_file.policy.settings if spec_file.policy is not None else ():

@@ -41,7 +41,6 @@ import attrs
 from toolflow._diagnostics import Diagnostic, Severity
 from toolflow._lint._rule import Rule
 from toolflow._lint._summary import Place, ProjectSummary
-from toolflow._policy import DEFAULT_CATEGORY_POLICIES
 
 
 @attrs.frozen
@@ -54,16 +53,21 @@ class _Category:
 
 
 def check(summary: ProjectSummary) -> Iterator[Diagnostic]:
+    written = [s for spec_file in summary.files if spec_file.policy is not None for s in spec_file.policy.settings]
+    if not written:
+        return  # a problem is reported where a file sets a key, so the defaults alone have none to report
+    # Here, not at the top: the policy module and those it imports are loaded only for a project that sets categories.
+    from toolflow._policy import DEFAULT_CATEGORY_POLICIES  # noqa: PLC0415
+
     merged = {name: _Category(p.background, p.ends_loop, p.deferred) for name, p in DEFAULT_CATEGORY_POLICIES.items()}
-    for spec_file in summary.files:
-        for settings in spec_file.policy.settings if spec_file.policy is not None else ():
-            old = merged.get(settings.name, _Category())
-            merged[settings.name] = _Category(
-                old.background if settings.background is None else settings.background,
-                old.ends_loop if settings.ends_loop is None else settings.ends_loop,
-                old.deferred if settings.deferred is None else settings.deferred,
-                {**old.places, **settings.places},
-            )
+    for settings in written:
+        old = merged.get(settings.name, _Category())
+        merged[settings.name] = _Category(
+            old.background if settings.background is None else settings.background,
+            old.ends_loop if settings.ends_loop is None else settings.ends_loop,
+            old.deferred if settings.deferred is None else settings.deferred,
+            {**old.places, **settings.places},
+        )
     for name, category in merged.items():
         if not category.background:
             continue
