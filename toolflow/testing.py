@@ -328,10 +328,12 @@ class ToolflowProject:
         The next project may then hold a module of the same name and get its own.
         """
         root = os.path.realpath(self.root)
-        for name, module in list(sys.modules.items()):
+        # dict.copy() takes the modules at once: listing the live items lets a worker thread's
+        # import change the dict in the middle ("dictionary changed size during iteration").
+        for name, module in sys.modules.copy().items():
             file = getattr(module, "__file__", None)
             if file and os.path.realpath(file).startswith(root + os.sep):
-                del sys.modules[name]
+                sys.modules.pop(name, None)
         sys.path[:] = [entry for entry in sys.path if not entry or os.path.realpath(entry) != root]
 
 
