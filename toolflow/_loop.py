@@ -10,7 +10,7 @@ Each turn of :meth:`Agent.run`:
    model is told what to call first and gets another turn (``before_exit``);
 3. gate the calls by category: calls beyond a category's ``per_turn`` and calls that need an
    approval nobody gives get a model-visible result and are not run;
-4. run the rest as one batch through the engine (:meth:`toolflow.Engine.execute_batch`); calls
+4. run the rest as one batch through the engine (the engine's batch, :func:`toolflow._batch.execute_batch`); calls
    of a ``background`` category are answered ``started`` and run on as tasks of the run, their
    outcomes noted before a later request (:mod:`toolflow._background`);
 5. append one result per call to the history (a token or iteration advisory rides on the last
@@ -47,6 +47,7 @@ from typing import Any
 from toolflow._approval import Approver, defer_approval
 from toolflow._background import BackgroundCalls, running
 from toolflow._batch import entry as _entry
+from toolflow._batch import execute_batch
 from toolflow._calls import MalformedCall, ParsedCall, ToolCall, parse_tool_calls
 from toolflow._context import providing_context
 from toolflow._deferred import (
@@ -631,7 +632,8 @@ class Agent:
         engine.dangerous_per_tick = None  # the category gate applies the policy's per_turn
         to_run, decided, uncounted = self._gate(calls)
         aside = self._background.admit if self._background is not None else None
-        outcome = await engine.execute_batch(to_run, aside=aside) if to_run else ()
+        # Parsed once, in _turn: the batch runs them through the engine without parsing them again.
+        outcome = await execute_batch(engine, to_run, aside) if to_run else ()
         # Deferred calls after the batch, so that the rules count them after the calls before them.
         self._waiting = ()
         if self._deferring:
