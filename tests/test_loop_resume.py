@@ -265,3 +265,77 @@ async def test_an_approved_call_runs_even_after_a_stop_of_the_same_agent(tmp_pat
         result = await agent.resume(agent.snapshot(), results={first.pending[0].id: True})
     assert setup.tools.runs == ["poke"]
     assert result.reason == "final_answer"
+
+
+BOUND_DEFERRED = """\
+  ask_owner:
+    description: Asks the account's owner; the application answers later.
+    deferred: true
+    context: {owner: user.id}
+    parameters:
+      type: object
+      properties:
+        owner: {type: string, description: Whom to ask}
+        question: {type: string, description: What to ask}
+      required: [owner, question]
+    template: '{"answer": "yes"}'
+"""
+
+
+class NoSecrets:
+    """A plugin whose ``toolflow_validate_arguments`` refuses questions about passwords."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, dict[str, Any]]] = []
+
+    @toolflow.hookimpl
+    def toolflow_validate_arguments(self, call: toolflow.ToolCall, arguments: Any) -> Any:
+        self.seen.append((call.name, dict(arguments)))
+        return {"question": "never ask for a password"} if "password" in arguments.get("question", "") else None
+
+
+async def test_the_plugins_check_a_deferred_calls_arguments(tmp_path: Path) -> None:
+    """``toolflow_validate_arguments`` is asked about a deferred call, with the bound values filled; its refusal answers it."""
+    setup = Setup(tmp_path, BOUND_DEFERRED)
+    checks = NoSecrets()
+    setup.plugins.register(checks, "no-secrets")
+    turns = [
+        {"tool_calls": [call("ask_owner", question="your password?"), call("ask_owner", question="left or right?")]},
+        {"text": "unused"},
+    ]
+    async with toolflow.open_engine(setup.registry, plugins=setup.plugins) as engine:
+        agent = Agent(engine, setup.transcript(turns), policy=setup.policy, context={"user": {"id": "u1"}})
+        result = await agent.run("go")
+    assert checks.seen == [
+        ("ask_owner", {"owner": "u1", "question": "your password?"}),
+        ("ask_owner", {"owner": "u1", "question": "left or right?"}),
+    ]
+    refused, waiting = result.turns[0].entries
+    assert refused.result.error is not None
+    assert "question: never ask for a password" in refused.result.error
+    assert waiting.result.extra["status"] == "deferred"
+    assert [(c.id, dict(c.arguments)) for c in result.pending] == [
+        ("call_1_1", {"owner": "u1", "question": "left or right?"})
+    ]
+
+
+@pytest.mark.parametrize(
+    ("bound_arguments", "waits"), [("refuse", False), ("ignore", True)], ids=["refuse", "ignore"]
+)
+async def test_a_deferred_call_setting_a_bound_parameter_follows_the_policy(
+    tmp_path: Path, bound_arguments: str, waits: bool
+) -> None:
+    """A value sent for a bound parameter is refused, or dropped for the context's, as for a call that runs."""
+    setup = Setup(tmp_path, BOUND_DEFERRED + f"policy:\n  bound_arguments: {bound_arguments}\n")
+    turns = [{"tool_calls": [call("ask_owner", owner="someone-else", question="ok?")]}, {"text": "unused"}]
+    async with toolflow.open_engine(setup.registry, plugins=setup.plugins) as engine:
+        agent = Agent(engine, setup.transcript(turns), policy=setup.policy, context={"user": {"id": "u1"}})
+        result = await agent.run("go")
+    if waits:
+        assert result.reason == "deferred"
+        assert [dict(c.arguments) for c in result.pending] == [{"owner": "u1", "question": "ok?"}]
+    else:
+        assert result.pending == ()
+        error = result.turns[0].entries[0].result.error
+        assert error is not None
+        assert "the parameter 'owner' is set by the application, not by you" in error

@@ -24,7 +24,7 @@ import functools
 import logging
 import warnings
 from collections.abc import Awaitable, Callable, Iterator, Mapping
-from typing import Any, Protocol, cast
+from typing import Any, Protocol, TypeAlias, cast
 
 import attrs
 import trio
@@ -47,6 +47,7 @@ __all__ = [
     "STOPPED",
     "Attempts",
     "CallHookWarning",
+    "Checked",
     "Hooks",
     "Plan",
     "SharedLimits",
@@ -72,6 +73,9 @@ STOPPED = ToolResult.failure(
     "Error: not run - a stop was requested before the call started", extra={"status": "aborted", "reason": "stopped"}
 )
 """The result of a call that a stop kept from starting (told by identity, as :data:`KILLED`)."""
+
+Checked: TypeAlias = "tuple[Mapping[str, Any], tuple[str, ...]] | ToolResult"
+"""A call's arguments after step 3: the validated arguments and their warnings, or the failure that answers them."""
 
 _NONE: frozenset[str] = frozenset()
 
@@ -347,7 +351,7 @@ class Plan:
 
 def checked_arguments(
     plan: Plan, arguments: object, hooks: Hooks | None = None, call_id: str = "call_0", *, ignore_bound: bool = False
-) -> tuple[Mapping[str, Any], tuple[str, ...]] | ToolResult:
+) -> Checked:
     """The validated arguments and their warnings, or the failure that answers invalid ones (step 3).
 
     Parameters the tool binds to the caller's context are filled first (``toolflow._bound``;

@@ -23,7 +23,7 @@ from typing import Any
 import attrs
 
 from toolflow._approval import denied
-from toolflow._attempts import STOPPED, Plan, checked_arguments
+from toolflow._attempts import STOPPED
 from toolflow._batch import HistoryEntry, entry
 from toolflow._calls import MalformedCall, ParsedCall, ToolCall
 from toolflow._context import providing_context
@@ -94,11 +94,7 @@ def admit_deferred(engine: Engine, call: ToolCall) -> ToolResult | PendingCall:
     refusal = engine.rule_refusal(call.name)
     if refusal is not None:
         return refusal
-    plan = Plan(engine.registry.get(call.name))
-    refusal = engine.gates.refusal(plan, None, step=False)  # no allowlist: only depends_on is left to ask
-    if refusal is not None:
-        return refusal
-    checked = checked_arguments(plan, call.arguments, call_id=call.id)
+    checked = engine.admit_waiting(call)
     if isinstance(checked, ToolResult):
         return checked
     return PendingCall(id=call.id, tool=call.name, arguments=checked[0])

@@ -19,11 +19,10 @@ issue 4's flow (seed 000, steps 3-8):
    only now, so nobody approves a call that the gates, the validator or the cache would have
    answered; a refusal is the failure ``{"status": "denied"}``, and the plugins'
    ``before_call`` hooks see only calls that go on to run;
-5. run attempts, each behind the concurrency limits (global, then the tool's
-   ``concurrency``) and under a cancel scope with the tool's deadline (what
-   ``trio.fail_after(spec.timeout)`` does, without its generator): async implementations are
-   awaited, sync ones run in a worker thread that is abandoned at the timeout; a timeout is
-   the failure ``timed out after 30s``;
+5. run attempts, each behind the concurrency limits (global, then the tool's ``concurrency``)
+   and under a cancel scope with the tool's deadline: async implementations are awaited, sync
+   ones run in a worker thread that is abandoned at the timeout; a timeout is the failure
+   ``timed out after 30s``;
 6. retry what :mod:`toolflow._retrying` says may be retried, sleeping the backoff with
    ``trio.sleep``; a ``dangerous`` tool is retried only when ``idempotent``; the result's
    ``extra["attempts"]`` says how many attempts ran;
@@ -33,20 +32,16 @@ issue 4's flow (seed 000, steps 3-8):
    it, say): such values are replaced by their ``${...}`` references
    (``toolflow._provenance.Redactor``).
 
-The engine does steps 1-4a and the caches itself; the attempts of step 5-6 are
-:mod:`toolflow._attempts`' (which :func:`toolflow.invoke` uses without an engine), and a model
-turn's calls are a batch of :mod:`toolflow._batch`.
+The engine does steps 1-4a and the caches itself; steps 5-6 are :mod:`toolflow._attempts`'
+(which :func:`toolflow.invoke` uses without an engine); a model turn's calls are a batch of
+:mod:`toolflow._batch` (:meth:`Engine.execute_batch`); a pipeline's steps are calls through the
+same engine (:mod:`toolflow._pipelines`). Nothing escapes :meth:`Engine.call` but cancellation:
+``trio.Cancelled`` (and other ``BaseException``) is never caught, retried or cached.
 
-Nothing escapes :meth:`Engine.call` but cancellation: ``trio.Cancelled`` (and other
-``BaseException``) is never caught, never retried and never cached.
-
-Stop and kill reach every call (:meth:`Engine.kill`, :meth:`Engine.request_stop`). A model
-turn's calls are a batch (:meth:`Engine.execute_batch`); a pipeline's steps are calls through the
-same engine (:mod:`toolflow._pipelines`). Sync tools run in worker threads behind ``max_threads``
-tokens (see :func:`open_engine`). An engine opened for a conversation serves one segment of it
-(:class:`toolflow._store_access.ConversationStore`).
-
-What a tool's spec implies is worked out once per engine and tool (:class:`~toolflow._attempts.Plan`).
+Stop and kill reach every call (:meth:`Engine.kill`, :meth:`Engine.request_stop`). Sync tools run
+in worker threads behind ``max_threads`` tokens (see :func:`open_engine`). An engine opened for a
+conversation serves one segment of it (:class:`toolflow._store_access.ConversationStore`). What a
+tool's spec implies is worked out once per engine and tool (:class:`~toolflow._attempts.Plan`).
 """
 
 from __future__ import annotations
@@ -66,6 +61,7 @@ from toolflow._attempts import (
     STOPPED,
     Attempts,
     CallHookWarning,
+    Checked,
     Hooks,
     Plan,
     SharedLimits,
@@ -161,8 +157,7 @@ class Engine:
         self.plugins = plugins
         self.allowlist = None if allowlist is None else frozenset(allowlist)
         self.approve = approve
-        """The caller's approver of calls whose category needs approval: asked first (see
-        :mod:`toolflow._approval`); ``None``: the plugins and the request's asker decide."""
+        """The caller's approver of calls that need approval, asked first (:mod:`toolflow._approval`)."""
         self.max_malformed = max_malformed
         if cache_backend is not None and cache_backend != SQLITE_BACKEND:
             cache_backend_factory(cache_backend, plugins)  # an unknown backend fails here, not at a call
@@ -201,6 +196,7 @@ class Engine:
     @policy.setter
     def policy(self, policy: Policy) -> None:
         self._policy = policy
+        self._ignore_bound = policy.bound_arguments == "ignore"  # a value sent for a bound parameter: dropped
         self._approving = frozenset(name for name, behaviour in policy.categories.items() if behaviour.approval)
         self._gates.follow(policy.rules)
 
@@ -218,8 +214,6 @@ class Engine:
         """Whether every call of tool *name* is approved before it runs (False for an unknown tool)."""
         plan = self._known(name)
         return plan is not None and (plan.category in self._approving or plan.spec.approval is True)
-
-    _needs_approval = needs_approval
 
     def _pipeline_of(self, name: str) -> CompiledPipeline | None:
         plan = self._known(name)
@@ -391,8 +385,7 @@ class Engine:
         else:  # a pipeline; an awaited helper for both would add a coroutine frame to every call
             result = await self._pipeline(plan, cleaned, call_id, approved=approved)
         if result is KILLED or result is STOPPED:
-            # The tool's result (if any) is dropped: not cached; after_call still sees how the
-            # call it saw start ended.
+            # The tool's result (if any) is dropped, not cached; after_call sees how the call it saw start ended.
             return self._finish(plan, result, call_id, cleaned, call, ())
         if result.success and prepared.key is not None:
             await self._store_result(plan, prepared, result)
@@ -411,7 +404,7 @@ class Engine:
         # A step is approved with the pipeline when it, or (a pipeline itself) one of its own steps, is covered.
         covered: frozenset[str] = frozenset()
         if approved:
-            steps = covered_steps(pipeline, self._pipeline_of, self._needs_approval)
+            steps = covered_steps(pipeline, self._pipeline_of, self.needs_approval)
             covered = frozenset(step.split(".", 1)[0] for step, _ in steps)
         # The tool's own `concurrency` holds; no global slot is taken (see toolflow._pipelines).
         kills = self._attempts.kills
@@ -446,8 +439,7 @@ class Engine:
         if missed is not None:
             cleaned, warnings, cache, key = missed.cleaned, missed.warnings, missed, missed.key
         else:
-            ignore = self._policy.bound_arguments == "ignore"
-            checked = checked_arguments(plan, arguments, self._hooks, call_id, ignore_bound=ignore)
+            checked = checked_arguments(plan, arguments, self._hooks, call_id, ignore_bound=self._ignore_bound)
             if isinstance(checked, ToolResult):
                 raw = dict(arguments) if isinstance(arguments, dict) else {}
                 return self._finish(plan, checked, call_id, raw, None, ())
@@ -482,7 +474,7 @@ class Engine:
             return STOPPED
         call = record(call_id, plan.name, arguments)
         if plan.pipeline is not None:
-            covered = covered_steps(plan.pipeline, self._pipeline_of, self._needs_approval)
+            covered = covered_steps(plan.pipeline, self._pipeline_of, self.needs_approval)
             call = attrs.evolve(call, approves=tuple(f"{step} ({tool})" for step, tool in covered))
         answer = await self._approvals.check(call, plan.spec, plan.category in self._approving, self.approve)
         if answer is KILLED or answer is STOPPED or isinstance(answer, bool):
@@ -502,6 +494,17 @@ class Engine:
         if hit is not None:
             return self._served(plan, hit, call_id, persistent.cleaned, persistent.warnings)
         return cast("_Prepared | ToolResult", self._prepare(plan, persistent.cleaned, call_id, missed=persistent))
+
+    def admit_waiting(self, call: ToolCall) -> Checked:
+        """Steps 2-3 for a model's call that runs elsewhere (a deferred one): ``depends_on``, then the arguments.
+
+        The loop asked the allowlist and the rules. Raises :class:`UnknownToolError` for an unknown tool.
+        """
+        plan = self._plan(call.name)
+        refusal = self._gates.refusal(plan, None, step=False)
+        if refusal is not None:
+            return refusal
+        return checked_arguments(plan, call.arguments, self._hooks, call.id, ignore_bound=self._ignore_bound)
 
     def _served(
         self, plan: Plan, hit: ToolResult, call_id: str, cleaned: Mapping[str, Any], warnings: tuple[str, ...]
@@ -606,9 +609,8 @@ class Engine:
 
         An unknown tool, or one outside the allowlist, is not the rules' to count: the gates answer it.
         """
-        if self._gates.rules is None or self._known(name) is None:
-            return None
-        if self.allowlist is not None and name not in self.allowlist:
+        outside = self.allowlist is not None and name not in self.allowlist
+        if self._gates.rules is None or outside or self._known(name) is None:
             return None
         return self._gates.ruled(name, self.registry.names() if self.allowlist is None else self.allowlist)
 
@@ -622,16 +624,14 @@ class Engine:
         if self._stop_requested:
             return None
         admitted = self._admit(call.name) if not self._wrappers else None
-        duration = None
         if isinstance(admitted, ToolResult):
-            result = admitted
-        elif admitted is None:
-            started = trio.current_time()
-            result = await self._in_scope(call.name, call.arguments, call.id)
-            duration = trio.current_time() - started
+            result, duration = admitted, None
         else:
             started = trio.current_time()
-            result = await self._run(admitted, call.arguments, call.id)
+            if admitted is None:
+                result = await self._in_scope(call.name, call.arguments, call.id)
+            else:
+                result = await self._run(admitted, call.arguments, call.id)
             duration = trio.current_time() - started
         if result is STOPPED:
             return None
