@@ -67,6 +67,36 @@ def test_a_url_names_its_backend_and_never_shows_its_password() -> None:
     assert "postgres://admin:***@db/0" in str(caught.value)
 
 
+@pytest.mark.parametrize(
+    ("url", "why"),
+    [
+        ("redis://:s3cret@127.0.0.1:notaport/0", "Port could not be cast to integer value as 'notaport'"),
+        ("redis://:s3cret@127.0.0.1:99999/0", "Port out of range 0-65535"),
+        ("redis://:s3cret@127.0.0.1:1/0?socket_timeout=soon", "Invalid value for 'socket_timeout' in connection URL."),
+        ("redis://:s3cret@[::1/0", "Invalid IPv6 URL"),
+    ],
+    ids=["port", "port-range", "query-option", "ipv6"],
+)
+def test_a_url_redis_py_refuses_is_a_usage_error_without_its_password(url: str, why: str) -> None:
+    with pytest.raises(UsageError) as caught:
+        state_from_url(url)
+    message = str(caught.value)
+    assert message.startswith("state 'redis://:***@")
+    assert message.endswith(f"is not a Redis URL redis-py accepts: {why}")
+    assert "s3cret" not in message
+
+
+def test_the_urls_timeouts_win_over_the_default_second() -> None:
+    default = state_from_url("redis://127.0.0.1:1/0")
+    tuned = state_from_url("redis://127.0.0.1:1/0?socket_timeout=3&socket_connect_timeout=5")
+    try:
+        options = [state._client.connection_pool.connection_kwargs for state in (default, tuned)]  # type: ignore[attr-defined]
+        assert [(o["socket_timeout"], o["socket_connect_timeout"]) for o in options] == [(1.0, 1.0), (3.0, 5.0)]
+    finally:
+        default.close()
+        tuned.close()
+
+
 def test_the_secrets_of_handles_come_from_the_environment() -> None:
     assert handle_keys_from_environ({}) is None
     keys = handle_keys_from_environ({"TOOLFLOW_STATE_SECRET": "the new secret of the fleet"})

@@ -61,7 +61,8 @@ def state_from_url(url: str | None, *, keys: HandleKeys | None = None, lease_ttl
 
     Raises:
         UsageError: *url* is neither, or it is Redis and redis-py is not installed (the message
-            names the extra to install). No message shows a URL's password.
+            names the extra to install) or does not accept it (a bad port, database or query
+            option). No message shows a URL's password.
         ValueError: *lease_ttl* is below :data:`toolflow._state.MIN_LEASE_TTL` (a Redis URL).
     """
     if url is None or url == MEMORY:

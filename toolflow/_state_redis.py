@@ -48,6 +48,7 @@ from typing import Any
 import redis
 
 from toolflow._cache import CacheWarning
+from toolflow._errors import UsageError
 from toolflow._results import ToolResult
 from toolflow._state import (
     LEASE_TTL,
@@ -127,6 +128,7 @@ class RedisLimits:
 
     Raises:
         ValueError: *lease_ttl* is not a number of at least :data:`toolflow._state.MIN_LEASE_TTL`.
+        UsageError: redis-py does not accept *url* (a bad port, database or query option).
     """
 
     def __init__(
@@ -143,7 +145,11 @@ class RedisLimits:
             raise ValueError(msg)
         self.lease_ttl = float(lease_ttl)
         """Seconds the leases this process takes live unless renewed (the engine's ``FleetLimits`` reads it)."""
-        self._client = redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
+        try:  # the URL's own socket_timeout and socket_connect_timeout, when it has them, win over *timeout*
+            self._client = redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
+        except ValueError as exc:  # redis-py's reading of the URL: its port, database or a query option
+            msg = f"state {masked_url(url)!r} is not a Redis URL redis-py accepts: {exc}"
+            raise UsageError(msg) from None
         self.url = masked_url(url)
         """The server, as messages may show it (no password)."""
         self._prefix = prefix
