@@ -319,9 +319,7 @@ async def test_the_plugins_check_a_deferred_calls_arguments(tmp_path: Path) -> N
     ]
 
 
-@pytest.mark.parametrize(
-    ("bound_arguments", "waits"), [("refuse", False), ("ignore", True)], ids=["refuse", "ignore"]
-)
+@pytest.mark.parametrize(("bound_arguments", "waits"), [("refuse", False), ("ignore", True)], ids=["refuse", "ignore"])
 async def test_a_deferred_call_setting_a_bound_parameter_follows_the_policy(
     tmp_path: Path, bound_arguments: str, waits: bool
 ) -> None:
