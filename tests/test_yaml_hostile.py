@@ -9,11 +9,12 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from yaml.nodes import Node
 
 from toolflow._cli import run
 from toolflow._loader import load_file
-from toolflow._yaml import MAX_DEPTH, NodeLocator, _CComposer, _composer_for, _DeepComposer
+from toolflow._yaml import MAX_DEPTH, DocumentError, NodeLocator, _CComposer, _composer_for, _DeepComposer, load_data
 
 
 @pytest.mark.parametrize(
@@ -154,3 +155,49 @@ def test_a_loaded_document_is_freed_without_the_cyclic_collector(tmp_path: Path)
     finally:
         if enabled:
             gc.enable()
+
+
+# --- data files (transcripts, test files): load_data -------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "turns:\n  - text: hi\n    ok: yes\n  - tool_calls: [{name: say, arguments: {n: 010}}]\n",
+        "a: &x [1, 2.5, null, ~, on, 2026-01-01]\nb: *x\n",
+        "",
+        "just text\n",
+    ],
+    ids=["transcript", "anchors-and-1.1-types", "empty", "scalar"],
+)
+def test_load_data_reads_what_safe_load_reads(text: str) -> None:
+    """Data files keep ``yaml.safe_load``'s reading (YAML 1.1 types), limits apart."""
+    assert load_data(text) == yaml.safe_load(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("a: " + "[" * 100_000 + "]" * 100_000 + "\n", "the document nests more than 64 collections deep"),
+        ("- " * 100_000 + "x\n", "the document nests more than 64 collections deep"),
+        (
+            "".join(f"a{i}: &a{i} {'[' * 60}{'*a' + str(i - 1) if i else 1}{']' * 60}\n" for i in range(40)),
+            "aliases nest the document more than 64 collections deep",
+        ),
+        ("a: &a [1, *a]\n", "aliases nest the document more than 64 collections deep"),
+        (
+            "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n"
+            + "".join(f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]\n" for i in range(1, 7)),
+            "document expands to more than 1,000,000 nodes through aliases",
+        ),
+        ("a: [1, 2\n", "YAML syntax error"),
+        ("a: 1\n---\nb: 2\n", "YAML syntax error: expected a single document"),
+        ("a: !!python/object:os.system x\n", "YAML syntax error: could not determine a constructor"),
+    ],
+    ids=["flow", "block", "aliases", "recursive", "laughs", "syntax", "two-documents", "python-tag"],
+)
+def test_load_data_refuses_what_a_spec_may_not_hold(text: str, message: str) -> None:
+    """Deep nesting, through aliases too, broken syntax and unsafe tags are a DocumentError, never a crash."""
+    with pytest.raises(DocumentError) as caught:
+        load_data(text)
+    assert caught.value.message.startswith(message)

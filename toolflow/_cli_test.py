@@ -48,6 +48,7 @@ from toolflow._plugins import Plugins
 from toolflow._policy import Policy
 from toolflow._registry import Registry
 from toolflow._results import ToolResult
+from toolflow._yaml import DocumentError, load_data
 from toolflow.default_plugins._scripted import ScriptedProvider, open_scripted
 
 __all__ = [
@@ -221,14 +222,12 @@ def session_cases(path: str) -> list[Case]:
     """
     try:
         text = Path(path).read_text(encoding="utf-8")
-        document = yaml.safe_load(text)
+        document = load_data(text)
     except (OSError, UnicodeDecodeError) as exc:
         return [Case(kind="session", name=path, file=path, problem=f"cannot read the test file: {exc}")]
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line, column = (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
-        problem = f"invalid YAML: {getattr(exc, 'problem', None) or exc}"
-        return [Case(kind="session", name=path, file=path, line=line, column=column, problem=problem)]
+    except DocumentError as exc:
+        line, column = exc.line, exc.column
+        return [Case(kind="session", name=path, file=path, line=line, column=column, problem=exc.message)]
     if isinstance(document, Mapping) and "sessions" in document:
         return _listed_sessions(path, text, document)
     line, column = _position(text, "expect")

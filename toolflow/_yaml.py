@@ -21,6 +21,7 @@ including that of a character the reader refuses, counts lines as YAML does
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import re
@@ -29,11 +30,12 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 import yaml
 from yaml.composer import Composer
+from yaml.constructor import SafeConstructor
 from yaml.events import CollectionStartEvent, Event
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from yaml.parser import Parser
 from yaml.reader import Reader, ReaderError
-from yaml.resolver import BaseResolver
+from yaml.resolver import BaseResolver, Resolver
 from yaml.scanner import Scanner
 
 from toolflow._diagnostics import Span
@@ -46,6 +48,7 @@ __all__ = [
     "NodeLocator",
     "compose",
     "convert",
+    "load_data",
     "position_of",
     "span_within",
 ]
@@ -234,13 +237,88 @@ def compose(text: str) -> Node | None:
     Raises:
         DocumentError: The text is not a single well-formed YAML document.
     """
-    try:
-        # Inside the try: the pure-Python reader checks every character as soon as it is built.
+    with _document_errors(text):
+        # Inside the block: the pure-Python reader checks every character as soon as it is built.
         loader = _composer_for(text)(text)
         try:
             node: Node | None = loader.get_single_node()
         finally:
             loader.dispose()
+    return node
+
+
+class _DataLoader(Reader, Scanner, Parser, _Limited, SafeConstructor, Resolver):
+    """``yaml.safe_load``'s loader (YAML 1.1 types) on the composer that refuses deep documents."""
+
+    def __init__(self, stream: str) -> None:
+        Reader.__init__(self, stream)
+        Scanner.__init__(self)
+        Parser.__init__(self)
+        Composer.__init__(self)
+        SafeConstructor.__init__(self)
+        Resolver.__init__(self)
+
+
+def load_data(text: str) -> Any:
+    """The one YAML document of *text* as ``yaml.safe_load`` reads it (``None``: empty), held to :data:`MAX_DEPTH`.
+
+    For files that hold data, not specs (a scripted transcript, a test file): no ``${...}``, no
+    positions, YAML 1.1's types as before.
+
+    Raises:
+        DocumentError: The text is not a single well-formed YAML document, or it nests too deeply.
+    """
+    with _document_errors(text):
+        loader = _DataLoader(text)
+        try:
+            node = loader.get_single_node()
+            if node is None:
+                return None
+            _check_aliases(node)
+            return loader.construct_document(node)
+        finally:
+            loader.dispose()
+
+
+def _check_aliases(root: Node) -> None:
+    """Refuse a node graph that aliases nest deeper than :data:`MAX_DEPTH`, loop or expand past the node limit.
+
+    The tree itself is held to the depth by the composer; an alias shares a node, so each node's
+    height and expanded size are worked out once, and the walk never goes deeper than the limit.
+    """
+    measured: dict[int, tuple[int, int]] = {}  # id -> (height, expanded size)
+
+    def measure(node: Node, above: int) -> tuple[int, int]:
+        if not isinstance(node, (SequenceNode, MappingNode)):
+            return 0, 1
+        known = measured.get(id(node))
+        if known is None:
+            if above >= MAX_DEPTH:  # a node that contains itself comes here too
+                raise _alias_overflow(node, f"aliases nest the document more than {MAX_DEPTH} collections deep")
+            children = node.value if type(node) is SequenceNode else [n for pair in node.value for n in pair]
+            height = size = 0
+            for child in children:
+                child_height, child_size = measure(child, above + 1)
+                height, size = max(height, child_height), size + child_size
+            known = measured[id(node)] = (height + 1, size + 1)
+        if above + known[0] > MAX_DEPTH:
+            raise _alias_overflow(node, f"aliases nest the document more than {MAX_DEPTH} collections deep")
+        if known[1] > MAX_EXPANDED_NODES:
+            raise _alias_overflow(node, f"document expands to more than {MAX_EXPANDED_NODES:,} nodes through aliases")
+        return known
+
+    measure(root, 0)
+
+
+def _alias_overflow(node: Node, message: str) -> DocumentError:
+    return DocumentError("TF004", message, node.start_mark.line + 1, node.start_mark.column + 1)
+
+
+@contextlib.contextmanager
+def _document_errors(text: str) -> Iterator[None]:
+    """Raise what PyYAML (or a recursion through a deep document) raises as a :class:`DocumentError`."""
+    try:
+        yield
     except RecursionError:
         raise DocumentError("TF001", "the document nests too deeply", 1, 1) from None
     except yaml.MarkedYAMLError as exc:
@@ -249,7 +327,6 @@ def compose(text: str) -> Node | None:
         raise _reader_error(text, exc) from None
     except yaml.YAMLError as exc:
         raise DocumentError("TF001", f"YAML error: {' '.join(str(exc).split())}", 1, 1) from None
-    return node
 
 
 def _syntax_error(text: str, exc: yaml.MarkedYAMLError) -> DocumentError:
@@ -432,9 +509,6 @@ def convert(  # noqa: PLR0915 - the closures share one conversion state
             return text.lower() == "true"
         return None
 
-    def overflow(node: Node, message: str) -> DocumentError:
-        return DocumentError("TF004", message, node.start_mark.line + 1, node.start_mark.column + 1)
-
     marked = 0  # Interpolated strings made, or met again through an alias, so far
 
     def walk(node: Node) -> tuple[Any, _Entry]:
@@ -468,10 +542,10 @@ def convert(  # noqa: PLR0915 - the closures share one conversion state
         ident = id(node)
         expanded += sizes.get(ident, 1)  # a scalar is one node
         if expanded > max_nodes:
-            raise overflow(node, f"document expands to more than {max_nodes:,} nodes through aliases")
+            raise _alias_overflow(node, f"document expands to more than {max_nodes:,} nodes through aliases")
         deepest = depth + heights.get(ident, 0)
         if deepest > MAX_DEPTH:
-            raise overflow(node, f"aliases nest the document more than {MAX_DEPTH} collections deep")
+            raise _alias_overflow(node, f"aliases nest the document more than {MAX_DEPTH} collections deep")
         reach = max(reach, deepest)
         made = done[ident]
         if marks is not None and id(made[0]) in marks:
@@ -482,7 +556,7 @@ def convert(  # noqa: PLR0915 - the closures share one conversion state
         nonlocal expanded, depth, reach
         ident = id(node)
         if ident in active:
-            raise overflow(node, "an alias refers to a node that contains it (recursive structure)")
+            raise _alias_overflow(node, "an alias refers to a node that contains it (recursive structure)")
         if depth >= MAX_DEPTH:
             raise _too_deep(node.start_mark)
         before = expanded

@@ -173,7 +173,15 @@ def test_a_broken_transcript_names_the_line(project: Path) -> None:
     (project / "session.yaml").write_text("turns:\n  - text: [unclosed\n", encoding="utf-8")
     code, _, err = toolflow("run", "--model", "scripted:session.yaml", "--prompt", "go")
     assert code == 2
-    assert "session.yaml:3:1: invalid YAML" in err
+    assert "session.yaml:3:1: YAML syntax error" in err
+
+
+def test_a_transcript_nested_too_deeply_is_refused(project: Path) -> None:
+    """A transcript nested deeper than a spec may be is a usage error at its line and column, not a traceback."""
+    (project / "session.yaml").write_text("turns: " + "[" * 5000 + "]" * 5000 + "\n", encoding="utf-8")
+    code, _, err = toolflow("run", "--model", "scripted:session.yaml", "--prompt", "go")
+    assert code == 2
+    assert err.strip() == "toolflow: error: session.yaml:1:71: the document nests more than 64 collections deep"
 
 
 def test_no_prompt_is_a_usage_error(project: Path) -> None:

@@ -6,12 +6,11 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-import yaml
-
 from toolflow._calls import MalformedCall, ToolCall, parse_tool_call
 from toolflow._errors import UsageError
 from toolflow._history import HistoryFormat, get_format
 from toolflow._providers import ModelRequest, ModelResponse, ProviderError, Usage
+from toolflow._yaml import DocumentError, load_data
 
 __all__ = ["ScriptedProvider", "open_scripted"]
 
@@ -171,20 +170,15 @@ def open_scripted(target: str, *, record_requests: bool = False) -> ScriptedProv
         raise UsageError(msg)
     try:
         with open(path, encoding="utf-8") as file:
-            document = yaml.safe_load(file)
+            document = load_data(file.read())
     except OSError as exc:
         msg = f"{path}: cannot read the transcript: {exc.strerror or exc}"
         raise UsageError(msg) from None
     except UnicodeDecodeError as exc:
         msg = f"{path}: the transcript is not UTF-8 text ({exc.reason})"
         raise UsageError(msg) from None
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark
-        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else path
-        msg = f"{where}: invalid YAML: {exc.problem or exc}"
-        raise UsageError(msg) from None
-    except yaml.YAMLError as exc:
-        msg = f"{path}: invalid YAML: {exc}"
+    except DocumentError as exc:
+        msg = f"{path}:{exc.line}:{exc.column}: {exc.message}"
         raise UsageError(msg) from None
     if not isinstance(document, Mapping):
         msg = f"{path}: a transcript is a mapping with 'turns' (and optionally 'system' and 'prompt')"
