@@ -350,10 +350,17 @@ def command(args: argparse.Namespace, stdout: TextIO) -> int:
     if existing:
         msg = f"init: {root} already has {', '.join(existing)}; nothing was written (init never overwrites)"
         raise UsageError(msg)
+    written: list[str] = []
     for path, text in files.items():
         target = root / path
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text, encoding="utf-8")
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            done = f"written before it: {', '.join(written)}" if written else "nothing was written"
+            msg = f"init: cannot write {target}: {exc.strerror or exc}; {done}"
+            raise UsageError(msg) from None
+        written.append(path)
     what = "plugin" if args.plugin else "project"
     stdout.write(f"Created {what} {name!r} in {root}:\n")
     for path in files:

@@ -68,6 +68,18 @@ def test_init_never_overwrites(tmp_path: Path) -> None:
     assert (tmp_path / "pyproject.toml").read_text(encoding="utf-8") == "[project]\nname = 'mine'\n"
 
 
+def test_a_directory_that_cannot_be_made_is_a_usage_error(tmp_path: Path) -> None:
+    """A target under a regular file: one line naming the file that failed, and that nothing was written."""
+    (tmp_path / "notes").write_text("mine\n", encoding="utf-8")
+    err = io.StringIO()
+    assert run(["init", str(tmp_path / "notes" / "shop"), "--name", "shop"], stdout=io.StringIO(), stderr=err) == 2
+    assert err.getvalue() == (
+        f"toolflow: error: init: cannot write {tmp_path / 'notes' / 'shop' / 'pyproject.toml'}: Not a directory;"
+        " nothing was written\n"
+    )
+    assert (tmp_path / "notes").read_text(encoding="utf-8") == "mine\n"
+
+
 def test_a_name_that_is_no_project_name_is_refused(tmp_path: Path) -> None:
     """`--name` must be letters, digits, '-' and '_'."""
     err = io.StringIO()
