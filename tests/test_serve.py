@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import io
 import socket
+import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -356,6 +357,28 @@ def test_serve_refuses_unknown_choices(
     out, err = io.StringIO(), io.StringIO()
     assert run(["serve", *argv], stdout=out, stderr=err) == 2
     assert err.getvalue().startswith(message)
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_serve_refuses_an_unknown_cache_backend_before_serving(tmp_path: Path, transport: str) -> None:
+    """A ``[tool.toolflow.cache] backend`` no plugin provides stops serve at its start: one line, exit 2.
+
+    Before, stdio ended in a traceback, and HTTP served, failing every call.
+    """
+    project = write_project(tmp_path)
+    with (project / "pyproject.toml").open("a", encoding="utf-8") as pyproject:
+        pyproject.write("\n[tool.toolflow.cache]\nbackend = 'redis-ish'\n")
+    done = subprocess.run(
+        serve_argv("--transport", transport, "--port", "0"),
+        cwd=project,
+        env=server_environment(),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert (done.returncode, done.stderr) == (2, "toolflow: error: unknown cache backend 'redis-ish'\n")
 
 
 def test_only_the_serve_modules_import_mcp() -> None:

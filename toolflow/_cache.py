@@ -57,6 +57,7 @@ __all__ = [
     "SQLiteCache",
     "cache_backend_factory",
     "cache_key",
+    "check_cache_backend",
     "default_cache_path",
     "persistent_store",
     "spec_digest",
@@ -630,6 +631,19 @@ def persistent_store(
         return SQLiteCache(where, clock=clock, busy_timeout=_BUSY_SHARE * timeout)
     plugin, factory = cache_backend_factory(backend, plugins)
     return _GuardedCache(factory, options or {}, f"backend {backend!r} of plugin {plugin!r}")
+
+
+def check_cache_backend(backend: str | None, plugins: Plugins | None) -> None:
+    """Refuse a ``persistent`` cache *backend* that no plugin of *plugins* provides (``None``: the default, SQLite).
+
+    Engines and services ask when they are made, so that the mistake stops the command at its
+    start rather than failing every call.
+
+    Raises:
+        ConfigError: As :func:`cache_backend_factory`.
+    """
+    if backend is not None and backend != SQLITE_BACKEND:
+        cache_backend_factory(backend, plugins)
 
 
 def cache_backend_factory(backend: str, plugins: Plugins | None) -> tuple[str, Callable[..., Any]]:

@@ -83,10 +83,9 @@ from toolflow._batch import (
 )
 from toolflow._cache import (
     DEFAULT_CACHE_TIMEOUT,
-    SQLITE_BACKEND,
     MemoryCache,
-    cache_backend_factory,
     cache_key,
+    check_cache_backend,
 )
 from toolflow._calls import ToolCall, arguments_problem, parse_tool_calls
 from toolflow._conversation import DEFAULT_TTL as DEFAULT_CONVERSATION_TTL
@@ -159,8 +158,7 @@ class Engine:
         self.approve = approve
         """The caller's approver of calls that need approval, asked first (:mod:`toolflow._approval`)."""
         self.max_malformed = max_malformed
-        if cache_backend is not None and cache_backend != SQLITE_BACKEND:
-            cache_backend_factory(cache_backend, plugins)  # an unknown backend fails here, not at a call
+        check_cache_backend(cache_backend, plugins)  # an unknown backend fails here, not at a call
         self._clock = clock
         self._hooks = Hooks(plugins)
         self._wrappers = active_wrappers(plugins)  # toolflow_wrap_operation: each call in their scopes

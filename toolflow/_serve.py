@@ -75,7 +75,7 @@ from mcp_types import RequestId
 
 from toolflow import __version__
 from toolflow._approval import ApprovalWarning, asking_approval
-from toolflow._cache import DEFAULT_CACHE_TIMEOUT, CacheWarning
+from toolflow._cache import DEFAULT_CACHE_TIMEOUT, CacheWarning, check_cache_backend
 from toolflow._context import providing_context
 from toolflow._conversation import DEFAULT_TTL
 from toolflow._errors import UsageError
@@ -311,7 +311,9 @@ class ToolService:
         Raises:
             UsageError: The policy or the selection name what does not exist, or the policy
                 keeps out a tool of *tools*.
+            ConfigError: No plugin provides *cache_backend* (checked here, not at a request).
         """
+        check_cache_backend(cache_backend, plugins)
         policy = policy if policy is not None else Policy()
         exposed = exposed_tools(registry, policy, toolsets=toolsets, tools=tools)
         allowlist = exposed.names()
