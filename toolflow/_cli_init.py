@@ -338,6 +338,21 @@ def project_files(name: str) -> dict[str, str]:
     }
 
 
+def _write(root: Path, files: dict[str, str]) -> None:
+    """Write *files* under *root*; a file that cannot be written is a usage error naming those written before it."""
+    written: list[str] = []
+    for path, text in files.items():
+        target = root / path
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            done = f"written before it: {', '.join(written)}" if written else "nothing was written"
+            msg = f"init: cannot write {target}: {exc.strerror or exc}; {done}"
+            raise UsageError(msg) from None
+        written.append(path)
+
+
 def command(args: argparse.Namespace, stdout: TextIO) -> int:
     """Write a new project into ``args.directory``; 0, or a usage error when a file exists already."""
     root = Path(args.directory)
@@ -350,21 +365,10 @@ def command(args: argparse.Namespace, stdout: TextIO) -> int:
     if existing:
         msg = f"init: {root} already has {', '.join(existing)}; nothing was written (init never overwrites)"
         raise UsageError(msg)
-    written: list[str] = []
-    for path, text in files.items():
-        target = root / path
-        try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text, encoding="utf-8")
-        except OSError as exc:
-            done = f"written before it: {', '.join(written)}" if written else "nothing was written"
-            msg = f"init: cannot write {target}: {exc.strerror or exc}; {done}"
-            raise UsageError(msg) from None
-        written.append(path)
+    _write(root, files)
     what = "plugin" if args.plugin else "project"
     stdout.write(f"Created {what} {name!r} in {root}:\n")
-    for path in files:
-        stdout.write(f"  {path}\n")
+    stdout.writelines(f"  {path}\n" for path in files)
     if args.plugin:
         stdout.write("Next, in that directory:\n  pip install -e '.[test]'\n  pytest\n")
         return 0
