@@ -12,7 +12,7 @@ import json
 import os
 import sys
 from collections.abc import AsyncIterator, Sequence
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, NamedTuple, TextIO
 
 from toolflow._cli_parsers import add_call_parser, add_run_parser, add_serve_parser
 from toolflow._cli_support import (
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from toolflow._lint._rule import Rule
     from toolflow._plugins import Plugins
     from toolflow._serve_http import HTTPSettings
+    from toolflow._serve_tasks import TaskLimits
     from toolflow._state import StateBackend
 
 __all__ = ["main", "run"]
@@ -494,6 +495,7 @@ def _cmd_serve(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
             raise
         msg = f"serve needs the MCP SDK ({exc.name!r} is not installed): pip install 'toolflow-yaml[mcp]'"
         raise UsageError(msg) from None
+    task_limits = _task_limits(args)
     if args.project:
         try:
             os.chdir(args.project)  # MCP clients start servers in a directory of their own choosing
@@ -515,6 +517,7 @@ def _cmd_serve(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
                 tools=_split(args.tool),
                 approve=None if args.approve is None else args.approve == "yes",
                 plugins=plugins,
+                task_limits=task_limits,
                 **stores,
                 **serve_state_settings(http, stores["state"], stderr),  # the keys, the conversations' lifetime
             )
@@ -526,6 +529,88 @@ def _cmd_serve(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         grace=shutdown_grace(args),
         stderr=stderr,
     )
+
+
+class _Limit(NamedTuple):
+    """One task limit of ``toolflow serve``: its option, its value as given (or the default), and whether it was."""
+
+    option: str
+    text: str
+    value: float
+    given: bool
+
+
+def _task_limits(args: argparse.Namespace) -> TaskLimits:
+    """``toolflow serve``'s MCP task limits: ``--task-max-running``, ``--task-max-kept``, ``--task-[max-]ttl``.
+
+    An option not given keeps ``TaskLimits``' default; the parser has checked the counts, the
+    durations are read here. Each replica of a fleet reads its own options.
+
+    Raises:
+        UsageError: A duration is not a positive one, or the limits, the defaults included,
+            contradict each other: more tasks running than kept, or a ttl longer than the longest.
+    """
+    from toolflow._serve_tasks import TaskLimits  # noqa: PLC0415
+
+    default = TaskLimits()
+    running = _limit("--task-max-running", args.task_max_running, default.running, str(default.running))
+    kept = _limit("--task-max-kept", args.task_max_kept, default.kept, str(default.kept))
+    ttl = _limit("--task-ttl", args.task_ttl, default.ttl, _duration_text(default.ttl))
+    max_ttl = _limit("--task-max-ttl", args.task_max_ttl, default.max_ttl, _duration_text(default.max_ttl))
+    _check_at_most(running, kept)
+    _check_at_most(ttl, max_ttl)
+    return TaskLimits(running=int(running.value), kept=int(kept.value), ttl=ttl.value, max_ttl=max_ttl.value)
+
+
+def _limit(option: str, given: int | str | None, default: float, default_text: str) -> _Limit:
+    """*option*'s limit: a count the parser checked, a duration read here, or the default."""
+    import math  # noqa: PLC0415
+
+    from toolflow._errors import UsageError  # noqa: PLC0415
+    from toolflow._model import parse_duration  # noqa: PLC0415
+
+    if given is None:
+        return _Limit(option, default_text, default, given=False)
+    if isinstance(given, int):
+        return _Limit(option, str(given), given, given=True)
+    try:  # a bare number is seconds, as the option's help says
+        seconds = float(given)
+    except ValueError:
+        try:
+            seconds = parse_duration(given)
+        except ValueError:
+            seconds = math.nan
+    if not (math.isfinite(seconds) and seconds > 0):
+        msg = f"serve: {option}: expected a positive duration ('30s', '15m', '1h') or number of seconds, got {given!r}"
+        raise UsageError(msg)
+    return _Limit(option, given, seconds, given=True)
+
+
+def _duration_text(seconds: float) -> str:
+    """A default duration as the help gives it: ``15m``, ``1h``, else as a spec writes it (``90s``)."""
+    from toolflow._model import format_duration  # noqa: PLC0415
+
+    for unit, size in (("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds / size:g}{unit}"
+    return format_duration(seconds)
+
+
+def _check_at_most(small: _Limit, large: _Limit) -> None:
+    """Refuse *small* over *large*, naming the option given (and the default it contradicts)."""
+    from toolflow._errors import UsageError  # noqa: PLC0415
+
+    if small.value <= large.value:
+        return
+    if small.given and large.given:
+        msg = f"serve: {small.option} {small.text} is more than {large.option} {large.text}"
+    elif small.given:
+        msg = f"serve: {small.option} {small.text} is more than {large.option}'s default, {large.text}:"
+        msg += f" give a {large.option} of at least {small.text}"
+    else:
+        msg = f"serve: {large.option} {large.text} is less than {small.option}'s default, {small.text}:"
+        msg += f" give a {small.option} of at most {large.text}"
+    raise UsageError(msg)
 
 
 def _http_settings(args: argparse.Namespace, stderr: TextIO, state: StateBackend | None = None) -> HTTPSettings:

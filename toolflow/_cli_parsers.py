@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from toolflow._cli_support import add_cap_options, add_context_option, add_output_format
+from toolflow._cli_support import _positive_count, add_cap_options, add_context_option, add_output_format
 
 __all__ = ["add_call_parser", "add_run_parser", "add_serve_parser"]
 
@@ -48,7 +48,39 @@ def add_serve_parser(commands: Any) -> argparse.ArgumentParser:
     add_cap_options(serve)
     _add_http_options(serve)
     _add_state_options(serve)
+    _add_task_options(serve)
     return serve
+
+
+def _add_task_options(serve: argparse.ArgumentParser) -> None:
+    """Add the limits of ``toolflow serve``'s MCP tasks (``toolflow._serve_tasks.TaskLimits``; see docs/serving.md).
+
+    The defaults are ``TaskLimits``' own, named in the help (importing them would import the MCP
+    SDK); the handler combines the options with them and checks the result.
+    """
+    tasks = serve.add_argument_group("MCP tasks: limits per client, on each replica (see docs/serving.md)")
+    tasks.add_argument(
+        "--task-max-running",
+        type=_positive_count,
+        metavar="N",
+        help="tasks running at once per client; one more is refused (default: 16; at most --task-max-kept)",
+    )
+    tasks.add_argument(
+        "--task-max-kept",
+        type=_positive_count,
+        metavar="N",
+        help="tasks kept per client, running or finished; past it the oldest finished one is dropped (default: 100)",
+    )
+    tasks.add_argument(
+        "--task-ttl",
+        metavar="DURATION",
+        help="how long a task is kept when the client asks for no ttl (default: 15m; at most --task-max-ttl)",
+    )
+    tasks.add_argument(
+        "--task-max-ttl",
+        metavar="DURATION",
+        help="the longest ttl a client may ask for; a longer one is cut to it (default: 1h)",
+    )
 
 
 def _add_state_options(serve: argparse.ArgumentParser) -> None:

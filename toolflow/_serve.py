@@ -295,6 +295,7 @@ class ToolService:
         state: StateBackend | None = None,
         keys: FleetKeys | None = None,
         conversation_ttl: float | None = None,
+        task_limits: TaskLimits | None = None,
     ) -> ToolService:
         """The service of *registry*'s tools that *policy* exposes, each session on an engine that enforces it.
 
@@ -307,6 +308,7 @@ class ToolService:
         conversation is kept in *state* (2026-07-28 handles, fleet sessions; see
         :mod:`toolflow._serve_conversation`) and lives that many seconds after its last request;
         without one (stdio, ``--stateless``) a request without a protocol session stands alone.
+        *task_limits* (default: :class:`TaskLimits`' defaults) limit each client's MCP tasks.
 
         Raises:
             UsageError: The policy or the selection name what does not exist, or the policy
@@ -349,6 +351,7 @@ class ToolService:
             open_conversation=open_session,
             state=state,
             keys=keys,
+            task_limits=task_limits if task_limits is not None else TaskLimits(),
         )
 
     def input_schema(self, name: str) -> dict[str, Any] | None:

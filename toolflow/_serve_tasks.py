@@ -160,6 +160,9 @@ class UpdateTaskParams(types.RequestParams):
 class TaskLimits:
     """How many tasks an owner may have, and for how long they are kept.
 
+    ``toolflow serve`` takes them from ``--task-max-running``, ``--task-max-kept``, ``--task-ttl``
+    and ``--task-max-ttl`` (:func:`toolflow._cli._task_limits`); in a fleet, each replica its own.
+
     Attributes:
         running: Tasks running at once per owner; one more is refused (``-32600``).
         kept: Tasks kept per owner, running or finished; past it the oldest finished one is dropped.
