@@ -21,7 +21,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from test_serve_tasks import cancel, create_legacy, get_legacy
 
-from toolflow._cli import run
+from toolflow._cli import _parser, _task_limits, run
 from toolflow._serve_tasks import TaskLimits
 
 pytestmark = pytest.mark.filterwarnings(
@@ -148,38 +148,20 @@ def serve_in_process(root: Path, *args: str) -> tuple[int, str]:
         (["--task-max-running", "-3"], "argument --task-max-running: expected a whole number of at least 1, got '-3'"),
         (
             ["--task-ttl", "soon"],
-            "--task-ttl: expected a positive duration ('30s', '15m', '1h') or number of seconds, got 'soon'",
+            "--task-ttl: expected a duration like '500ms', '30s', '5m' or a number of seconds, got 'soon'",
         ),
-        (
-            ["--task-max-ttl", "0"],
-            "--task-max-ttl: expected a positive duration ('30s', '15m', '1h') or number of seconds, got '0'",
-        ),
-        (
-            ["--task-ttl=-5m"],  # with "=": alone, argparse takes -5m for an option
-            "--task-ttl: expected a positive duration ('30s', '15m', '1h') or number of seconds, got '-5m'",
+        (["--task-max-ttl", "0"], "--task-max-ttl: a duration must be positive, got '0'"),
+        (  # with "=": alone, argparse takes -5m for an option
+            ["--task-ttl=-5m"],
+            "--task-ttl: expected a duration like '500ms', '30s', '5m' or a number of seconds, got '-5m'",
         ),
         (
             ["--task-max-ttl", "inf"],
-            "--task-max-ttl: expected a positive duration ('30s', '15m', '1h') or number of seconds, got 'inf'",
+            "--task-max-ttl: expected a duration like '500ms', '30s', '5m' or a number of seconds, got 'inf'",
         ),
         (["--task-max-running", "5", "--task-max-kept", "3"], "--task-max-running 5 is more than --task-max-kept 3"),
-        (
-            ["--task-max-running", "200"],
-            "--task-max-running 200 is more than --task-max-kept's default, 100: give a --task-max-kept of at least 200",
-        ),
-        (
-            ["--task-max-kept", "10"],
-            "--task-max-kept 10 is less than --task-max-running's default, 16: give a --task-max-running of at most 10",
-        ),
         (["--task-ttl", "2h", "--task-max-ttl", "90m"], "--task-ttl 2h is more than --task-max-ttl 90m"),
-        (
-            ["--task-ttl", "7200"],
-            "--task-ttl 7200 is more than --task-max-ttl's default, 1h: give a --task-max-ttl of at least 7200",
-        ),
-        (
-            ["--task-max-ttl", "5m"],
-            "--task-max-ttl 5m is less than --task-ttl's default, 15m: give a --task-ttl of at most 5m",
-        ),
+        (["--task-ttl", "7200", "--task-max-ttl", "3599"], "--task-ttl 7200 is more than --task-max-ttl 3599"),
     ],
 )
 def test_bad_task_limits_are_usage_errors(project: Path, args: list[str], said: str) -> None:
@@ -187,6 +169,23 @@ def test_bad_task_limits_are_usage_errors(project: Path, args: list[str], said: 
     for transport in ("stdio", "http"):
         code, err = serve_in_process(project, "--transport", transport, "--port", "0", *args)
         assert (code, err) == (2, f"toolflow: error: serve: {said}\n")
+
+
+@pytest.mark.parametrize(
+    ("args", "limits"),
+    [
+        ([], TaskLimits()),
+        (["--task-max-ttl", "5m"], TaskLimits(running=16, kept=100, ttl=300, max_ttl=300)),
+        (["--task-ttl", "2h"], TaskLimits(running=16, kept=100, ttl=7200, max_ttl=7200)),
+        (["--task-max-running", "200"], TaskLimits(running=200, kept=200, ttl=900, max_ttl=3600)),
+        (["--task-max-kept", "10"], TaskLimits(running=10, kept=10, ttl=900, max_ttl=3600)),
+        (["--task-ttl", "90", "--task-max-ttl", "600"], TaskLimits(running=16, kept=100, ttl=90, max_ttl=600)),
+    ],
+    ids=["defaults", "max-ttl-alone", "ttl-alone", "running-alone", "kept-alone", "seconds"],
+)
+def test_a_default_left_out_moves_to_fit_the_option_given(args: list[str], limits: TaskLimits) -> None:
+    """An option alone never contradicts a default: the default moves to fit it; bare numbers are seconds."""
+    assert _task_limits(_parser().parse_args(["serve", *args])) == limits
 
 
 def test_the_help_names_the_defaults_of_task_limits(project: Path) -> None:

@@ -12,7 +12,7 @@ import json
 import os
 import sys
 from collections.abc import AsyncIterator, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from toolflow._cli_parsers import add_call_parser, add_run_parser, add_serve_parser
 from toolflow._cli_support import (
@@ -531,92 +531,68 @@ def _cmd_serve(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     )
 
 
-class _Limit(NamedTuple):
-    """One task limit of ``toolflow serve``: its option, its value as given (or the default), and whether it was."""
-
-    option: str
-    text: str
-    value: float
-    given: bool
-
-
 def _task_limits(args: argparse.Namespace) -> TaskLimits:
     """``toolflow serve``'s MCP task limits: ``--task-max-running``, ``--task-max-kept``, ``--task-[max-]ttl``.
 
-    An option not given keeps ``TaskLimits``' default; the parser has checked the counts, the
-    durations are read here. Each replica of a fleet reads its own options.
+    An option not given keeps ``TaskLimits``' default, moved to fit the one given with it
+    (``--task-max-ttl 5m`` alone: tasks are kept 5 minutes unless a client asks for less). Each
+    replica of a fleet reads its own options.
 
     Raises:
-        UsageError: A duration is not a positive one, or the limits, the defaults included,
-            contradict each other: more tasks running than kept, or a ttl longer than the longest.
+        UsageError: A duration is not a positive one, or two limits given contradict each other:
+            more tasks running than kept, or a ttl longer than the longest.
     """
     from toolflow._serve_tasks import TaskLimits  # noqa: PLC0415
 
+    ttl = None if args.task_ttl is None else _duration_option(args.task_ttl, where="serve: --task-ttl")
+    longest = None if args.task_max_ttl is None else _duration_option(args.task_max_ttl, where="serve: --task-max-ttl")
     default = TaskLimits()
-    running = _limit("--task-max-running", args.task_max_running, default.running, str(default.running))
-    kept = _limit("--task-max-kept", args.task_max_kept, default.kept, str(default.kept))
-    ttl = _limit("--task-ttl", args.task_ttl, default.ttl, _duration_text(default.ttl))
-    max_ttl = _limit("--task-max-ttl", args.task_max_ttl, default.max_ttl, _duration_text(default.max_ttl))
-    _check_at_most(running, kept)
-    _check_at_most(ttl, max_ttl)
-    return TaskLimits(running=int(running.value), kept=int(kept.value), ttl=ttl.value, max_ttl=max_ttl.value)
+    running, kept = _fitted(
+        args.task_max_running,
+        args.task_max_kept,
+        (default.running, default.kept),
+        f"--task-max-running {args.task_max_running} is more than --task-max-kept {args.task_max_kept}",
+    )
+    ttl, longest = _fitted(
+        ttl,
+        longest,
+        (default.ttl, default.max_ttl),
+        f"--task-ttl {args.task_ttl} is more than --task-max-ttl {args.task_max_ttl}",
+    )
+    return TaskLimits(running=int(running), kept=int(kept), ttl=ttl, max_ttl=longest)
 
 
-def _limit(option: str, given: int | str | None, default: float, default_text: str) -> _Limit:
-    """*option*'s limit: a count the parser checked, a duration read here, or the default."""
-    import math  # noqa: PLC0415
+def _fitted(
+    small: float | None, large: float | None, defaults: tuple[float, float], refused: str
+) -> tuple[float, float]:
+    """Two limits, the first at most the second: each as given, or its default moved to fit the other.
 
+    Raises:
+        UsageError: Both were given, the first over the second (*refused* says so).
+    """
     from toolflow._errors import UsageError  # noqa: PLC0415
-    from toolflow._model import parse_duration  # noqa: PLC0415
 
-    if given is None:
-        return _Limit(option, default_text, default, given=False)
-    if isinstance(given, int):
-        return _Limit(option, str(given), given, given=True)
-    try:  # a bare number is seconds, as the option's help says
-        seconds = float(given)
-    except ValueError:
-        try:
-            seconds = parse_duration(given)
-        except ValueError:
-            seconds = math.nan
-    if not (math.isfinite(seconds) and seconds > 0):
-        msg = f"serve: {option}: expected a positive duration ('30s', '15m', '1h') or number of seconds, got {given!r}"
+    if small is not None and large is not None and small > large:
+        msg = f"serve: {refused}"
         raise UsageError(msg)
-    return _Limit(option, given, seconds, given=True)
+    return small or min(defaults[0], large or defaults[0]), large or max(defaults[1], small or 0)
 
 
-def _duration_text(seconds: float) -> str:
-    """A default duration as the help gives it: ``15m``, ``1h``, else as a spec writes it (``90s``)."""
-    from toolflow._model import format_duration  # noqa: PLC0415
-
-    for unit, size in (("h", 3600), ("m", 60)):
-        if seconds >= size and seconds % size == 0:
-            return f"{seconds / size:g}{unit}"
-    return format_duration(seconds)
-
-
-def _check_at_most(small: _Limit, large: _Limit) -> None:
-    """Refuse *small* over *large*, naming the option given (and the default it contradicts)."""
+def _duration_option(value: str, *, where: str) -> float:
+    """The duration *value* a person typed, in seconds (a plain number is seconds); a usage error naming *where*."""
     from toolflow._errors import UsageError  # noqa: PLC0415
+    from toolflow._model import parse_duration_text  # noqa: PLC0415
 
-    if small.value <= large.value:
-        return
-    if small.given and large.given:
-        msg = f"serve: {small.option} {small.text} is more than {large.option} {large.text}"
-    elif small.given:
-        msg = f"serve: {small.option} {small.text} is more than {large.option}'s default, {large.text}:"
-        msg += f" give a {large.option} of at least {small.text}"
-    else:
-        msg = f"serve: {large.option} {large.text} is less than {small.option}'s default, {small.text}:"
-        msg += f" give a {small.option} of at most {large.text}"
-    raise UsageError(msg)
+    try:
+        return parse_duration_text(value)
+    except ValueError as exc:
+        msg = f"{where}: {exc}"
+        raise UsageError(msg) from None
 
 
 def _http_settings(args: argparse.Namespace, stderr: TextIO, state: StateBackend | None = None) -> HTTPSettings:
     """``toolflow serve``'s HTTP settings: the options, then ``[tool.toolflow.serve]``, then the defaults."""
     from toolflow._errors import UsageError  # noqa: PLC0415
-    from toolflow._model import parse_duration  # noqa: PLC0415
     from toolflow._project import load_project  # noqa: PLC0415
     from toolflow._serve_http import (  # noqa: PLC0415
         DEFAULT_MAX_SESSIONS,
@@ -631,11 +607,7 @@ def _http_settings(args: argparse.Namespace, stderr: TextIO, state: StateBackend
         raise UsageError(msg)
     idle = config.session_idle_timeout or DEFAULT_SESSION_IDLE_TIMEOUT
     if args.session_idle_timeout is not None:
-        try:
-            idle = parse_duration(args.session_idle_timeout)
-        except ValueError as exc:
-            msg = f"serve: --session-idle-timeout: {exc}"
-            raise UsageError(msg) from None
+        idle = _duration_option(args.session_idle_timeout, where="serve: --session-idle-timeout")
     tokens = None
     token_file = args.auth_tokens or config.auth_tokens
     token_env = args.auth_token_env or config.auth_token_env

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from toolflow._cli_support import _positive_count, add_cap_options, add_context_option, add_output_format
+from toolflow._cli_support import add_cap_options, add_context_option, add_output_format, positive_count
 
 __all__ = ["add_call_parser", "add_run_parser", "add_serve_parser"]
 
@@ -61,13 +61,13 @@ def _add_task_options(serve: argparse.ArgumentParser) -> None:
     tasks = serve.add_argument_group("MCP tasks: limits per client, on each replica (see docs/serving.md)")
     tasks.add_argument(
         "--task-max-running",
-        type=_positive_count,
+        type=positive_count,
         metavar="N",
         help="tasks running at once per client; one more is refused (default: 16; at most --task-max-kept)",
     )
     tasks.add_argument(
         "--task-max-kept",
-        type=_positive_count,
+        type=positive_count,
         metavar="N",
         help="tasks kept per client, running or finished; past it the oldest finished one is dropped (default: 100)",
     )

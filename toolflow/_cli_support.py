@@ -80,13 +80,13 @@ def add_cap_options(parser: argparse.ArgumentParser, *, result_chars: bool = Tru
     if result_chars:
         parser.add_argument(
             "--max-result-chars",
-            type=_positive_count,
+            type=positive_count,
             metavar="N",
             help="the longest result text the model is shown, in characters (overrides the policy's max_result_chars)",
         )
     parser.add_argument(
         "--max-argument-bytes",
-        type=_positive_count,
+        type=positive_count,
         metavar="N",
         help="the largest JSON of a call's arguments, in bytes; a larger call is refused and never runs "
         "(overrides the policy's max_argument_bytes)",
@@ -120,7 +120,7 @@ def _context_json(text: str) -> dict[str, Any]:
     return value
 
 
-def _positive_count(text: str) -> int:
+def positive_count(text: str) -> int:
     """A cap's value: a whole number of at least 1."""
     try:
         value = int(text)

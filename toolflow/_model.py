@@ -46,6 +46,7 @@ __all__ = [
     "format_duration",
     "look_up",
     "parse_duration",
+    "parse_duration_text",
 ]
 
 
@@ -77,6 +78,7 @@ DEFAULT_RETRY_ON = ("timeout", "connection", "network", "temporary", "rate_limit
 
 _DURATION = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(ms|s|m|h)\s*$")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+_SECONDS = re.compile(r"\s*[0-9]+(?:\.[0-9]+)?\s*")
 
 
 def parse_duration(value: object) -> float:
@@ -96,6 +98,24 @@ def parse_duration(value: object) -> float:
         msg = f"a duration must be positive, got {value!r}"
         raise ValueError(msg)
     return seconds
+
+
+def parse_duration_text(value: object) -> float:
+    """As :func:`parse_duration`, where text that is a plain number counts as seconds (``"90"``).
+
+    For the durations a person types: command-line options, environment variables,
+    ``pyproject.toml``. Spec files keep to their schema, whose durations as text have a unit.
+
+    Raises:
+        ValueError: *value* is not a positive duration.
+    """
+    if isinstance(value, str) and _SECONDS.fullmatch(value):
+        seconds = float(value)
+        if not seconds > 0:
+            msg = f"a duration must be positive, got {value!r}"
+            raise ValueError(msg)
+        return seconds
+    return parse_duration(value)
 
 
 def format_duration(value: float) -> str:

@@ -36,7 +36,7 @@ from typing import Any
 import attrs
 
 from toolflow._errors import ConfigError
-from toolflow._model import parse_duration
+from toolflow._model import parse_duration_text
 from toolflow._schemas import did_you_mean
 
 __all__ = [
@@ -230,7 +230,7 @@ def _seconds(value: object, key: str, where: str, *, zero: bool = False, finite:
     if zero and value in (0, "0") and not isinstance(value, bool):
         return 0.0
     try:
-        seconds = parse_duration(value)
+        seconds = parse_duration_text(value)
     except ValueError as exc:
         raise ConfigError(f"{key}: {exc}", path=where) from None
     if finite and not math.isfinite(seconds):

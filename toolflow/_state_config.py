@@ -9,13 +9,12 @@ and whether the fleet shares them.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 
 import attrs
 
 from toolflow._errors import UsageError
-from toolflow._model import format_duration, parse_duration
+from toolflow._model import format_duration, parse_duration_text
 from toolflow._state import LEASE_TTL, MIN_LEASE_TTL, HandleKeys, MemoryState, StateBackend, masked_url
 
 __all__ = [
@@ -45,7 +44,6 @@ PREVIOUS_SECRET_ENV = "TOOLFLOW_STATE_SECRET_PREVIOUS"  # noqa: S105 - a variabl
 LEASE_TTL_ENV = "TOOLFLOW_LEASE_TTL"
 """The variable that sets how long the ``concurrency`` leases a process takes live (:func:`lease_ttl_from_environ`)."""
 
-_SECONDS = re.compile(r"[0-9]+(?:\.[0-9]+)?")
 """A plain number of seconds (no sign, no exponent, no ``inf``), as ``TOOLFLOW_LEASE_TTL=10`` writes one."""
 
 
@@ -115,7 +113,7 @@ def lease_ttl_from_environ(environ: Mapping[str, str]) -> float:
     if not text:
         return LEASE_TTL
     try:
-        seconds = parse_duration(float(text) if _SECONDS.fullmatch(text) else text)
+        seconds = parse_duration_text(text)
     except ValueError as exc:
         msg = f"{LEASE_TTL_ENV}: {exc}"
         raise UsageError(msg) from None

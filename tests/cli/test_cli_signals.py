@@ -152,6 +152,13 @@ def test_bad_grace_period_is_a_usage_error(project: Path, value: str) -> None:
     assert err.startswith("toolflow: error: --shutdown-grace: expected a duration like '500ms', '30s', '5m'")
 
 
+def test_a_grace_period_in_plain_seconds_is_accepted(project: Path) -> None:
+    """`--shutdown-grace 2` is two seconds, as its message says a number of seconds is (it was refused)."""
+    returncode, out, err = finish(toolflow(project, "call", "greet", '{"name": "x"}', "--shutdown-grace", "2"))
+    assert (returncode, err) == (0, "")
+    assert json.loads(out)["success"] is True
+
+
 async def test_an_exception_elsewhere_kills_the_tree(project: Path) -> None:
     """A crash beside a running call (an exception in a sibling task) cancels it, and its tree is gone."""
     pids_file = project / "pids"
