@@ -194,6 +194,48 @@ expect:
     assert "1 passed" in out
 
 
+def test_toolflow_test_runs_the_examples_of_remote_tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Examples under a server's ``overrides:`` run against the tool the server lists, and point at their line."""
+    command = json.dumps([sys.executable, str(SERVER), "stdio"])
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs" / "remote.yaml").write_text(
+        f"""\
+toolflow: 1
+mcp_servers:
+  remote:
+    command: {command}
+    prefix: r_
+    tools: [add, echo]
+    overrides:
+      add:
+        category: safe_chain
+        examples:
+          - {{args: {{a: 2, b: 3}}, expect: {{sum: 5.0}}}}
+          - {{args: {{a: 2, b: 2}}, expect: {{sum: 5.0}}}}
+          - {{args: {{a: 1, b: 1}}, description: documents only}}
+      echo:
+        examples:
+          - {{args: {{text: hi there}}, expect_contains: there}}
+      fail:
+        examples:
+          - {{args: {{reason: x}}, expect_error: x}}
+""",
+        encoding="utf-8",
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TOOLFLOW_DISABLE_PLUGINS", "assistant,http")
+    code, out, err = cli("test", "specs")
+    assert (code, err) == (1, ""), out + err
+    lines = out.splitlines()
+    assert lines[:3] == [
+        "PASS r_add examples[0] (specs/remote.yaml:11:13)",
+        "FAIL r_add examples[1] (specs/remote.yaml:12:13)",
+        "PASS r_echo examples[0] (specs/remote.yaml:16:13)",
+    ]
+    assert 'specs/remote.yaml:12:13: r_add examples[1]: expected {"sum": 5.0}, got {"sum": 4.0}' in lines
+    assert lines[-1].startswith("3 tests: 2 passed, 1 failed")  # fail is not imported: its example is not run
+
+
 def test_the_shipped_remote_example_lints_lists_and_calls(monkeypatch: pytest.MonkeyPatch) -> None:
     """examples/remote/ (the main job's MCP example): clean lint, its server's tools listed, a lookup answered."""
     root = Path(__file__).resolve().parent.parent

@@ -48,6 +48,7 @@ from toolflow._plugins import Plugins
 from toolflow._policy import Policy
 from toolflow._registry import Registry
 from toolflow._results import ToolResult
+from toolflow._schemas import json_pointer
 from toolflow._yaml import DocumentError, load_data
 from toolflow.default_plugins._scripted import ScriptedProvider, open_scripted
 
@@ -155,29 +156,47 @@ def example_failure(example: Example, result: ToolResult) -> str | None:
 
 
 def collect_examples(specs: LoadResult, files: Iterable[str] | None = None) -> list[Case]:
-    """A case per example that declares an expected outcome, of the tools of *files* (default: all)."""
+    """A case per example that declares an expected outcome, of the tools of *files* (default: all).
+
+    The tools of the files' MCP servers too: an example under ``overrides:`` runs against the
+    tool the server lists (``toolflow test`` connects to the server, as ``call`` does).
+    """
     wanted = None if files is None else {os.path.realpath(f) for f in files}
     cases = []
-    for tool in specs.tools:
-        if wanted is not None and os.path.realpath(tool.file) not in wanted:
+    for spec_file in specs.files:
+        if wanted is not None and os.path.realpath(spec_file.path) not in wanted:
             continue
-        for index, example in enumerate(tool.examples):
-            if not example.is_test:
-                continue
-            span = tool.locator.locate(example.pointer) if tool.locator else None
-            line, column = (span.line, span.column) if span else (1, 1)
-            cases.append(
-                Case(
-                    kind="example",
-                    name=f"{tool.name} examples[{index}]",
-                    file=tool.file,
-                    line=line,
-                    column=column,
-                    tool=tool,
-                    example=example,
+        examples = [(tool.name, tool.examples) for tool in spec_file.tools]
+        examples += [
+            (server.local_name(remote), _remote_examples(server.pointer, remote, override))
+            for server in spec_file.mcp_servers
+            for remote, override in server.overrides.items()
+            if server.imports(remote)
+        ]
+        for name, declared in examples:
+            for index, example in enumerate(declared):
+                if not example.is_test:
+                    continue
+                span = spec_file.locator.locate(example.pointer) if spec_file.locator else None
+                line, column = (span.line, span.column) if span else (1, 1)
+                cases.append(
+                    Case(
+                        kind="example",
+                        name=f"{name} examples[{index}]",
+                        file=spec_file.path,
+                        line=line,
+                        column=column,
+                        tool_name=name,
+                        example=example,
+                    )
                 )
-            )
     return cases
+
+
+def _remote_examples(server: str, remote: str, override: Mapping[str, Any]) -> tuple[Example, ...]:
+    """The examples an MCP server's entry declares for its tool *remote* under ``overrides:``."""
+    pointer = json_pointer(["overrides", remote, "examples"])
+    return tuple(Example.from_document(e, f"{server}{pointer}/{i}") for i, e in enumerate(override.get("examples", ())))
 
 
 def find_test_files(paths: Iterable[str]) -> list[str]:
@@ -348,7 +367,7 @@ class _Runner:
         return os.path.join(self.directory, f"cache-{time.monotonic_ns()}.sqlite3")
 
     async def example(self, case: Case, paths: Sequence[str]) -> Outcome:
-        assert case.tool is not None and case.example is not None  # noqa: PT018 - examples carry both
+        assert case.tool_name and case.example is not None  # noqa: PT018 - examples carry both
         registry, policy = await self.registry(paths)
         approve = _approver(self.approve)
         started = time.perf_counter()
@@ -357,7 +376,7 @@ class _Runner:
             registry, plugins=self.plugins, policy=unruled, approve=approve, cache_path=self._cache_path()
         ) as engine:
             with providing_context(case.example.context):  # the example's own: fills bound parameters
-                result = await engine.call(case.tool.name, dict(case.example.args), call_id="example")
+                result = await engine.call(case.tool_name, dict(case.example.args), call_id="example")
         failure = example_failure(case.example, result)
         return Outcome(case=case, passed=failure is None, message=failure or "", duration=time.perf_counter() - started)
 

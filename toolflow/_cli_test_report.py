@@ -13,7 +13,7 @@ from xml.sax.saxutils import quoteattr
 
 import attrs
 
-from toolflow._model import Example, ToolSpec
+from toolflow._model import Example
 
 __all__ = ["TEST_FORMATS", "Case", "Outcome", "outcome_line", "render"]
 
@@ -31,7 +31,7 @@ class Case:
         file: The file to point at (the spec file, or the test file).
         line: 1-based line of the example, or of the test file's ``expect``.
         column: 1-based column.
-        tool: The tool an example calls.
+        tool_name: The tool an example calls, as the registry names it.
         example: The example.
         document: A test file's YAML document (``None`` when it could not be read).
         problem: Why a test file cannot run (it then fails with this message).
@@ -42,7 +42,7 @@ class Case:
     file: str
     line: int = 1
     column: int = 1
-    tool: ToolSpec | None = None
+    tool_name: str = ""
     example: Example | None = None
     document: Mapping[str, Any] | None = None
     problem: str | None = None

@@ -567,19 +567,7 @@ class _Builder:
                 _dependency(d, f"{pointer}/depends_on/{i}") for i, d in enumerate(body.get("depends_on", []))
             ),
             examples=tuple(
-                Example(
-                    args=e["args"],
-                    result=e.get("result"),
-                    has_result="result" in e,
-                    description=e.get("description", ""),
-                    pointer=f"{pointer}/examples/{i}",
-                    expect=e.get("expect"),
-                    expect_null="expect" in e and e["expect"] is None,
-                    expect_contains=e.get("expect_contains"),
-                    expect_error=e.get("expect_error"),
-                    context=e.get("context"),
-                )
-                for i, e in enumerate(body.get("examples", []))
+                Example.from_document(e, f"{pointer}/examples/{i}") for i, e in enumerate(body.get("examples", []))
             ),
             implementations=tuple(
                 Implementation(

@@ -238,6 +238,22 @@ class Example:
     context: Mapping[str, Any] | None = None
     """The caller's context the example runs under, which fills the tool's bound parameters."""
 
+    @classmethod
+    def from_document(cls, example: Mapping[str, Any], pointer: str) -> Example:
+        """The example a spec's ``examples`` entry *example* (checked by the schema) declares, at *pointer*."""
+        return cls(
+            args=example["args"],
+            result=example.get("result"),
+            has_result="result" in example,
+            description=example.get("description", ""),
+            pointer=pointer,
+            expect=example.get("expect"),
+            expect_null="expect" in example and example["expect"] is None,
+            expect_contains=example.get("expect_contains"),
+            expect_error=example.get("expect_error"),
+            context=example.get("context"),
+        )
+
     @property
     def has_expect(self) -> bool:
         """Whether the example declares ``expect`` (its value may be ``null``)."""
