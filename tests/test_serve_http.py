@@ -84,6 +84,26 @@ def test_wildcard_bind_needs_the_host_names_it_serves(project: Path) -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--allow-origin", "app.example"], "the allowed origin 'app.example' (--allow-origin"),
+        (["--allow-origin", "https://app.example/mcp"], "the allowed origin 'https://app.example/mcp' (--allow-origin"),
+        (
+            ["--allow-origin", "https://app.example:http"],
+            "the allowed origin 'https://app.example:http' (--allow-origin",
+        ),
+        (["--allow-host", "https://mcp.example"], "the allowed host 'https://mcp.example' (--allow-host"),
+        (["--allow-host", "mcp.example/mcp"], "the allowed host 'mcp.example/mcp' (--allow-host"),
+    ],
+)
+def test_an_allowed_name_no_request_could_carry_is_refused(project: Path, args: list[str], said: str) -> None:
+    """A URL given as a host, an origin without a scheme or with a path: exit 2 at start, not a 403 at every request."""
+    code, err = serve(project, *args)
+    assert code == 2
+    assert err.startswith(f"toolflow: error: serve: {said}")
+
+
 async def test_wildcard_bind_checks_tokens_hosts_and_origins(project: Path) -> None:
     """On 0.0.0.0 with tokens: 401 without a valid token, 421 for a host not listed, 403 for a foreign origin."""
     server = await trio.to_thread.run_sync(

@@ -41,6 +41,7 @@ import tomllib
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
+from urllib.parse import urlsplit
 
 import attrs
 import trio
@@ -373,8 +374,10 @@ def _security(settings: HTTPSettings, ip: ipaddress.IPv4Address | ipaddress.IPv6
 
     Raises:
         UsageError: Not a loopback address, and neither tokens nor ``insecure_no_auth``; a wildcard
-            bind without allowed hosts (it would answer any name).
+            bind without allowed hosts (it would answer any name); an allowed host or origin that
+            no request could carry (a URL given as a host, a path or no scheme in an origin).
     """
+    _check_names(settings.allowed_hosts, settings.allowed_origins)
     if not ip.is_loopback and settings.tokens is None and not settings.insecure_no_auth:
         msg = (
             f"serve: {settings.host} is not a loopback address, so HTTP clients must authenticate:"
@@ -401,6 +404,33 @@ def _security(settings: HTTPSettings, ip: ipaddress.IPv4Address | ipaddress.IPv6
     return TransportSecuritySettings(
         enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=list(dict.fromkeys(origins))
     )
+
+
+def _check_names(hosts: Iterable[str], origins: Iterable[str]) -> None:
+    """Refuse an allowed host or origin written so that no ``Host`` or ``Origin`` header could match it.
+
+    Raises:
+        UsageError: Naming the value and the form it takes.
+    """
+    for host in hosts:
+        if not host or "/" in host or "@" in host or any(c.isspace() for c in host):
+            msg = (
+                f"serve: the allowed host {host!r} (--allow-host, [tool.toolflow.serve] allowed-hosts) is not a host"
+                " name: give the name clients connect to, with a port if they give one (mcp.example, mcp.example:8443)"
+            )
+            raise UsageError(msg)
+    for origin in origins:
+        parts = urlsplit(origin)
+        try:
+            parts.port  # noqa: B018 - reading it checks it
+        except ValueError:
+            parts = parts._replace(netloc="")
+        if not (parts.scheme and parts.netloc) or parts.path not in ("", "/") or parts.query or parts.fragment:
+            msg = (
+                f"serve: the allowed origin {origin!r} (--allow-origin, [tool.toolflow.serve] allowed-origins) is not"
+                " an origin: give it as browsers send it, scheme://host[:port] (https://app.example)"
+            )
+            raise UsageError(msg)
 
 
 def _hosts_and_origins(names: Sequence[str]) -> tuple[list[str], list[str]]:
