@@ -348,6 +348,34 @@ async def test_too_many_malformed_calls_abort(setup: Setup) -> None:
     assert tools.finished == ["ok"]
 
 
+async def test_a_batch_over_the_policys_max_calls_per_turn_runs_nothing(setup: Setup) -> None:
+    """More calls than ``max_calls_per_turn``: the batch aborts before anything runs, each call told the limit."""
+    registry, plugins, tools = setup
+    policy = toolflow.Policy(max_calls_per_turn=2)
+    async with open_engine(registry, plugins=plugins, policy=policy) as engine:
+        at_limit = await engine.execute_batch([_call("a", "ok"), _call("b", "ok")])
+        over = await engine.execute_batch([_call("c", "ok"), _call("d", "ok"), _call("e", "ok")])
+        results = await engine.run_batch([_call("f", "ok"), _call("g", "ok"), _call("h", "ok")])
+    assert isinstance(at_limit, tuple)
+    assert [entry.success for entry in at_limit] == [True, True]
+    assert isinstance(over, Abort)
+    assert (over.reason, over.call_ids) == ("malformed_calls", ("c", "d", "e"))
+    said = "Error: 3 tool calls in one turn, more than the 2 allowed: none ran; make at most 2"
+    assert [(r.error, r.extra["reason"]) for r in results] == [(said, "malformed_calls")] * 3
+    assert tools.finished == ["ok", "ok"]
+
+
+def test_max_calls_per_turn_is_at_least_one(tmp_path: Path) -> None:
+    """The policy refuses a limit below one, from Python and from a spec file."""
+    with pytest.raises(ValueError, match="max_calls_per_turn"):
+        toolflow.Policy(max_calls_per_turn=0)
+    spec = tmp_path / "tools.yaml"
+    spec.write_text("toolflow: 1\ntools: {}\npolicy:\n  max_calls_per_turn: 0\n", encoding="utf-8")
+    assert [d.code for d in toolflow.load_specs([spec]).diagnostics] == ["TF104"]  # the schema's minimum
+    spec.write_text("toolflow: 1\ntools: {}\npolicy:\n  max_calls_per_turn: 16\n", encoding="utf-8")
+    assert toolflow.Policy.from_specs(toolflow.load_specs([spec])).max_calls_per_turn == 16
+
+
 async def test_hung_sync_tools_do_not_exhaust_the_thread_pool(setup: Setup) -> None:
     """With 2 threads, three hung sync tools time out and a quick sync tool still runs."""
     registry, plugins, _ = setup

@@ -164,6 +164,23 @@ async def test_per_turn_comes_from_the_policy(tmp_path: Path) -> None:
     assert setup.tools.runs == ["poke", "poke"]
 
 
+async def test_an_answer_over_max_calls_per_turn_runs_none_of_its_calls(tmp_path: Path) -> None:
+    """Two calls under a limit of one: neither runs, each is answered with the limit, the model may try again."""
+    setup = Setup(tmp_path, "policy:\n  max_calls_per_turn: 1\n")
+    turns = [
+        {"tool_calls": [call("look", where="a"), call("poke")]},
+        {"tool_calls": [call("look", where="a")]},
+        {"text": "done"},
+    ]
+    result, _ = await setup.run(turns)
+    said = "Error: 2 tool calls in one turn, more than the 1 allowed: none ran; make at most 1"
+    assert [(e.result.error, e.result.extra["status"]) for e in result.turns[0].entries] == [(said, "aborted")] * 2
+    assert [e.success for e in result.turns[1].entries] == [True]
+    assert setup.tools.runs == ["look"]
+    assert result.reason == "final_answer"
+    check_openai_history(result.messages)
+
+
 async def test_approval_by_callback_and_by_plugin(tmp_path: Path) -> None:
     """A category that needs approval runs only approved calls; without an approver nothing runs."""
     setup = Setup(tmp_path, "policy:\n  categories:\n    notify: {approval: true}\n")

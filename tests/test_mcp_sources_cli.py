@@ -23,7 +23,13 @@ SERVER = Path(__file__).with_name("_mcp_remote_server.py")
 GUARD = 60
 
 
-def _specs(project: Path, extra: str = "") -> None:
+OVERRIDES = """\
+      add: {category: safe_chain, idempotent: true}
+      echo: {category: terminal}
+"""
+
+
+def _specs(project: Path, extra: str = "", overrides: str = OVERRIDES) -> None:
     command = json.dumps([sys.executable, str(SERVER), "stdio"])
     (project / "specs").mkdir()
     (project / "specs" / "remote.yaml").write_text(
@@ -35,9 +41,7 @@ mcp_servers:
     prefix: r_
     tools: [add, echo, fail, counter]
     overrides:
-      add: {{category: safe_chain, idempotent: true}}
-      echo: {{category: terminal}}
-tools:
+{overrides}tools:
   greet:
     description: Greet someone.
     parameters:
@@ -196,31 +200,22 @@ expect:
 
 def test_toolflow_test_runs_the_examples_of_remote_tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Examples under a server's ``overrides:`` run against the tool the server lists, and point at their line."""
-    command = json.dumps([sys.executable, str(SERVER), "stdio"])
-    (tmp_path / "specs").mkdir()
-    (tmp_path / "specs" / "remote.yaml").write_text(
-        f"""\
-toolflow: 1
-mcp_servers:
-  remote:
-    command: {command}
-    prefix: r_
-    tools: [add, echo]
-    overrides:
+    _specs(
+        tmp_path,
+        overrides="""\
       add:
         category: safe_chain
         examples:
-          - {{args: {{a: 2, b: 3}}, expect: {{sum: 5.0}}}}
-          - {{args: {{a: 2, b: 2}}, expect: {{sum: 5.0}}}}
-          - {{args: {{a: 1, b: 1}}, description: documents only}}
+          - {args: {a: 2, b: 3}, expect: {sum: 5.0}}
+          - {args: {a: 2, b: 2}, expect: {sum: 5.0}}
+          - {args: {a: 1, b: 1}, description: documents only}
       echo:
         examples:
-          - {{args: {{text: hi there}}, expect_contains: there}}
-      fail:
+          - {args: {text: hi there}, expect_contains: there}
+      restarter:
         examples:
-          - {{args: {{reason: x}}, expect_error: x}}
+          - {args: {}, expect_error: x}
 """,
-        encoding="utf-8",
     )
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("TOOLFLOW_DISABLE_PLUGINS", "assistant,http")
@@ -233,7 +228,7 @@ mcp_servers:
         "PASS r_echo examples[0] (specs/remote.yaml:16:13)",
     ]
     assert 'specs/remote.yaml:12:13: r_add examples[1]: expected {"sum": 5.0}, got {"sum": 4.0}' in lines
-    assert lines[-1].startswith("3 tests: 2 passed, 1 failed")  # fail is not imported: its example is not run
+    assert lines[-1].startswith("3 tests: 2 passed, 1 failed")  # restarter is not imported: not run
 
 
 def test_the_shipped_remote_example_lints_lists_and_calls(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,14 +1,15 @@
 """A model turn's calls run as one batch: history entries in call order, or one abort (seed 002).
 
 :func:`execute_batch` answers malformed calls with their error (more than ``max_malformed`` of
-them abort the batch before anything runs), asks the policy's rules about the other calls in call
-order (a call that breaks one is answered ``blocked``), runs the calls of tools that are neither
-``dangerous`` nor in need of approval concurrently in a nursery (a call whose tool
-``depends_on`` the tool of an earlier call of the batch waits for that call), then the others
-one at a time, in call order, at most ``dangerous_per_tick`` ``dangerous`` ones per tick. It
-returns a :class:`HistoryEntry` per call, in call order, or one :class:`Abort` naming every
-call: ``stopped`` (a stop kept calls from running), ``killed`` (a kill cancelled the batch; no
-killed tool's result becomes an entry) or ``malformed_calls``.
+them, or more calls than ``max_calls_per_turn``, abort the batch before anything runs), asks the
+policy's rules about the other calls in call order (a call that breaks one is answered
+``blocked``), runs the calls of tools that are neither ``dangerous`` nor in need of approval
+concurrently in a nursery (a call whose tool ``depends_on`` the tool of an earlier call of the
+batch waits for that call), then the others one at a time, in call order, at most
+``dangerous_per_tick`` ``dangerous`` ones per tick. It returns a :class:`HistoryEntry` per call,
+in call order, or one :class:`Abort` naming every call: ``stopped`` (a stop kept calls from
+running), ``killed`` (a kill cancelled the batch; no killed tool's result becomes an entry) or
+``malformed_calls``.
 
 Each call runs through the engine (:class:`Runner`, what :class:`toolflow.Engine` provides), so
 a batch has no cancel scope of its own: every wait of a call is in a scope that a kill cancels,
@@ -119,6 +120,10 @@ class Runner(Protocol):
         """How many kills came so far: a batch that sees it change was killed."""
 
     @property
+    def max_calls_per_turn(self) -> int:
+        """The most calls a batch may have: with more, none runs (the policy's ``max_calls_per_turn``)."""
+
+    @property
     def stopping(self) -> bool:
         """Whether a stop is pending: calls not yet started are not run."""
 
@@ -157,13 +162,11 @@ async def execute_batch(
     (the agent loop's background calls) takes that entry and is not run by the batch.
     """
     announce(calls)
+    if (aborted := _refused(runner, calls)) is not None:
+        return aborted
     entries: list[HistoryEntry | None] = [None] * len(calls)
     concurrent: list[tuple[int, ToolCall]] = []
     one_by_one: list[tuple[int, ToolCall]] = []
-    malformed = sum(isinstance(item, MalformedCall) for item in calls)
-    if malformed > runner.max_malformed:
-        message = f"{malformed} malformed tool calls in one batch (at most {runner.max_malformed} allowed)"
-        return Abort(reason="malformed_calls", message=message, call_ids=_ids(calls))
     for index, item in enumerate(calls):  # in call order: the policy's rules count the calls in order
         if isinstance(item, MalformedCall):
             entries[index] = entry(item, item.to_result())
@@ -184,6 +187,18 @@ async def execute_batch(
         done = tuple(item for item in entries if item is not None)
         return Abort(reason="stopped", message=_STOPPED_BATCH, call_ids=_ids(calls), finished=done)
     return cast("tuple[HistoryEntry, ...]", tuple(entries))
+
+
+def _refused(runner: Runner, calls: Sequence[ParsedCall]) -> Abort | None:
+    """The abort of a batch that runs nothing: more calls than a turn may make, or too many malformed ones."""
+    if len(calls) > (limit := runner.max_calls_per_turn):
+        message = f"{len(calls)} tool calls in one turn, more than the {limit} allowed: none ran; make at most {limit}"
+        return Abort(reason="malformed_calls", message=message, call_ids=_ids(calls))
+    malformed = sum(isinstance(item, MalformedCall) for item in calls)
+    if malformed > runner.max_malformed:
+        message = f"{malformed} malformed tool calls in one batch (at most {runner.max_malformed} allowed)"
+        return Abort(reason="malformed_calls", message=message, call_ids=_ids(calls))
+    return None
 
 
 async def _one_by_one(runner: Runner, calls: list[tuple[int, ToolCall]], entries: list[HistoryEntry | None]) -> None:

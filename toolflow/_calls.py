@@ -84,6 +84,7 @@ from toolflow._results import ToolResult
 __all__ = [
     "CALL_FORMATS",
     "DEFAULT_MAX_ARGUMENT_BYTES",
+    "DEFAULT_MAX_CALLS_PER_TURN",
     "MalformedCall",
     "ParsedCall",
     "ToolCall",
@@ -97,6 +98,14 @@ __all__ = [
 CALL_FORMATS = ("openai", "fallback", "anthropic", "text", "direct", "gemini")
 """``direct`` is a call made through the API or ``toolflow call``, not parsed from a model's output."""
 """The values of :attr:`ToolCall.format`; a :class:`MalformedCall` may also say ``"unknown"``."""
+
+DEFAULT_MAX_CALLS_PER_TURN = 128
+"""Default of the policy's ``max_calls_per_turn``: the most tool calls one model answer may make.
+
+Models make a few calls a turn, a few dozen at most; a turn of hundreds is a model gone wrong or
+one that was talked into it, and the calls of a batch run concurrently. A batch with more runs
+none of them, and each call is answered with the limit, so the model can try again with fewer.
+"""
 
 DEFAULT_MAX_ARGUMENT_BYTES = 1 << 20
 """Default cap on the JSON of one call's arguments: 1 MiB.

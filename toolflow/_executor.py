@@ -552,16 +552,16 @@ class Engine:
     ) -> BatchOutcome:
         """Run the tool calls of one model turn; return seed 002's discriminated outcome.
 
-        *raw_calls* are raw calls or calls parsed already (:func:`toolflow.parse_tool_calls`
-        passes those through). One :class:`HistoryEntry` per call, in call order, or one
-        :class:`Abort` naming every call id once. Malformed calls answer with their error (more
-        than ``max_malformed`` of them abort the batch before anything runs). Calls of
-        non-dangerous tools (and unknown ones) run concurrently; then calls of ``dangerous``
-        tools and of tools that need approval run one at a time, in call order, and only the
-        first ``dangerous`` call of the tick is dispatched. A pending stop aborts calls not yet
-        dispatched (including calls still waiting for a concurrency slot); a kill cancels the
-        whole batch (raw calls parsed under the policy's ``max_argument_bytes``). Only outside cancellation escapes.
-        *aside*: the calls it answers after the rules (the agent loop's background calls) are not run here.
+        *raw_calls* are raw calls (parsed under the policy's ``max_argument_bytes``) or parsed
+        ones. One :class:`HistoryEntry` per call, in call order, or one :class:`Abort` naming every
+        call id once: more calls than the policy's ``max_calls_per_turn``, or more malformed ones
+        than ``max_malformed``, abort the batch before anything runs (a malformed call is
+        answered with its error). Calls of non-dangerous tools (and unknown ones) run
+        concurrently; then calls of ``dangerous`` tools and of tools that need approval one at a
+        time, in call order, only the first ``dangerous`` call of the tick dispatched. A pending
+        stop aborts calls not yet dispatched (waiting for a slot too); a kill cancels the whole
+        batch. Only outside cancellation escapes. *aside*: the calls it answers after the rules
+        (the agent loop's background calls) are not run here.
         """
         calls = parse_tool_calls(raw_calls, max_argument_bytes=self.policy.max_argument_bytes)
         return await execute_batch(self, calls, aside)
@@ -572,6 +572,11 @@ class Engine:
     def kills(self) -> int:
         """How many kills came so far."""
         return self._attempts.kills
+
+    @property
+    def max_calls_per_turn(self) -> int:
+        """The policy's ``max_calls_per_turn``: a batch with more calls runs none."""
+        return self._policy.max_calls_per_turn
 
     @property
     def stopping(self) -> bool:
@@ -589,8 +594,7 @@ class Engine:
 
     def is_dangerous(self, name: str) -> bool:
         """Whether *name* is a ``dangerous`` tool (False for an unknown one)."""
-        plan = self._known(name)
-        return plan is not None and plan.dangerous
+        return (plan := self._known(name)) is not None and plan.dangerous
 
     def runs_alone(self, name: str) -> bool:
         """Whether calls of tool *name* run one by one in a batch: ``dangerous``, or in need of approval."""
@@ -599,8 +603,7 @@ class Engine:
 
     def concurrency(self, name: str) -> int | None:
         """The tool's own ``concurrency`` limit (``None``: none, or an unknown tool)."""
-        plan = self._known(name)
-        return None if plan is None else plan.spec.concurrency
+        return None if (plan := self._known(name)) is None else plan.spec.concurrency
 
     def rule_refusal(self, name: str) -> ToolResult | None:
         """Count the model's call of *name* under the policy's rules, or refuse it (a ``blocked`` result).
@@ -614,8 +617,7 @@ class Engine:
 
     def dependencies(self, name: str) -> frozenset[str]:
         """The tools *name* ``depends_on`` (none for an unknown tool)."""
-        plan = self._plans.get(name)
-        return frozenset() if plan is None else plan.needs
+        return frozenset() if (plan := self._plans.get(name)) is None else plan.needs
 
     async def run_entry(self, call: ToolCall) -> HistoryEntry | None:
         """Admit and run one call of a batch; ``None`` when a stop kept it from running."""

@@ -32,7 +32,7 @@ from typing import Any, Literal, TypeAlias
 
 import attrs
 
-from toolflow._calls import DEFAULT_MAX_ARGUMENT_BYTES
+from toolflow._calls import DEFAULT_MAX_ARGUMENT_BYTES, DEFAULT_MAX_CALLS_PER_TURN
 from toolflow._errors import expect, expect_count, expect_names, expect_number
 from toolflow._model import Category, LoadResult
 from toolflow._results import DEFAULT_MAX_RESULT_CHARS
@@ -259,6 +259,8 @@ class Policy:
         max_result_chars: The longest result text the model is shown.
         max_argument_bytes: The largest JSON of a call's arguments accepted (larger: a
             malformed call).
+        max_calls_per_turn: The most tool calls one model answer (a batch) may make; a batch
+            with more runs none of them.
         system_prompt: The loop's system prompt unless the caller gives one.
         text_protocol: A template replacing the text format's tool-protocol section.
         categories: Behaviour per category, the defaults merged with the spec files' overrides.
@@ -286,6 +288,7 @@ class Policy:
     max_restarts: int = 2
     max_result_chars: int = DEFAULT_MAX_RESULT_CHARS
     max_argument_bytes: int = DEFAULT_MAX_ARGUMENT_BYTES
+    max_calls_per_turn: int = DEFAULT_MAX_CALLS_PER_TURN
     system_prompt: str = ""
     text_protocol: str | None = None
     categories: Mapping[str, CategoryPolicy] = DEFAULT_CATEGORY_POLICIES
@@ -319,6 +322,7 @@ class Policy:
         expect_count(self.max_restarts, "Policy: max_restarts", minimum=0)
         expect_count(self.max_result_chars, "Policy: max_result_chars", minimum=1)
         expect_count(self.max_argument_bytes, "Policy: max_argument_bytes", minimum=1)
+        expect_count(self.max_calls_per_turn, "Policy: max_calls_per_turn", minimum=1)
         expect(self.categories, Mapping, "Policy: categories", "a mapping of category names to CategoryPolicy")
         for name, behaviour in self.categories.items():
             expect(behaviour, CategoryPolicy, f"Policy: categories[{name!r}]", "a toolflow.CategoryPolicy")
@@ -349,6 +353,7 @@ class Policy:
                 "max_restarts",
                 "max_result_chars",
                 "max_argument_bytes",
+                "max_calls_per_turn",
             )
             if key in mapping
         }
