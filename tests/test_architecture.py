@@ -32,6 +32,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "toolflow._model",
             "toolflow._results",
             "toolflow._calls",
+            "toolflow._categories",
             "toolflow._policy",
             "toolflow._rules",
             "toolflow._provenance",
