@@ -275,33 +275,67 @@ def test_import_parser_resolves_relative_and_submodule_imports() -> None:
     assert "toolflow" not in imported
 
 
+LINT_NEVER_IMPORTS = (
+    "trio",
+    "trio_parallel",
+    "multiprocessing",
+    "httpx",
+    "toolflow._rendering",
+    "toolflow_assistant.tools",
+    "toolflow._executor",
+    "toolflow._loop",
+    "toolflow._history",
+    "toolflow._providers",
+    "toolflow.default_plugins._scripted",
+    "toolflow.default_plugins._openai_chat",
+    "toolflow.default_plugins._anthropic_messages",
+    "toolflow.default_plugins._http_provider",
+    # the runtime policy and what it imports: lint reads the categories' defaults from toolflow._categories
+    "toolflow._policy",
+    "toolflow._calls",
+    "toolflow._rules",
+    # the command kind's runner, and what it imports: registering the kind loads none of it
+    "toolflow.default_plugins._command_run",
+    "toolflow._telemetry",
+    "subprocess",
+    "signal",
+)
+"""Modules that ``toolflow lint`` (and ``toolflow graph``) never import: the runtime, and plugins' implementations."""
+
+
+def _imported_by_cli(argv: list[str], cwd: Path) -> tuple[int, list[str]]:
+    """Run the CLI with *argv* in a fresh interpreter; its exit status and which of LINT_NEVER_IMPORTS it loaded."""
+    code = (
+        "import io, sys\n"
+        "from toolflow._cli import run\n"
+        "out = io.StringIO()\n"
+        f"status = run({argv!r}, stdout=out, stderr=out)\n"
+        f"print(status, sorted(m for m in {LINT_NEVER_IMPORTS!r} if m in sys.modules))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60, cwd=cwd
+    )
+    status, loaded = result.stdout.strip().split(" ", 1)
+    return int(status), ast.literal_eval(loaded)
+
+
 @pytest.mark.parametrize("command", [["lint", "--isolated"], ["graph"]])
 def test_lint_run_imports_neither_trio_nor_implementations(tmp_path: Path, command: list[str]) -> None:
     """Linting (and drawing the graph) from the command line loads plugins but neither trio, any plugin's
-    implementations, the loop's modules, nor the runtime policy's modules (for a spec without a policy)."""
+    implementations, the loop's modules, nor the runtime policy's modules."""
     spec = tmp_path / "say.yaml"
     spec.write_text(
         "toolflow: 1\ntools:\n  say:\n    description: Say something to the room.\n"
         "    category: terminal\n    template: hello\n",
         encoding="utf-8",
     )
-    code = (
-        "import io, sys\n"
-        "from toolflow._cli import run\n"
-        "out = io.StringIO()\n"
-        f"status = run({[*command, str(spec)]!r}, stdout=out, stderr=out)\n"
-        "heavy = ('trio', 'trio_parallel', 'multiprocessing', 'toolflow._rendering', 'httpx',\n"
-        "         'toolflow_assistant.tools', 'toolflow._executor', 'toolflow._loop',\n"
-        "         'toolflow._history', 'toolflow._providers', 'toolflow.default_plugins._scripted',\n"
-        "         'toolflow.default_plugins._openai_chat', 'toolflow.default_plugins._anthropic_messages',\n"
-        "         'toolflow.default_plugins._http_provider',\n"
-        # the policy's module and what it imports: lint rules load them only for projects that need them
-        "         'toolflow._policy', 'toolflow._calls', 'toolflow._rules')\n"
-        "loaded = sorted(m for m in heavy if m in sys.modules)\n"
-        "print(status, loaded)\n"
-    )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
-    assert result.stdout.strip() == "0 []", result.stdout + result.stderr
+    assert _imported_by_cli([*command, str(spec)], tmp_path) == (0, [])
+
+
+def test_lint_of_the_shipped_specs_imports_no_runtime() -> None:
+    """`toolflow lint specs/`, as CI runs it (a policy, pipelines, command tools, the plugins' kinds and rules),
+    loads none of the runtime: no trio, no runtime policy, no command runner, subprocess or signal."""
+    assert _imported_by_cli(["lint", "specs"], PACKAGE.parent) == (0, [])
 
 
 def test_import_toolflow_loads_no_submodule() -> None:
