@@ -303,14 +303,14 @@ LINT_NEVER_IMPORTS = (
 """Modules that ``toolflow lint`` (and ``toolflow graph``) never import: the runtime, and plugins' implementations."""
 
 
-def _imported_by_cli(argv: list[str], cwd: Path) -> tuple[int, list[str]]:
-    """Run the CLI with *argv* in a fresh interpreter; its exit status and which of LINT_NEVER_IMPORTS it loaded."""
+def _imported_by_cli(argv: list[str], cwd: Path, never: tuple[str, ...] = LINT_NEVER_IMPORTS) -> tuple[int, list[str]]:
+    """Run the CLI with *argv* in a fresh interpreter; its exit status and which of *never* it loaded."""
     code = (
         "import io, sys\n"
         "from toolflow._cli import run\n"
         "out = io.StringIO()\n"
         f"status = run({argv!r}, stdout=out, stderr=out)\n"
-        f"print(status, sorted(m for m in {LINT_NEVER_IMPORTS!r} if m in sys.modules))\n"
+        f"print(status, sorted(m for m in {never!r} if m in sys.modules))\n"
     )
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60, cwd=cwd
@@ -330,6 +330,21 @@ def test_lint_run_imports_neither_trio_nor_implementations(tmp_path: Path, comma
         encoding="utf-8",
     )
     assert _imported_by_cli([*command, str(spec)], tmp_path) == (0, [])
+
+
+def test_lint_of_a_project_without_templates_imports_no_jinja2(tmp_path: Path) -> None:
+    """Jinja2 is lint's only for templates: a project whose tools have no template, command or pipeline (nor
+    http: value) is linted, plugins and their rules included, without importing it."""
+    spec = tmp_path / "worker.yaml"
+    spec.write_text(
+        "toolflow: 1\ntools:\n  list_directory:\n    description: List the names in a directory.\n"
+        "    parameters:\n      type: object\n      properties:\n"
+        "        path: {type: string, description: The directory.}\n      required: [path]\n"
+        "    implementation: worker.list_directory\n",
+        encoding="utf-8",
+    )
+    never = (*LINT_NEVER_IMPORTS, "jinja2", "toolflow._templates", "toolflow._template_guards")
+    assert _imported_by_cli(["lint", "--isolated", str(spec)], tmp_path, never) == (0, [])
 
 
 def test_lint_of_the_shipped_specs_imports_no_runtime() -> None:
