@@ -32,6 +32,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "toolflow._model",
             "toolflow._results",
             "toolflow._calls",
+            "toolflow._categories",
             "toolflow._policy",
             "toolflow._rules",
             "toolflow._provenance",
@@ -274,33 +275,82 @@ def test_import_parser_resolves_relative_and_submodule_imports() -> None:
     assert "toolflow" not in imported
 
 
+LINT_NEVER_IMPORTS = (
+    "trio",
+    "trio_parallel",
+    "multiprocessing",
+    "httpx",
+    "toolflow._rendering",
+    "toolflow_assistant.tools",
+    "toolflow._executor",
+    "toolflow._loop",
+    "toolflow._history",
+    "toolflow._providers",
+    "toolflow.default_plugins._scripted",
+    "toolflow.default_plugins._openai_chat",
+    "toolflow.default_plugins._anthropic_messages",
+    "toolflow.default_plugins._http_provider",
+    # the runtime policy and what it imports: lint reads the categories' defaults from toolflow._categories
+    "toolflow._policy",
+    "toolflow._calls",
+    "toolflow._rules",
+    # the command kind's runner, and what it imports: registering the kind loads none of it
+    "toolflow.default_plugins._command_run",
+    "toolflow._telemetry",
+    "subprocess",
+    "signal",
+)
+"""Modules that ``toolflow lint`` (and ``toolflow graph``) never import: the runtime, and plugins' implementations."""
+
+
+def _imported_by_cli(argv: list[str], cwd: Path, never: tuple[str, ...] = LINT_NEVER_IMPORTS) -> tuple[int, list[str]]:
+    """Run the CLI with *argv* in a fresh interpreter; its exit status and which of *never* it loaded."""
+    code = (
+        "import io, sys\n"
+        "from toolflow._cli import run\n"
+        "out = io.StringIO()\n"
+        f"status = run({argv!r}, stdout=out, stderr=out)\n"
+        f"print(status, sorted(m for m in {never!r} if m in sys.modules))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60, cwd=cwd
+    )
+    status, loaded = result.stdout.strip().split(" ", 1)
+    return int(status), ast.literal_eval(loaded)
+
+
 @pytest.mark.parametrize("command", [["lint", "--isolated"], ["graph"]])
 def test_lint_run_imports_neither_trio_nor_implementations(tmp_path: Path, command: list[str]) -> None:
     """Linting (and drawing the graph) from the command line loads plugins but neither trio, any plugin's
-    implementations, the loop's modules, nor the runtime policy's modules (for a spec without a policy)."""
+    implementations, the loop's modules, nor the runtime policy's modules."""
     spec = tmp_path / "say.yaml"
     spec.write_text(
         "toolflow: 1\ntools:\n  say:\n    description: Say something to the room.\n"
         "    category: terminal\n    template: hello\n",
         encoding="utf-8",
     )
-    code = (
-        "import io, sys\n"
-        "from toolflow._cli import run\n"
-        "out = io.StringIO()\n"
-        f"status = run({[*command, str(spec)]!r}, stdout=out, stderr=out)\n"
-        "heavy = ('trio', 'trio_parallel', 'multiprocessing', 'toolflow._rendering', 'httpx',\n"
-        "         'toolflow_assistant.tools', 'toolflow._executor', 'toolflow._loop',\n"
-        "         'toolflow._history', 'toolflow._providers', 'toolflow.default_plugins._scripted',\n"
-        "         'toolflow.default_plugins._openai_chat', 'toolflow.default_plugins._anthropic_messages',\n"
-        "         'toolflow.default_plugins._http_provider',\n"
-        # the policy's module and what it imports: lint rules load them only for projects that need them
-        "         'toolflow._policy', 'toolflow._calls', 'toolflow._rules')\n"
-        "loaded = sorted(m for m in heavy if m in sys.modules)\n"
-        "print(status, loaded)\n"
+    assert _imported_by_cli([*command, str(spec)], tmp_path) == (0, [])
+
+
+def test_lint_of_a_project_without_templates_imports_no_jinja2(tmp_path: Path) -> None:
+    """Jinja2 is lint's only for templates: a project whose tools have no template, command or pipeline (nor
+    http: value) is linted, plugins and their rules included, without importing it."""
+    spec = tmp_path / "worker.yaml"
+    spec.write_text(
+        "toolflow: 1\ntools:\n  list_directory:\n    description: List the names in a directory.\n"
+        "    parameters:\n      type: object\n      properties:\n"
+        "        path: {type: string, description: The directory.}\n      required: [path]\n"
+        "    implementation: worker.list_directory\n",
+        encoding="utf-8",
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
-    assert result.stdout.strip() == "0 []", result.stdout + result.stderr
+    never = (*LINT_NEVER_IMPORTS, "jinja2", "toolflow._templates", "toolflow._template_guards")
+    assert _imported_by_cli(["lint", "--isolated", str(spec)], tmp_path, never) == (0, [])
+
+
+def test_lint_of_the_shipped_specs_imports_no_runtime() -> None:
+    """`toolflow lint specs/`, as CI runs it (a policy, pipelines, command tools, the plugins' kinds and rules),
+    loads none of the runtime: no trio, no runtime policy, no command runner, subprocess or signal."""
+    assert _imported_by_cli(["lint", "specs"], PACKAGE.parent) == (0, [])
 
 
 def test_import_toolflow_loads_no_submodule() -> None:

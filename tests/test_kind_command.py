@@ -19,7 +19,7 @@ import toolflow
 from toolflow import ToolSpec, load_specs
 from toolflow._plugins import ImplementationKind, load_plugins
 from toolflow._templates import TemplateError
-from toolflow.default_plugins.command import run_argv
+from toolflow.default_plugins._command_run import run_argv
 
 SCHEMA_FILE = Path(__file__).resolve().parent.parent / "toolflow" / "data" / "spec-v1.schema.json"
 PY = sys.executable

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from toolflow._approval import ApprovalReason, ApprovalWarning, Approver, asking_approval, defer_approval
     from toolflow._cache import CacheBackend, CacheWarning
     from toolflow._calls import MalformedCall, ToolCall, parse_tool_call, parse_tool_calls
+    from toolflow._categories import CategoryPolicy
     from toolflow._context import CallContext, providing_context
     from toolflow._deferred import PendingCall
     from toolflow._diagnostics import Diagnostic, Severity, Span
@@ -56,7 +57,7 @@ if TYPE_CHECKING:
         Plugins,
         load_plugins,
     )
-    from toolflow._policy import CategoryPolicy, LoopDecision, Policy, TokenBudget, check_loop_continuation
+    from toolflow._policy import LoopDecision, Policy, TokenBudget, check_loop_continuation
     from toolflow._provenance import Interpolated
     from toolflow._providers import ModelProvider, ModelRequest, ModelResponse, ProviderError, Usage, load_provider
     from toolflow._registry import (
@@ -110,7 +111,7 @@ _EXPORTS = {
     "CallHookWarning": "toolflow._invoke",
     "Category": "toolflow._model",
     "CompiledTemplate": "toolflow._templates",
-    "CategoryPolicy": "toolflow._policy",
+    "CategoryPolicy": "toolflow._categories",
     "ConfigError": "toolflow._errors",
     "Diagnostic": "toolflow._diagnostics",
     "Engine": "toolflow._executor",

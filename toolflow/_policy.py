@@ -2,17 +2,9 @@
 
 A :class:`Policy` comes from the ``policy:`` sections of the spec files
 (:meth:`Policy.from_specs`): iterations, the consecutive-error cap, the token budget, which tools
-the model sees, and what each category does (:class:`CategoryPolicy`). The defaults:
-
-============== ============ ======== ========
-category       ends_loop    per_turn approval
-============== ============ ======== ========
-safe_chain     never        —        no
-terminal       on_success   —        no
-dangerous      never        1        no
-async_required never        —        no
-other          never        —        no
-============== ============ ======== ========
+the model sees, and what each category does (:class:`CategoryPolicy`: the built-in defaults,
+and the merge of a file's ``categories:`` over them, live in the model module
+``toolflow._categories``, which lint reads without loading this one).
 
 :func:`check_loop_continuation` is seed 001's function: given the turn and the tokens used, it
 returns a :class:`LoopDecision` (``normal``, ``token_warning``, ``token_critical`` or
@@ -33,8 +25,9 @@ from typing import Any, Literal, TypeAlias
 import attrs
 
 from toolflow._calls import DEFAULT_MAX_ARGUMENT_BYTES, DEFAULT_MAX_CALLS_PER_TURN
+from toolflow._categories import DEFAULT_CATEGORY_POLICIES, OTHER_CATEGORY, CategoryPolicy, merge_categories
 from toolflow._errors import expect, expect_count, expect_names, expect_number
-from toolflow._model import Category, LoadResult
+from toolflow._model import LoadResult
 from toolflow._results import DEFAULT_MAX_RESULT_CHARS
 from toolflow._rules import ToolRule
 
@@ -70,62 +63,6 @@ LoopReason: TypeAlias = Literal[
 pending in its saved state, waiting for their results."""
 
 OnExit: TypeAlias = Literal["wait", "cancel"]
-
-EndsLoop: TypeAlias = Literal["never", "on_success", "always"]
-
-
-@attrs.frozen(kw_only=True)
-class CategoryPolicy:
-    """What the loop does with calls of one category.
-
-    Attributes:
-        ends_loop: ``never`` (chain on), ``on_success`` (a successful call ends the loop; a
-            failed one does not) or ``always``.
-        per_turn: At most this many calls of the category run per turn; ``None``: no limit.
-        approval: Whether each call must be approved before it runs.
-        description: What the category is for.
-        background: In the agent loop, calls run in the background: the model is answered at
-            once with a ``started`` result and a task id, and the outcome reaches it at a later
-            turn boundary (``toolflow call``, ``invoke`` and pipeline steps run them in the
-            foreground).
-        deferred: The agent loop does not run the calls: the run ends with ``deferred`` and the
-            calls wait in its saved state for results supplied on resume.
-    """
-
-    ends_loop: EndsLoop = "never"
-    per_turn: int | None = None
-    approval: bool = False
-    description: str = ""
-    background: bool = False
-    deferred: bool = False
-
-    def __attrs_post_init__(self) -> None:
-        if self.ends_loop not in ("never", "on_success", "always"):
-            msg = f"CategoryPolicy: ends_loop must be 'never', 'on_success' or 'always', got {self.ends_loop!r}"
-            raise ValueError(msg)
-        expect_count(self.per_turn, "CategoryPolicy: per_turn", minimum=1, optional=True)
-        expect(self.approval, bool, "CategoryPolicy: approval", "True or False")
-        expect(self.background, bool, "CategoryPolicy: background", "True or False")
-        expect(self.deferred, bool, "CategoryPolicy: deferred", "True or False")
-        expect(self.description, str, "CategoryPolicy: description", "a string")
-
-    def ends(self, *, success: bool) -> bool:
-        """Whether a call of this category that did (not) succeed ends the loop."""
-        return self.ends_loop == "always" or (self.ends_loop == "on_success" and success)
-
-
-DEFAULT_CATEGORY_POLICIES: Mapping[str, CategoryPolicy] = MappingProxyType(
-    {
-        Category.SAFE_CHAIN.value: CategoryPolicy(description="Read-only or low-risk; chains freely."),
-        Category.TERMINAL.value: CategoryPolicy(ends_loop="on_success", description="Communicates; ends the loop."),
-        Category.DANGEROUS.value: CategoryPolicy(per_turn=1, description="Changes state; one per turn."),
-        Category.ASYNC_REQUIRED.value: CategoryPolicy(description="External or long-running; the loop continues."),
-    }
-)
-"""Seeds 000 and 001's behaviour of the built-in categories."""
-
-_OTHER = CategoryPolicy()
-_CATEGORY_KEYS = ("ends_loop", "per_turn", "approval", "description", "background", "deferred")
 
 
 @attrs.frozen(kw_only=True)
@@ -329,7 +266,7 @@ class Policy:
 
     def category(self, name: str) -> CategoryPolicy:
         """The behaviour of category *name* (a category nobody describes chains on without limits)."""
-        return self.categories.get(name, _OTHER)
+        return self.categories.get(name, OTHER_CATEGORY)
 
     @classmethod
     def from_mapping(cls, mapping: Mapping[str, Any], *, base: Policy | None = None) -> Policy:
@@ -372,12 +309,7 @@ class Policy:
             )
         declared = mapping.get("categories")
         if isinstance(declared, Mapping):
-            categories = dict(policy.categories)
-            for name, settings in declared.items():
-                own = settings if isinstance(settings, Mapping) else {}
-                fields = {key: own[key] for key in _CATEGORY_KEYS if key in own}
-                categories[str(name)] = attrs.evolve(categories.get(str(name), _OTHER), **fields)
-            changes["categories"] = MappingProxyType(categories)
+            changes["categories"] = merge_categories(policy.categories, declared)
         return attrs.evolve(policy, **changes)
 
     @classmethod

@@ -4,7 +4,8 @@
     .venv/bin/python tests/bench/bench_lint_versions.py /tmp/toolflow-main .
     .venv/bin/python tests/bench/bench_lint_versions.py /tmp/toolflow-main . --command
 
-Each tree is imported in a fresh interpreter (``PYTHONPATH`` puts it first) that lints the
+Each tree is imported in a fresh interpreter (``PYTHONPATH`` puts it first, and its first-party
+plugins' packages, ``plugins/*``, after it, so that each tree lints with its own plugins) that lints the
 benchmark corpus of ``bench_lint.py`` once to warm up and once timed, and reports its peak
 resident memory; the trees take turns,
 the order alternating each round, and the medians of the rounds are compared. Run it from
@@ -57,6 +58,11 @@ print(usage.ru_utime + usage.ru_stime, "-", usage.ru_maxrss / 1024, f"exit-statu
 """``toolflow lint`` as the command runs it; the parent times its wall clock from the interpreter's start."""
 
 
+def _plugin_dirs(tree: Path) -> list[Path]:
+    """The directories of *tree*'s first-party plugin distributions (each holds a ``toolflow_*`` package)."""
+    return sorted(init.parent.parent for init in tree.glob("plugins/*/toolflow_*/__init__.py"))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("trees", nargs=2, type=Path, help="two directories holding a 'toolflow' package")
@@ -67,7 +73,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command:
         for tree in args.trees:
-            compileall.compile_dir(tree / "toolflow", quiet=1)
+            for package in (tree / "toolflow", *_plugin_dirs(tree)):
+                compileall.compile_dir(package, quiet=1)
     with tempfile.TemporaryDirectory() as folder:
         corpus = Path(folder)
         bench_lint.write_corpus(corpus, args.files, args.tools, bench_lint.SHAPES["typical"])
@@ -75,7 +82,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         for number in range(args.rounds):
             order = args.trees if number % 2 == 0 else args.trees[::-1]
             for tree in order:
-                env = {**os.environ, "PYTHONPATH": str(tree.resolve())}
+                env = {
+                    **os.environ,
+                    "PYTHONPATH": os.pathsep.join(str(d.resolve()) for d in (tree, *_plugin_dirs(tree))),
+                }
                 started = time.perf_counter()
                 done = subprocess.run(
                     [sys.executable, "-c", COMMAND if args.command else PROBE, str(corpus)],

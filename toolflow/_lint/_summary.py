@@ -15,6 +15,7 @@ from collections.abc import Iterator, Mapping
 
 import attrs
 
+from toolflow._categories import DEFAULT_CATEGORY_POLICIES
 from toolflow._diagnostics import Locator, Span
 
 
@@ -36,6 +37,7 @@ class PluginFacts:
 
 
 __all__ = [
+    "CategoryFacts",
     "CategorySettings",
     "DependencySummary",
     "FieldRead",
@@ -276,6 +278,30 @@ class CategorySettings:
 
 
 @attrs.frozen(kw_only=True)
+class CategoryFacts:
+    """A category as the linted files leave it: the properties lint checks, and where they were set.
+
+    ``places`` holds where the last file to write ``background``, ``ends_loop`` and ``deferred``
+    wrote each (a built-in default has none).
+    """
+
+    approval: bool = False
+    per_turn: int | None = None
+    background: bool = False
+    ends_loop: str = "never"
+    deferred: bool = False
+    places: Mapping[str, Place] = attrs.field(factory=dict)
+
+    def over(self, settings: CategorySettings) -> CategoryFacts:
+        """These facts with what *settings* writes over them, key by key."""
+        written = {key: value for key in _CHECKED_KEYS if (value := getattr(settings, key)) is not None}
+        return attrs.evolve(self, **written, places={**self.places, **settings.places})
+
+
+_CHECKED_KEYS = ("approval", "per_turn", "background", "ends_loop", "deferred")
+
+
+@attrs.frozen(kw_only=True)
 class RuleSummary:
     """One entry of a policy's ``rules:`` list (issue 20), as far as it is well formed.
 
@@ -443,6 +469,22 @@ class ProjectSummary:
     def declared_categories(self) -> frozenset[str]:
         """The categories the files' ``policy: categories:`` mappings declare."""
         return frozenset(c for f in self.files if f.policy is not None for c in f.policy.categories)
+
+    @functools.cached_property
+    def categories(self) -> Mapping[str, CategoryFacts]:
+        """Each category's facts: the built-in defaults, then each file's ``policy: categories:`` in load order.
+
+        A later file wins key by key, as in the runtime policy; a category that no file and no
+        default describes is not here (it chains on, without limits: ``CategoryFacts()``).
+        """
+        merged = {
+            name: CategoryFacts(**{key: getattr(default, key) for key in _CHECKED_KEYS})
+            for name, default in DEFAULT_CATEGORY_POLICIES.items()
+        }
+        for spec_file in self.files:
+            for settings in spec_file.policy.settings if spec_file.policy is not None else ():
+                merged[settings.name] = merged.get(settings.name, CategoryFacts()).over(settings)
+        return merged
 
     @functools.cached_property
     def servers(self) -> tuple[ServerSummary, ...]:

@@ -1,7 +1,8 @@
 """The plugin's lint rules for ``http:`` implementations (code prefix ``HTTP``).
 
 They parse templates only (Jinja2, through toolflow's sandboxed environment),
-so that ``toolflow lint`` never imports httpx.
+so that ``toolflow lint`` never imports httpx; and they import toolflow's template functions (and
+so Jinja2) only when a linted file has an ``http:`` tool, so that registering them imports neither.
 """
 
 from __future__ import annotations
@@ -10,17 +11,7 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from toolflow import (
-    TEMPLATE_GLOBALS,
-    LintContext,
-    LintRule,
-    Severity,
-    TemplateProblem,
-    ToolSpec,
-    parse_template,
-    template_variables,
-    unguarded_template_reads,
-)
+from toolflow import LintContext, LintRule, Severity, ToolSpec
 
 __all__ = ["RULES", "http_template_syntax", "http_unguarded_optional_parameter", "http_unknown_variable"]
 
@@ -54,15 +45,22 @@ def _strings(value: Any, pointer: str) -> Iterator[tuple[str, str]]:
             yield from _strings(item, f"{pointer}/{index}")
 
 
-def _http_tools(ctx: LintContext) -> Iterator[tuple[ToolSpec, Any, str]]:
-    for tool in ctx.tools:
-        for implementation in tool.implementations:
-            if implementation.kind == KIND:
-                yield tool, implementation.config, implementation.pointer
+def _http_tools(ctx: LintContext) -> list[tuple[ToolSpec, Any, str]]:
+    return [
+        (tool, implementation.config, implementation.pointer)
+        for tool in ctx.tools
+        for implementation in tool.implementations
+        if implementation.kind == KIND
+    ]
 
 
 def _check_syntax(ctx: LintContext) -> Iterator[Any]:
-    for tool, config, pointer in _http_tools(ctx):
+    found = _http_tools(ctx)
+    if not found:
+        return
+    from toolflow import TemplateProblem, parse_template  # noqa: PLC0415 - Jinja2 only for a file with http tools
+
+    for tool, config, pointer in found:
         for where, source in iter_templates(config, pointer):
             parsed = parse_template(source)
             if isinstance(parsed, TemplateProblem):
@@ -73,7 +71,17 @@ def _check_syntax(ctx: LintContext) -> Iterator[Any]:
 
 
 def _check_variables(ctx: LintContext) -> Iterator[Any]:
-    for tool, config, pointer in _http_tools(ctx):
+    found = _http_tools(ctx)
+    if not found:
+        return
+    from toolflow import (  # noqa: PLC0415 - Jinja2 only for a file with http tools
+        TEMPLATE_GLOBALS,
+        TemplateProblem,
+        parse_template,
+        template_variables,
+    )
+
+    for tool, config, pointer in found:
         properties = tool.parameters.get("properties") if isinstance(tool.parameters, Mapping) else None
         if not isinstance(properties, Mapping):
             continue
@@ -112,7 +120,12 @@ def _optional_without_default(tool: ToolSpec) -> frozenset[str]:
 
 
 def _check_optional_reads(ctx: LintContext) -> Iterator[Any]:
-    for tool, config, pointer in _http_tools(ctx):
+    found = _http_tools(ctx)
+    if not found:
+        return
+    from toolflow import unguarded_template_reads  # noqa: PLC0415 - Jinja2 only for a file with http tools
+
+    for tool, config, pointer in found:
         optional = _optional_without_default(tool)
         if not optional:
             continue

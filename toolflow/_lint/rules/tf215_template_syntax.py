@@ -59,18 +59,22 @@ if TYPE_CHECKING:
 
 
 def check(ctx: LintContext) -> Iterator[Diagnostic]:
+    templated = [tool for tool in ctx.tools if any(i.kind in ("template", "command") for i in tool.implementations)]
+    if templated:
+        yield from _templates(templated)
+    if any(tool.pipeline is not None for tool in ctx.tools):
+        yield from _pipelines(ctx)
+
+
+def _templates(tools: list[ToolSpec]) -> Iterator[Diagnostic]:
     # Imported here: Jinja2 is loaded only when some tool has a template.
     from toolflow._lint._template_facts import template_facts  # noqa: PLC0415
 
-    for tool in ctx.tools:
-        if not any(impl.kind in ("template", "command") for impl in tool.implementations):
-            continue
+    for tool in tools:
         for facts in template_facts(tool):
             what = "template" if facts.label == "template" else f"command {facts.label}"
             for problem in facts.problems:
                 yield _problem(tool, facts.pointer, what, problem)
-    if any(tool.pipeline is not None for tool in ctx.tools):
-        yield from _pipelines(ctx)
 
 
 def _pipelines(ctx: LintContext) -> Iterator[Diagnostic]:

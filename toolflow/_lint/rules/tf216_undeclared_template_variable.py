@@ -51,16 +51,17 @@ from collections.abc import Iterator, Mapping, Sequence
 from toolflow._diagnostics import Diagnostic, Severity
 from toolflow._lint._rule import LintContext, Rule
 from toolflow._schemas import close_matches, did_you_mean
-from toolflow._templates import TEMPLATE_GLOBALS
 
 
 def check(ctx: LintContext) -> Iterator[Diagnostic]:
+    templated = [tool for tool in ctx.tools if any(i.kind in ("template", "command") for i in tool.implementations)]
+    if not templated:
+        return
     # Imported here: Jinja2 is loaded only when some tool has a template.
     from toolflow._lint._template_facts import template_facts  # noqa: PLC0415
+    from toolflow._templates import TEMPLATE_GLOBALS  # noqa: PLC0415
 
-    for tool in ctx.tools:
-        if not any(impl.kind in ("template", "command") for impl in tool.implementations):
-            continue
+    for tool in templated:
         properties = tool.parameters.get("properties", {}) if isinstance(tool.parameters, Mapping) else None
         declared = sorted(str(name) for name in properties) if isinstance(properties, Mapping) else None
         for facts in template_facts(tool):

@@ -61,11 +61,9 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-import jinja2.nodes
-
 from toolflow._diagnostics import Diagnostic, Severity
 from toolflow._lint._rule import LintContext, Rule
-from toolflow._templates import TEMPLATE_GLOBALS, parse_template
+from toolflow._model import ToolSpec
 
 SAFE_FORMATS = frozenset({"date", "date-time", "time", "ipv4", "ipv6", "uuid", "uri", "hostname"})
 """String formats the runtime validators assert whose values never start with ``-``."""
@@ -79,13 +77,13 @@ _KEEPING_FILTERS = frozenset({"default", "d", "string", "e", "escape", "forceesc
 
 
 def check(ctx: LintContext) -> Iterator[Diagnostic]:
-    # Imported here: Jinja2 is loaded only when some tool has a template.
+    commands = [(tool, argv) for tool in ctx.tools if (argv := _command_argv(tool)) is not None]
+    if not commands:
+        return
+    # Imported here: Jinja2 is loaded only when some tool has a command.
     from toolflow._lint._template_facts import TemplateFacts, template_facts  # noqa: PLC0415
 
-    for tool in ctx.tools:
-        argv = next((_argv(impl.config) for impl in tool.implementations if impl.kind == "command"), None)
-        if argv is None:
-            continue
+    for tool, argv in commands:
         facts: dict[str, TemplateFacts] | None = None
         for index, item in enumerate(argv):
             if item == "--":
@@ -104,6 +102,10 @@ def check(ctx: LintContext) -> Iterator[Diagnostic]:
                 yield RULE.diag(tool, found.pointer, message)
 
 
+def _command_argv(tool: ToolSpec) -> list[Any] | None:
+    return next((_argv(impl.config) for impl in tool.implementations if impl.kind == "command"), None)
+
+
 def _argv(config: object) -> list[Any] | None:
     argv = config.get("argv") if isinstance(config, dict) else None
     return argv if isinstance(argv, list) else None
@@ -111,6 +113,8 @@ def _argv(config: object) -> list[Any] | None:
 
 def _problem(tool: str, index: int, item: str, variables: frozenset[str], schemas: Mapping[str, Any]) -> str | None:
     """Why the argv item at *index* lets a value be read as an option, or ``None``."""
+    from toolflow._templates import TEMPLATE_GLOBALS  # noqa: PLC0415 - Jinja2 only for a tool with a command
+
     read = sorted(v for v in variables if v in schemas and v not in TEMPLATE_GLOBALS)
     where = f"command argv[{index}] of tool {tool!r}"
     if _DASHES_THEN_TEMPLATE.match(item):
@@ -152,6 +156,10 @@ def _direct_variable(item: str) -> str | None:
     Such a value renders by itself, so a list or a mapping renders as ``[...]`` or ``{...}``;
     anything else (loops, several outputs, other filters) may put any part of any value first.
     """
+    import jinja2.nodes  # noqa: PLC0415 - only for a tool with a command
+
+    from toolflow._templates import parse_template  # noqa: PLC0415
+
     tree = parse_template(item)
     if not isinstance(tree, jinja2.nodes.Template) or len(tree.body) != 1:
         return None

@@ -62,6 +62,7 @@ tools:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
@@ -69,14 +70,19 @@ from toolflow._diagnostics import Diagnostic, Severity
 from toolflow._lint._rule import LintContext, Rule
 from toolflow._model import Pipeline, ToolSpec
 from toolflow._schemas import did_you_mean
-from toolflow._templates import TEMPLATE_GLOBALS
 
 if TYPE_CHECKING:
     from toolflow._lint._pipeline_facts import PipelineString
 
 _STEP_VARIABLES = frozenset({"steps", "errors"})
-_GLOBALS = TEMPLATE_GLOBALS - {"env"}
-"""The template globals a pipeline's templates see: ``env`` is a ``template:`` tool's, not a pipeline's."""
+
+
+@functools.cache
+def _globals() -> frozenset[str]:
+    """The template globals a pipeline's templates see: ``env`` is a ``template:`` tool's, not a pipeline's."""
+    from toolflow._templates import TEMPLATE_GLOBALS  # noqa: PLC0415 - Jinja2 only for a project with pipelines
+
+    return TEMPLATE_GLOBALS - {"env"}
 
 
 def check(ctx: LintContext) -> Iterator[Diagnostic]:
@@ -96,7 +102,7 @@ def _pipeline(text: str, tool: ToolSpec, pipeline: Pipeline, parameters: frozens
 
     items = {step.name: step.item_name for step in pipeline.steps if step.for_each is not None}
     for string in pipeline_strings(tool):
-        allowed = parameters | _STEP_VARIABLES | _GLOBALS
+        allowed = parameters | _STEP_VARIABLES | _globals()
         item = items.get(string.step or "")
         if item is not None and string.key == "with":
             allowed |= {item}
@@ -120,7 +126,7 @@ def _message(
     own = items.get(step or "")
     if name == "item" and own is not None and key == "with":
         return f"{where} reads 'item', but its 'as' names the item {own!r}"
-    choices = sorted(allowed - _GLOBALS)
+    choices = sorted(allowed - _globals())
     return f"{where} reads {name!r}, which is not a parameter of pipeline {pipeline!r}{did_you_mean(name, choices)}"
 
 

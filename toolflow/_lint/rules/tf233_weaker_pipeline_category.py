@@ -68,22 +68,16 @@ tools:
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 import attrs
 
 from toolflow._diagnostics import Diagnostic, Severity
 from toolflow._lint._rule import Rule
-from toolflow._lint._summary import ProjectSummary, ToolSummary
+from toolflow._lint._summary import CategoryFacts, ProjectSummary, ToolSummary
 
 _DEEPEST = 64
 """Pipelines nested deeper than this are not followed (TF229 reports cycles)."""
-
-
-@attrs.frozen
-class _Category:
-    approval: bool = False
-    per_turn: int | None = None
 
 
 @attrs.frozen
@@ -113,7 +107,7 @@ def check(summary: ProjectSummary) -> Iterator[Diagnostic]:
     pipelines = [tool for tool in summary.tools if tool.pipeline is not None]
     if not pipelines:
         return
-    categories = _categories(summary)
+    categories = summary.categories
     known: dict[str, ToolSummary | str] = {}
     for name, found in summary.remote_by_name.items():
         category = found[0][0].category_of(name) if len(found) == 1 else None
@@ -123,7 +117,7 @@ def check(summary: ProjectSummary) -> Iterator[Diagnostic]:
     memo: dict[str, _Needs] = {}
     for tool in pipelines:
         needs = _needs_of_steps(tool, known, categories, memo, 0)
-        own = categories.get(tool.category, _Category())
+        own = categories.get(tool.category, CategoryFacts())
         assert tool.pipeline is not None
         place = tool.pipeline.category_place
         if needs.approval is not None and not own.approval:
@@ -142,26 +136,10 @@ def check(summary: ProjectSummary) -> Iterator[Diagnostic]:
             yield RULE.diag_at(place, message)
 
 
-def _categories(summary: ProjectSummary) -> dict[str, _Category]:
-    """The ``approval`` and ``per_turn`` of each category: the defaults, then each file's policy in load order."""
-    # Here, not at the top: the policy module and those it imports are loaded only for a project with pipelines.
-    from toolflow._policy import DEFAULT_CATEGORY_POLICIES  # noqa: PLC0415
-
-    merged = {name: _Category(p.approval, p.per_turn) for name, p in DEFAULT_CATEGORY_POLICIES.items()}
-    for spec_file in summary.files:
-        for settings in spec_file.policy.settings if spec_file.policy is not None else ():
-            old = merged.get(settings.name, _Category())
-            merged[settings.name] = _Category(
-                old.approval if settings.approval is None else settings.approval,
-                old.per_turn if settings.per_turn is None else settings.per_turn,
-            )
-    return merged
-
-
 def _needs_of_steps(
     tool: ToolSummary,
     known: dict[str, ToolSummary | str],
-    categories: dict[str, _Category],
+    categories: Mapping[str, CategoryFacts],
     memo: dict[str, _Needs],
     depth: int,
 ) -> _Needs:
@@ -178,7 +156,7 @@ def _needs_of_steps(
             continue
         category = called if isinstance(called, str) else called.category  # a remote tool's, as lint knows it
         asker = _Asker(path=(step.name,), tool=step.tool, category=category)
-        own = categories.get(category, _Category())
+        own = categories.get(category, CategoryFacts())
         inner = _Needs()
         if not isinstance(called, str) and called.pipeline is not None and depth < _DEEPEST:
             inner = _needs_of_steps(called, known, categories, memo, depth + 1)

@@ -45,14 +45,13 @@ from collections.abc import Iterator
 from toolflow._diagnostics import Diagnostic, Severity
 from toolflow._lint._rule import Rule
 from toolflow._lint._summary import ProjectSummary
-from toolflow._lint.rules.tf233_weaker_pipeline_category import _categories
 
 
 def check(summary: ProjectSummary) -> Iterator[Diagnostic]:
     tools = [tool for tool in summary.tools if tool.approval_off is not None]
     if not tools:
         return
-    categories = _categories(summary)
+    categories = summary.categories
     for tool in tools:
         category = categories.get(tool.category)
         if tool.approval_off is not None and category is not None and category.approval:

@@ -47,25 +47,15 @@ from collections.abc import Iterator
 
 from toolflow._diagnostics import Diagnostic, Severity
 from toolflow._lint._rule import Rule
-from toolflow._lint._summary import ProjectSummary
-
-
-def deferred_categories(summary: ProjectSummary) -> dict[str, bool]:
-    """Each category's ``deferred`` as the files set it, in load order (the built-in ones defer nothing)."""
-    merged: dict[str, bool] = {}
-    for spec_file in summary.files:
-        for settings in spec_file.policy.settings if spec_file.policy is not None else ():
-            if settings.deferred is not None:
-                merged[settings.name] = settings.deferred
-    return merged
+from toolflow._lint._summary import CategoryFacts, ProjectSummary
 
 
 def check(summary: ProjectSummary) -> Iterator[Diagnostic]:
-    categories = deferred_categories(summary)
+    categories = summary.categories
     for step, target in summary.step_targets():
         if target.deferred is not None:
             why = "is deferred"
-        elif categories.get(target.category, False):
+        elif categories.get(target.category, CategoryFacts()).deferred:
             why = f"is in category {target.category!r}, which is deferred"
         else:
             continue

@@ -36,39 +36,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import attrs
-
 from toolflow._diagnostics import Diagnostic, Severity
 from toolflow._lint._rule import Rule
-from toolflow._lint._summary import Place, ProjectSummary
-
-
-@attrs.frozen
-class _Category:
-    background: bool = False
-    ends_loop: str = "never"
-    deferred: bool = False
-    places: dict[str, Place] = attrs.Factory(dict)
-    """Where the last file that set each key set it."""
+from toolflow._lint._summary import ProjectSummary
 
 
 def check(summary: ProjectSummary) -> Iterator[Diagnostic]:
-    written = [s for spec_file in summary.files if spec_file.policy is not None for s in spec_file.policy.settings]
-    if not written:
-        return  # a problem is reported where a file sets a key, so the defaults alone have none to report
-    # Here, not at the top: the policy module and those it imports are loaded only for a project that sets categories.
-    from toolflow._policy import DEFAULT_CATEGORY_POLICIES  # noqa: PLC0415
-
-    merged = {name: _Category(p.background, p.ends_loop, p.deferred) for name, p in DEFAULT_CATEGORY_POLICIES.items()}
-    for settings in written:
-        old = merged.get(settings.name, _Category())
-        merged[settings.name] = _Category(
-            old.background if settings.background is None else settings.background,
-            old.ends_loop if settings.ends_loop is None else settings.ends_loop,
-            old.deferred if settings.deferred is None else settings.deferred,
-            {**old.places, **settings.places},
-        )
-    for name, category in merged.items():
+    # A problem is reported where a file sets a key; a built-in default sets none, so it has no place.
+    for name, category in summary.categories.items():
         if not category.background:
             continue
         if category.ends_loop != "never":
