@@ -31,6 +31,7 @@ from toolflow import ModelProvider, ModelRequest, ModelResponse, ProviderError, 
 from toolflow._plugins import load_plugins
 from toolflow.default_plugins import anthropic
 from toolflow.default_plugins._anthropic_messages import AnthropicProvider
+from toolflow.default_plugins._http_provider import MAX_ANSWER_BYTES
 from toolflow.default_plugins.anthropic import create_provider
 
 GUARD = 10
@@ -344,6 +345,16 @@ async def test_an_error_event_mid_stream_says_whether_to_retry(kind: str, retrya
         error = await _fails(server)
     assert error.retryable is retryable
     assert str(error) == f"anthropic: the server answered with an error: {kind}: Overloaded"
+
+
+async def test_a_stream_longer_than_the_limit_is_not_read() -> None:
+    """An event line that never ends, past MAX_ANSWER_BYTES: a final error, read in linear time."""
+    mib = b"x" * (1 << 20)
+    reply = Reply(chunks=[b"event: content_block_delta\ndata: ", *[mib] * (MAX_ANSWER_BYTES // len(mib) + 2)])
+    with trio.fail_after(60), serve(reply) as server:
+        error = await _fails(server)
+    assert not error.retryable
+    assert str(error) == "anthropic: the answer is longer than 64 MiB, more than any model's: it was not read"
 
 
 @pytest.mark.parametrize("sent", [0, 4])

@@ -456,6 +456,35 @@ async def test_other_error_bodies_are_quoted(body: str, detail: str) -> None:
     assert str(error).endswith(f"HTTP 400: {detail}")
 
 
+_MIB = b"x" * (1 << 20)
+_OVER = _http_provider.MAX_ANSWER_BYTES // len(_MIB) + 2  # chunks of a MiB: just past the limit
+
+
+@pytest.mark.parametrize(
+    ("reply", "stream"),
+    [
+        (
+            Reply(chunks=[b'{"choices": [{"message": {"content": "', *[_MIB] * _OVER], content_type="application/json"),
+            False,
+        ),
+        (Reply(chunks=[b'data: {"choices": [{"delta": {"content": "', *[_MIB] * _OVER]), True),
+        (Reply(chunks=[*[b"data: " + json.dumps(chunk(content="x" * 4000)).encode() + b"\n\n"] * (_OVER * 262)]), True),
+        (Reply(status=500, chunks=[b'{"error": "', *[_MIB] * _OVER], content_type="application/json"), False),
+    ],
+    ids=["json", "one-endless-line", "many-events", "error-body"],
+)
+async def test_an_answer_longer_than_the_limit_is_not_read(reply: Reply, stream: bool) -> None:
+    """A server that sends more than MAX_ANSWER_BYTES: a final ProviderError, not a process out of memory."""
+    with trio.fail_after(60), serve(reply) as server:
+        error = await _fails(server, stream=stream)
+    if reply.status == 500:  # the status is still told; the body is not quoted
+        assert (error.status, error.retryable) == (500, True)
+        assert str(error).endswith("HTTP 500: Internal Server Error")
+    else:
+        assert not error.retryable
+        assert str(error) == "openai: the answer is longer than 64 MiB, more than any model's: it was not read"
+
+
 @pytest.mark.parametrize("sent", [0, 3])
 async def test_a_dropped_stream_is_retryable(sent: int) -> None:
     """The server closing the connection mid-stream (before or after some chunks) gives a retryable error."""

@@ -27,7 +27,14 @@ from toolflow import __version__
 from toolflow._providers import ModelRequest, ModelResponse, ProviderError
 from toolflow._retrying import retry_after_seconds
 
-__all__ = ["HttpProvider", "read_events"]
+__all__ = ["MAX_ANSWER_BYTES", "HttpProvider", "answer_too_large", "read_events"]
+
+MAX_ANSWER_BYTES = 64 << 20
+"""The most bytes of one answer read from a model server (64 MiB): a longer one is a ProviderError.
+
+A model's whole answer, tool calls included, is far smaller (a million tokens is a few MiB); a
+server that sends more is broken or hostile, and reading it all could exhaust the memory.
+"""
 
 _RETRYABLE_STATUS = frozenset({408, 409, 429})
 _MAX_DETAIL_CHARS = 500
@@ -107,7 +114,9 @@ class HttpProvider(abc.ABC):
         if self.stream and media_type(response) != "application/json":
             return await self._read_stream(response.aiter_bytes())
         # Also the answer of a server that ignores ``stream: true`` and sends JSON.
-        raw = await response.aread()
+        raw = await read_body(response.aiter_bytes())
+        if raw is None:
+            raise answer_too_large(self.name)
         try:
             data = json.loads(raw)
         except ValueError:
@@ -128,10 +137,10 @@ class HttpProvider(abc.ABC):
     def _server_detail(self, body: bytes) -> str:
         """The server's own words in an error status's *body*, on one line."""
 
-    def _status_error(self, response: httpx.Response) -> ProviderError:
-        """The error of an error status (its body has been read): retryable for 408, 409, 429 and 5xx."""
+    def _status_error(self, response: httpx.Response, body: bytes) -> ProviderError:
+        """The error of an error status with its *body* (empty past the limit): retryable for 408, 409, 429 and 5xx."""
         status = response.status_code
-        detail = self._server_detail(response.content) or response.reason_phrase or "no message"
+        detail = self._server_detail(body) or response.reason_phrase or "no message"
         return ProviderError(
             f"POST {self._shown_url} answered HTTP {status}: {detail}",
             provider=self.name,
@@ -183,8 +192,7 @@ class HttpProvider(abc.ABC):
         try:
             async with self._get_client().stream("POST", self._url, content=content, headers=headers) as response:
                 if not response.is_success:
-                    await response.aread()
-                    raise self._status_error(response)
+                    raise self._status_error(response, await read_body(response.aiter_bytes()) or b"")
                 if media_type(response) in _HTML_TYPES:
                     msg = (
                         f"POST {url} answered HTTP {response.status_code} with an HTML page ({media_type(response)}),"
@@ -293,23 +301,29 @@ class EventDecoder:
 
     def __init__(self) -> None:
         self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
-        self._pending = ""
+        self._pending: list[str] = []
+        """The text of the unfinished line, in pieces: joined once, when the line ends."""
+        self._held = False
         self._data: list[str] = []
         self._event = ""
 
     def feed(self, raw: bytes) -> list[tuple[str, str]]:
         """The ``(event name, data)`` of each event that *raw* completes."""
-        text = self._pending + self._decoder.decode(raw)
+        text = self._decoder.decode(raw)
+        if not self._held and "\n" not in text and "\r" not in text:
+            self._pending.append(text)  # a long line in many reads is read in linear time
+            return []
+        text = "".join(self._pending) + text
         # A CR at the very end may be the first half of a CRLF: keep it for the next read.
-        held = text.endswith("\r")
-        lines = _NEWLINE.split(text[:-1] if held else text)
-        self._pending = lines.pop() + ("\r" if held else "")
+        self._held = text.endswith("\r")
+        lines = _NEWLINE.split(text[:-1] if self._held else text)
+        self._pending = [lines.pop() + ("\r" if self._held else "")]
         return self._lines(lines)
 
     def close(self) -> list[tuple[str, str]]:
         """The events left when the stream ends (a last one without its blank line included)."""
-        text = self._pending + self._decoder.decode(b"", final=True)
-        self._pending = ""
+        text = "".join(self._pending) + self._decoder.decode(b"", final=True)
+        self._pending, self._held = [], False
         lines = _NEWLINE.split(text) if text else []
         return self._lines([*lines, ""])
 
@@ -336,19 +350,45 @@ Fold = Callable[[list[tuple[str, str]]], "ModelResponse | ProviderError | None"]
 """Folds ``(event name, data)`` pairs in: the answer at the stream's last event, an error, or ``None`` for more."""
 
 
-async def read_events(chunks: AsyncIterator[bytes], fold: Fold, *, incomplete: ProviderError) -> ModelResponse:
+def answer_too_large(provider: str) -> ProviderError:
+    """The error of an answer longer than :data:`MAX_ANSWER_BYTES` (not retryable: the server would send it again)."""
+    msg = f"the answer is longer than {MAX_ANSWER_BYTES >> 20} MiB, more than any model's: it was not read"
+    return ProviderError(msg, provider=provider)
+
+
+async def read_body(chunks: AsyncIterator[bytes]) -> bytes | None:
+    """The bytes of *chunks*; ``None`` when they pass :data:`MAX_ANSWER_BYTES` (the rest is drained, as below)."""
+    parts: list[bytes] = []
+    size = 0
+    with trio.move_on_after(math.inf) as drain:
+        async for chunk in chunks:
+            if size <= MAX_ANSWER_BYTES:
+                size += len(chunk)
+                parts.append(chunk)
+                if size > MAX_ANSWER_BYTES:
+                    parts.clear()
+                    drain.deadline = trio.current_time() + _DRAIN_SECONDS
+    return None if size > MAX_ANSWER_BYTES else b"".join(parts)
+
+
+async def read_events(
+    chunks: AsyncIterator[bytes], fold: Fold, *, incomplete: ProviderError, too_large: ProviderError
+) -> ModelResponse:
     """Read server-sent events until *fold* gives the answer or an error; *incomplete* if the stream ends first.
 
     The stream is read to its end even after that: leaving httpx's nested byte generators
     half-way leaves them to the garbage collector (a ResourceWarning under trio). A server that
-    keeps the stream open after it gets :data:`_DRAIN_SECONDS`.
+    keeps the stream open after it gets :data:`_DRAIN_SECONDS`. A stream longer than
+    :data:`MAX_ANSWER_BYTES` is *too_large*.
     """
     decoder = EventDecoder()
     outcome: ModelResponse | ProviderError | None = None
+    size = 0
     with trio.move_on_after(math.inf) as drain:
         async for raw in chunks:
             if outcome is None:
-                outcome = fold(decoder.feed(raw))
+                size += len(raw)
+                outcome = too_large if size > MAX_ANSWER_BYTES else fold(decoder.feed(raw))
                 if outcome is not None:
                     drain.deadline = trio.current_time() + _DRAIN_SECONDS
     if outcome is None:
