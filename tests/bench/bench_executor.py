@@ -179,7 +179,9 @@ def _engine_batch(registry: toolflow.Registry, plugins: toolflow.Plugins, size: 
     calls = [{"tool": "nap", "parameters": {}} for _ in range(size)]
 
     async def run() -> None:
-        async with open_engine(registry, plugins=plugins, max_concurrency=size) as engine:
+        # One batch of `size` calls, as an application's own bulk run: the policy lets a turn make that many.
+        policy = toolflow.Policy(max_calls_per_turn=size)
+        async with open_engine(registry, plugins=plugins, max_concurrency=size, policy=policy) as engine:
             results = await engine.run_batch(calls)
         assert len(results) == size
         assert all(r.success for r in results), next(r for r in results if not r.success)
