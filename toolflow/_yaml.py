@@ -304,7 +304,7 @@ def _check_aliases(root: Node) -> None:
         if above + known[0] > MAX_DEPTH:
             raise _alias_overflow(node, f"aliases nest the document more than {MAX_DEPTH} collections deep")
         if known[1] > MAX_EXPANDED_NODES:
-            raise _alias_overflow(node, f"document expands to more than {MAX_EXPANDED_NODES:,} nodes through aliases")
+            raise _alias_overflow(node, f"the document has more than {MAX_EXPANDED_NODES:,} nodes, aliases expanded")
         return known
 
     measure(root, 0)
