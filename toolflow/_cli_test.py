@@ -27,7 +27,7 @@ import json
 import os
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -38,6 +38,7 @@ from toolflow._calls import ToolCall
 from toolflow._cli_support import approver, run_trio, spec_paths
 from toolflow._cli_test_report import Case, Outcome, outcome_line, render
 from toolflow._context import providing_context
+from toolflow._diagnostics import Locator
 from toolflow._errors import SpecError, ToolflowError, UsageError
 from toolflow._executor import open_engine
 from toolflow._loader import SPEC_SUFFIXES, TEST_SUFFIXES, load_specs
@@ -162,35 +163,37 @@ def collect_examples(specs: LoadResult, files: Iterable[str] | None = None) -> l
     tool the server lists (``toolflow test`` connects to the server, as ``call`` does).
     """
     wanted = None if files is None else {os.path.realpath(f) for f in files}
-    cases = []
+    cases: list[Case] = []
+    for tool in specs.tools:
+        if wanted is None or os.path.realpath(tool.file) in wanted:
+            cases.extend(_example_cases(tool.name, tool.examples, tool.file, tool.locator))
     for spec_file in specs.files:
         if wanted is not None and os.path.realpath(spec_file.path) not in wanted:
             continue
-        examples = [(tool.name, tool.examples) for tool in spec_file.tools]
-        examples += [
-            (server.local_name(remote), _remote_examples(server.pointer, remote, override))
-            for server in spec_file.mcp_servers
-            for remote, override in server.overrides.items()
-            if server.imports(remote)
-        ]
-        for name, declared in examples:
-            for index, example in enumerate(declared):
-                if not example.is_test:
-                    continue
-                span = spec_file.locator.locate(example.pointer) if spec_file.locator else None
-                line, column = (span.line, span.column) if span else (1, 1)
-                cases.append(
-                    Case(
-                        kind="example",
-                        name=f"{name} examples[{index}]",
-                        file=spec_file.path,
-                        line=line,
-                        column=column,
-                        tool_name=name,
-                        example=example,
-                    )
-                )
+        for server in spec_file.mcp_servers:
+            for remote, override in server.overrides.items():
+                if server.imports(remote):
+                    examples = _remote_examples(server.pointer, remote, override)
+                    name = server.local_name(remote)
+                    cases.extend(_example_cases(name, examples, spec_file.path, spec_file.locator))
     return cases
+
+
+def _example_cases(name: str, examples: Iterable[Example], file: str, locator: Locator | None) -> Iterator[Case]:
+    """A case per example of tool *name* that declares an expected outcome, placed by *locator* in *file*."""
+    for index, example in enumerate(examples):
+        if example.is_test:
+            span = locator.locate(example.pointer) if locator else None
+            line, column = (span.line, span.column) if span else (1, 1)
+            yield Case(
+                kind="example",
+                name=f"{name} examples[{index}]",
+                file=file,
+                line=line,
+                column=column,
+                tool_name=name,
+                example=example,
+            )
 
 
 def _remote_examples(server: str, remote: str, override: Mapping[str, Any]) -> tuple[Example, ...]:
