@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import itertools
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -111,6 +113,44 @@ async def test_memory_bombs_fail_at_the_budget_through_the_template_kind(tmp_pat
     record("template payloads", len(MEMORY_BOMBS))
     failures = {source: result.error for (source, _), result in zip(MEMORY_BOMBS, results, strict=True)}
     assert failures == dict.fromkeys(failures, f"Error: {BUDGET_MESSAGE}")
+
+
+_WORKER_SEQUENCE = """
+import sys
+from toolflow._templates import compile_template, render, run_job, template_budget
+
+def _data_size():
+    with open("/proc/self/status", "rb") as status:
+        return next(int(line.split()[1]) * 1024 for line in status if line.startswith(b"VmData:"))
+
+sizes = [_data_size()]
+for source, arguments in BOMBS:
+    try:
+        run_job(template_budget(), render, (compile_template(source), arguments))
+    except Exception as exc:
+        assert "per-render budget" in str(exc), exc
+    sizes.append(_data_size())
+print(" ".join(str(size >> 20) for size in sizes))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the budget is RLIMIT_DATA, Linux's")
+def test_a_job_leaves_no_memory_for_the_next_to_use_beyond_its_budget() -> None:
+    """After each failed job the worker's data size is back near its start, so the next job's budget is its own.
+
+    A failed rendering's objects stay in reference cycles (its traceback's frames) until the
+    collector runs; counted in the next job's starting size, they were headroom on top of its
+    budget, and the next job could build more than 64 MiB (seen once, as a flaky pass of '%.*f').
+    """
+    bombs = [
+        (source, args) for source, args in MEMORY_BOMBS if "ns.s" in source or "s ~ s" in source or "ns.l" in source
+    ]
+    code = f"BOMBS = {bombs!r}\n" + _WORKER_SEQUENCE
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    start, *after = (int(mib) for mib in done.stdout.split())
+    assert len(after) == len(bombs) == 3
+    assert all(size <= start + 4 for size in after), (start, after)  # MiB; each bomb reached 64 MiB
 
 
 @pytest.mark.parametrize(("source", "arguments"), FOREVER)
