@@ -122,6 +122,7 @@ def test_the_provider_meets_the_protocol() -> None:
     [
         ({"temprature": 0.2}, TypeError, "temprature"),
         ({"base_url": "ftp://example.com"}, UsageError, "'ftp://example.com'"),
+        ({"base_url": "https://[::1"}, UsageError, r"anthropic base URL is not a URL: Invalid IPv6 URL"),
         ({"timeout": 0}, UsageError, "timeout must be a positive number"),
         ({"response_timeout": float("inf")}, UsageError, "response_timeout must be a positive number"),
         ({"max_tokens": 0}, UsageError, "max_tokens must be a positive integer"),

@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from toolflow._errors import UsageError
-from toolflow.default_plugins.openai import DEFAULT_RESPONSE_TIMEOUT, _check_options
+from toolflow.default_plugins.openai import DEFAULT_RESPONSE_TIMEOUT, _check_options, checked_base_url
 from toolflow.hookspecs import hookimpl
 
 if TYPE_CHECKING:
@@ -110,10 +110,7 @@ def create_provider(
     if not model:
         msg = "the anthropic provider needs a model name: --model anthropic:MODEL"
         raise UsageError(msg)
-    url = (base_url or os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL).strip().rstrip("/")
-    if not url.lower().startswith(("http://", "https://")):
-        msg = f"the anthropic base URL must start with http:// or https://, got {url!r}"
-        raise UsageError(msg)
+    url = checked_base_url("anthropic", base_url, "ANTHROPIC_BASE_URL", DEFAULT_BASE_URL)
     max_tokens = DEFAULT_MAX_TOKENS if max_tokens is None else max_tokens
     _check_options(timeout, response_timeout, max_tokens, temperature, extra_body)
     if not isinstance(version, str) or not version.strip():

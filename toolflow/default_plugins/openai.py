@@ -31,6 +31,7 @@ import math
 import os
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from toolflow._errors import UsageError
 from toolflow.hookspecs import hookimpl
@@ -106,7 +107,7 @@ def create_provider(
     if not model:
         msg = "the openai provider needs a model name: --model openai:MODEL"
         raise UsageError(msg)
-    url = _base_url(base_url)
+    url = checked_base_url("openai", base_url, "OPENAI_BASE_URL", DEFAULT_BASE_URL)
     _check_options(timeout, response_timeout, max_tokens, temperature, extra_body)
     from toolflow.default_plugins._openai_chat import OpenAIProvider  # noqa: PLC0415 - httpx only when used
 
@@ -125,11 +126,29 @@ def create_provider(
     )
 
 
-def _base_url(base_url: str | None) -> str:
-    """*base_url*, ``$OPENAI_BASE_URL`` or the default, without a trailing slash; it must be HTTP(S)."""
-    url = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).strip().rstrip("/")
+def checked_base_url(provider: str, base_url: str | None, variable: str, default: str) -> str:
+    """*base_url*, ``$variable`` or *default*, without a trailing slash: an HTTP(S) URL with a host.
+
+    Raises:
+        toolflow.UsageError: Not ``http://`` or ``https://``, or not a URL (no host, a port that
+            is not a number, a broken IPv6 address); the message shows no credentials or query.
+    """
+    url = (base_url or os.environ.get(variable) or default).strip().rstrip("/")
+    problem = None
     if not url.lower().startswith(("http://", "https://")):
-        msg = f"the openai base URL must start with http:// or https://, got {url!r}"
+        problem = "must start with http:// or https://"
+    else:
+        try:
+            parts = urlsplit(url)
+            _ = parts.port  # reading it checks it
+            if not parts.hostname:
+                problem = "is not a URL: it names no host"
+        except ValueError as exc:  # the port or an IPv6 address
+            problem = f"is not a URL: {exc}"
+    if problem is not None:
+        from toolflow.default_plugins._http_provider import without_credentials  # noqa: PLC0415 - httpx's
+
+        msg = f"the {provider} base URL {problem}, got {without_credentials(url)!r}"
         raise UsageError(msg)
     return url
 
