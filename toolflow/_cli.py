@@ -542,10 +542,11 @@ def _task_limits(args: argparse.Namespace) -> TaskLimits:
         UsageError: A duration is not a positive one, or two limits given contradict each other:
             more tasks running than kept, or a ttl longer than the longest.
     """
+    from toolflow._model import duration_setting  # noqa: PLC0415
     from toolflow._serve_tasks import TaskLimits  # noqa: PLC0415
 
-    ttl = None if args.task_ttl is None else _duration_option(args.task_ttl, where="serve: --task-ttl")
-    longest = None if args.task_max_ttl is None else _duration_option(args.task_max_ttl, where="serve: --task-max-ttl")
+    ttl = None if args.task_ttl is None else duration_setting(args.task_ttl, where="serve: --task-ttl")
+    longest = None if args.task_max_ttl is None else duration_setting(args.task_max_ttl, where="serve: --task-max-ttl")
     default = TaskLimits()
     running, kept = _fitted(
         args.task_max_running,
@@ -578,21 +579,10 @@ def _fitted(
     return small or min(defaults[0], large or defaults[0]), large or max(defaults[1], small or 0)
 
 
-def _duration_option(value: str, *, where: str) -> float:
-    """The duration *value* a person typed, in seconds (a plain number is seconds); a usage error naming *where*."""
-    from toolflow._errors import UsageError  # noqa: PLC0415
-    from toolflow._model import parse_duration_text  # noqa: PLC0415
-
-    try:
-        return parse_duration_text(value)
-    except ValueError as exc:
-        msg = f"{where}: {exc}"
-        raise UsageError(msg) from None
-
-
 def _http_settings(args: argparse.Namespace, stderr: TextIO, state: StateBackend | None = None) -> HTTPSettings:
     """``toolflow serve``'s HTTP settings: the options, then ``[tool.toolflow.serve]``, then the defaults."""
     from toolflow._errors import UsageError  # noqa: PLC0415
+    from toolflow._model import duration_setting  # noqa: PLC0415
     from toolflow._project import load_project  # noqa: PLC0415
     from toolflow._serve_http import (  # noqa: PLC0415
         DEFAULT_MAX_SESSIONS,
@@ -607,7 +597,7 @@ def _http_settings(args: argparse.Namespace, stderr: TextIO, state: StateBackend
         raise UsageError(msg)
     idle = config.session_idle_timeout or DEFAULT_SESSION_IDLE_TIMEOUT
     if args.session_idle_timeout is not None:
-        idle = _duration_option(args.session_idle_timeout, where="serve: --session-idle-timeout")
+        idle = duration_setting(args.session_idle_timeout, where="serve: --session-idle-timeout")
     tokens = None
     token_file = args.auth_tokens or config.auth_tokens
     token_env = args.auth_token_env or config.auth_token_env

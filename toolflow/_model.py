@@ -17,7 +17,7 @@ from typing import Any, Literal
 import attrs
 
 from toolflow._diagnostics import Diagnostic, Locator
-from toolflow._errors import expect, expect_count, expect_names, expect_number
+from toolflow._errors import UsageError, expect, expect_count, expect_names, expect_number
 from toolflow._provenance import Interpolated
 
 __all__ = [
@@ -43,6 +43,7 @@ __all__ = [
     "ToolDependency",
     "ToolSpec",
     "Toolset",
+    "duration_setting",
     "format_duration",
     "look_up",
     "parse_duration",
@@ -116,6 +117,19 @@ def parse_duration_text(value: object) -> float:
             raise ValueError(msg)
         return seconds
     return parse_duration(value)
+
+
+def duration_setting(value: object, *, where: str) -> float:
+    """:func:`parse_duration_text` of a setting a person gave (an option, a variable), in seconds.
+
+    Raises:
+        UsageError: *value* is not a positive duration; the message names *where* it was set.
+    """
+    try:
+        return parse_duration_text(value)
+    except ValueError as exc:
+        msg = f"{where}: {exc}"
+        raise UsageError(msg) from None
 
 
 def format_duration(value: float) -> str:

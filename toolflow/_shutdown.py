@@ -24,8 +24,7 @@ from typing import TextIO
 import attrs
 import trio
 
-from toolflow._errors import UsageError
-from toolflow._model import parse_duration_text
+from toolflow._model import duration_setting
 from toolflow._results import ToolResult
 
 __all__ = ["DEFAULT_GRACE", "SIGNALS", "Interrupts", "open_signal_watch", "parse_grace", "watch_signals"]
@@ -45,11 +44,7 @@ def parse_grace(value: object, *, where: str) -> float:
     """
     if value in (0, "0") and not isinstance(value, bool):
         return 0.0
-    try:
-        return parse_duration_text(value)
-    except ValueError as exc:
-        msg = f"{where}: {exc}"
-        raise UsageError(msg) from None
+    return duration_setting(value, where=where)
 
 
 @attrs.define(kw_only=True)

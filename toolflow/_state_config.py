@@ -14,7 +14,7 @@ from collections.abc import Mapping
 import attrs
 
 from toolflow._errors import UsageError
-from toolflow._model import format_duration, parse_duration_text
+from toolflow._model import duration_setting, format_duration
 from toolflow._state import LEASE_TTL, MIN_LEASE_TTL, HandleKeys, MemoryState, StateBackend, masked_url
 
 __all__ = [
@@ -43,8 +43,6 @@ PREVIOUS_SECRET_ENV = "TOOLFLOW_STATE_SECRET_PREVIOUS"  # noqa: S105 - a variabl
 
 LEASE_TTL_ENV = "TOOLFLOW_LEASE_TTL"
 """The variable that sets how long the ``concurrency`` leases a process takes live (:func:`lease_ttl_from_environ`)."""
-
-"""A plain number of seconds (no sign, no exponent, no ``inf``), as ``TOOLFLOW_LEASE_TTL=10`` writes one."""
 
 
 def state_from_url(url: str | None, *, keys: HandleKeys | None = None, lease_ttl: float = LEASE_TTL) -> StateBackend:
@@ -112,11 +110,7 @@ def lease_ttl_from_environ(environ: Mapping[str, str]) -> float:
     text = environ.get(LEASE_TTL_ENV, "").strip()
     if not text:
         return LEASE_TTL
-    try:
-        seconds = parse_duration_text(text)
-    except ValueError as exc:
-        msg = f"{LEASE_TTL_ENV}: {exc}"
-        raise UsageError(msg) from None
+    seconds = duration_setting(text, where=LEASE_TTL_ENV)
     if seconds < MIN_LEASE_TTL:
         msg = f"{LEASE_TTL_ENV}: a lease must live {format_duration(MIN_LEASE_TTL)} or more, got {text!r}"
         raise UsageError(msg)

@@ -16,7 +16,6 @@ from typing import Any
 from toolflow._providers import ModelRequest, ModelResponse, ProviderError, Usage
 from toolflow.default_plugins._http_provider import (
     HttpProvider,
-    answer_too_large,
     fix_surrogates,
     read_events,
     shorten,
@@ -117,9 +116,7 @@ class AnthropicProvider(HttpProvider):
         incomplete = ProviderError(
             "the stream ended before message_stop: the answer is incomplete", provider=NAME, retryable=True
         )
-        return await read_events(
-            chunks, lambda events: _fold(assembler, events), incomplete=incomplete, too_large=answer_too_large(NAME)
-        )
+        return await read_events(chunks, lambda events: _fold(assembler, events), incomplete=incomplete)
 
     def _parse(self, data: Any) -> ModelResponse:
         return _parse_message(data)

@@ -371,15 +371,13 @@ async def read_body(chunks: AsyncIterator[bytes]) -> bytes | None:
     return None if size > MAX_ANSWER_BYTES else b"".join(parts)
 
 
-async def read_events(
-    chunks: AsyncIterator[bytes], fold: Fold, *, incomplete: ProviderError, too_large: ProviderError
-) -> ModelResponse:
+async def read_events(chunks: AsyncIterator[bytes], fold: Fold, *, incomplete: ProviderError) -> ModelResponse:
     """Read server-sent events until *fold* gives the answer or an error; *incomplete* if the stream ends first.
 
     The stream is read to its end even after that: leaving httpx's nested byte generators
     half-way leaves them to the garbage collector (a ResourceWarning under trio). A server that
     keeps the stream open after it gets :data:`_DRAIN_SECONDS`. A stream longer than
-    :data:`MAX_ANSWER_BYTES` is *too_large*.
+    :data:`MAX_ANSWER_BYTES` is :func:`answer_too_large` for *incomplete*'s provider.
     """
     decoder = EventDecoder()
     outcome: ModelResponse | ProviderError | None = None
@@ -388,7 +386,7 @@ async def read_events(
         async for raw in chunks:
             if outcome is None:
                 size += len(raw)
-                outcome = too_large if size > MAX_ANSWER_BYTES else fold(decoder.feed(raw))
+                outcome = answer_too_large(incomplete.provider) if size > MAX_ANSWER_BYTES else fold(decoder.feed(raw))
                 if outcome is not None:
                     drain.deadline = trio.current_time() + _DRAIN_SECONDS
     if outcome is None:

@@ -15,7 +15,6 @@ from typing import Any
 from toolflow._providers import ModelRequest, ModelResponse, ProviderError, Usage
 from toolflow.default_plugins._http_provider import (
     HttpProvider,
-    answer_too_large,
     fix_surrogates,
     read_events,
     shorten,
@@ -307,9 +306,7 @@ async def _read_stream(chunks: AsyncIterator[bytes]) -> ModelResponse:
     incomplete = ProviderError(
         "the stream ended before [DONE]: the answer is incomplete", provider=NAME, retryable=True
     )
-    return await read_events(
-        chunks, lambda events: _fold(assembler, events), incomplete=incomplete, too_large=answer_too_large(NAME)
-    )
+    return await read_events(chunks, lambda events: _fold(assembler, events), incomplete=incomplete)
 
 
 def _fold(assembler: _Assembler, events: list[tuple[str, str]]) -> ModelResponse | ProviderError | None:
