@@ -130,7 +130,7 @@ import json, sys, trio, toolflow
 async def main() -> None:
     plugins = toolflow.load_plugins(entry_points=False)
     registry = toolflow.load_registry([sys.argv[1]], plugins=plugins)
-    async with toolflow.open_engine(registry, plugins=plugins, cache_path=sys.argv[2]) as engine:
+    async with toolflow.open_engine(registry, plugins=plugins, cache_path=sys.argv[2], cache_timeout=10) as engine:
         result = await engine.call("counted", {})
     print(json.dumps({"success": result.success, "data": result.data, "extra": dict(result.extra)}))
 
@@ -155,7 +155,8 @@ async def test_persistent_cache_survives_a_new_process_and_expires_after_its_ttl
 
     registry, plugins = _registry(spec)
     with trio.fail_after(20):
-        async with open_engine(registry, plugins=plugins, cache_path=cache_path) as engine:
+        # The look-up's 50 ms default is for a tool call, not a loaded test machine: this test is about persistence.
+        async with open_engine(registry, plugins=plugins, cache_path=cache_path, cache_timeout=10) as engine:
             hit = await engine.call("counted", {})
     assert (hit.success, hit.extra["cached"], hit.extra["attempts"]) == (True, True, 0)
     assert hit.data["stdout"].strip() == "1"
@@ -165,7 +166,9 @@ async def test_persistent_cache_survives_a_new_process_and_expires_after_its_ttl
         return time.time() + 61
 
     with trio.fail_after(20):
-        async with open_engine(registry, plugins=plugins, cache_path=cache_path, clock=later) as engine:
+        async with open_engine(
+            registry, plugins=plugins, cache_path=cache_path, clock=later, cache_timeout=10
+        ) as engine:
             expired = await engine.call("counted", {})
     assert expired.success, expired.error
     assert "cached" not in expired.extra
