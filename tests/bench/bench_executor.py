@@ -12,7 +12,11 @@
    10,000. The contenders take turns, run after run; wall time is the median of the runs;
    memory is the ``tracemalloc`` peak of a separate run. Targets: the cost per call above the
    50 ms floor at 10,000 calls at most 1.3x that at 1,000; peak memory at most 4 KiB per call
-   above the bare nursery's.
+   above the bare nursery's. The same growth is printed for the bare nursery (trio's own) and
+   for the engine's own part of a call, its cost above the nursery's; ``--collector-off`` times the
+   batches with the garbage collector off, which sets its passes apart from the code's own cost;
+   ``--count-calls`` counts the function calls per call of each batch (``sys.setprofile``), which
+   are flat if the engine's work per call does not grow with the batch.
 
 Run it from the repository root (it is not collected by pytest)::
 
@@ -26,6 +30,7 @@ import argparse
 import gc
 import platform
 import statistics
+import sys
 import tempfile
 import time
 import tracemalloc
@@ -189,16 +194,46 @@ def _engine_batch(registry: toolflow.Registry, plugins: toolflow.Plugins, size: 
     return run
 
 
-def _walls(contenders: dict[str, Callable[[], Awaitable[None]]], repeats: int) -> dict[str, float]:
-    """The median wall time of each contender; they take turns so that they share the noise."""
+def _walls(contenders: dict[str, Callable[[], Awaitable[None]]], repeats: int, *, collector: bool) -> dict[str, float]:
+    """The median wall time of each contender; they take turns so that they share the noise.
+
+    With *collector* false, the garbage collector is off during each run: what is left is the
+    code's own cost, without the collector's passes over the calls in flight.
+    """
     times: dict[str, list[float]] = {name: [] for name in contenders}
     for _ in range(repeats):
         for name, run in contenders.items():
             gc.collect()
-            start = time.perf_counter()
-            trio.run(run)
-            times[name].append(time.perf_counter() - start)
+            if not collector:
+                gc.disable()
+            try:
+                start = time.perf_counter()
+                trio.run(run)
+                times[name].append(time.perf_counter() - start)
+            finally:
+                gc.enable()
     return {name: statistics.median(values) for name, values in times.items()}
+
+
+def _calls_made(run: Callable[[], Awaitable[None]]) -> int:
+    """The Python and C function calls of one run of *run* (after a warm-up), with the collector off."""
+    made = 0
+
+    def count(_frame: object, event: str, _arg: object) -> None:
+        nonlocal made
+        if event in ("call", "c_call"):
+            made += 1
+
+    trio.run(run)
+    gc.collect()
+    gc.disable()
+    sys.setprofile(count)
+    try:
+        trio.run(run)
+    finally:
+        sys.setprofile(None)
+        gc.enable()
+    return made
 
 
 def _peak(run: Callable[[], Awaitable[None]]) -> float:
@@ -218,6 +253,16 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=30, help="rounds of the overhead benchmark (default 30)")
     parser.add_argument("--calls", type=int, default=2000, help="calls per round (default 2000)")
     parser.add_argument("--repeats", type=int, default=3, help="runs of each batch for its median wall time")
+    parser.add_argument(
+        "--collector-off",
+        action="store_true",
+        help="time the batches with the garbage collector off, to set its passes apart from the code's own cost",
+    )
+    parser.add_argument(
+        "--count-calls",
+        action="store_true",
+        help="also count the function calls per call of each batch (a profile: is the engine's work per call flat?)",
+    )
     options = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         registry, plugins = _registry(Path(folder))
@@ -242,10 +287,11 @@ def main() -> None:
         for size in BATCHES:
             contenders[f"bare nursery, {size:,}"] = _bare_batch(size)
             contenders[f"run_batch, {size:,}"] = _engine_batch(registry, plugins, size)
-        walls = _walls(contenders, options.repeats)
+        walls = _walls(contenders, options.repeats, collector=not options.collector_off)
         peaks = {name: _peak(run) for name, run in contenders.items()}
         print(
-            f"concurrent calls of `trio.sleep({NAP})`, max_concurrency at the batch size, median of {options.repeats} runs\n"
+            f"concurrent calls of `trio.sleep({NAP})`, max_concurrency at the batch size, median of {options.repeats} runs"
+            f"{', the garbage collector off' if options.collector_off else ''}\n"
         )
         print(
             "| calls | nursery (s) | run_batch (s) | vs nursery | per call above 50 ms (µs) | extra memory per call (KiB) |"
@@ -266,6 +312,17 @@ def main() -> None:
         )
         nursery = {size: (walls[f"bare nursery, {size:,}"] - NAP) / size for size in BATCHES}
         print(f"the same for the bare nursery (trio's own growth): {nursery[large] / nursery[small]:.2f}x")
+        own = {size: above[size] - nursery[size] for size in BATCHES}
+        print(
+            f"the engine's own cost per call (run_batch less the nursery), {large:,} / {small:,}: "
+            f"{own[large] / own[small]:.2f}x ({own[small] * 1e6:.1f} and {own[large] * 1e6:.1f} µs)"
+        )
+        if options.count_calls:
+            made = {size: _calls_made(contenders[f"run_batch, {size:,}"]) / size for size in BATCHES}
+            print(
+                f"function calls per call of run_batch: {made[small]:,.1f} at {small:,}, {made[large]:,.1f} at "
+                f"{large:,} ({made[large] / made[small]:.3f}x)"
+            )
 
 
 if __name__ == "__main__":

@@ -40,7 +40,7 @@ import bench_loop
 import toolflow
 from toolflow._executor import open_engine
 
-CONTENDERS = ("openai", "anthropic", "fallback", "text", "hand", "batch", "call", "invoke", "floor")
+CONTENDERS = ("openai", "anthropic", "fallback", "text", "hand", "hand-killable", "batch", "call", "invoke", "floor")
 SESSIONS = (1, 4)
 _COLLECTED = re.compile(r"Collected : (\d+)")
 
@@ -58,6 +58,8 @@ def _run(contender: str, sessions: int, calls: int) -> None:
                 round_: bench_loop.Round
                 if contender == "hand":
                     round_ = bench_loop._hand_round(bench_loop._assistant_messages(calls))
+                elif contender == "hand-killable":
+                    round_ = bench_loop._hand_round(bench_loop._assistant_messages(calls), killable=True)
                 elif contender == "batch":
                     round_ = bench_loop._batch_round(engine)
                 elif contender == "call":

@@ -14,7 +14,9 @@ each; per turn it asks its model for the next message (an async function that ch
 as trio asks of every async function and as the ``scripted`` provider does: issue 15), ``json.loads``
 the arguments, checks the two ints by hand, awaits the tool under ``trio.fail_after``, and
 appends the assistant message and a ``{"role": "tool", ...}`` message with ``json.dumps`` of the
-result to a history list.
+result to a history list. A second hand-written row does the same with each model request in a
+``trio.CancelScope`` of its own, the scope a kill cancels, which toolflow's loop gives every
+request (issue 15): the last column compares each row with it.
 
 A row runs the openai session again under a policy with one rule of each kind (issue 20), all of
 which the session keeps (``first``, ``after``, ``max_calls``, ``before_exit``), so that each turn
@@ -237,11 +239,15 @@ async def _hand_model(message: dict[str, Any]) -> dict[str, Any]:
     return message
 
 
-async def _hand_loop(turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
+async def _hand_loop(turns: list[dict[str, Any]], *, killable: bool = False) -> list[dict[str, Any]]:
     history: list[dict[str, Any]] = [{"role": "user", "content": "Add them up."}]
     tools = {"add": add}
     for turn in turns:
-        message = await _hand_model(turn)
+        if killable:  # a scope a kill can cancel, around each model request, as toolflow's loop has (issue 15)
+            with trio.CancelScope():
+                message = await _hand_model(turn)
+        else:
+            message = await _hand_model(turn)
         history.append(message)
         if not message.get("tool_calls"):
             break
@@ -261,10 +267,10 @@ async def _hand_loop(turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return history
 
 
-def _hand_round(turns: list[dict[str, Any]]) -> Round:
+def _hand_round(turns: list[dict[str, Any]], *, killable: bool = False) -> Round:
     async def run(calls: int) -> tuple[float, float]:
         start, cpu = time.perf_counter(), time.thread_time()
-        history = await _hand_loop(turns)
+        history = await _hand_loop(turns, killable=killable)
         elapsed, cpu = time.perf_counter() - start, time.thread_time() - cpu
         if len(history) != 2 * calls + 2 or json.loads(history[-2]["content"])["data"] != calls:
             msg = f"the hand-written loop went wrong: {history[-3:]!r}"
@@ -277,6 +283,7 @@ def _hand_round(turns: list[dict[str, Any]]) -> Round:
 # --- the run --------------------------------------------------------------------------------
 
 HAND = "hand-written loop (openai messages)"
+KILLABLE = "hand-written loop, a cancel scope around each model request"
 BATCH = "part of it: `Engine.execute_batch([call])` alone"
 CALL = "part of it: `Engine.call` alone"
 
@@ -313,6 +320,7 @@ async def _measure(
         ruled = attrs.evolve(policy, rules=RULES)
         contenders[RULED] = _toolflow_round(engine, ruled, path, document, "openai")
         contenders[HAND] = _hand_round(_assistant_messages(calls))
+        contenders[KILLABLE] = _hand_round(_assistant_messages(calls), killable=True)
         contenders[BATCH] = _batch_round(engine)
         contenders[CALL] = _call_round(engine)
         for round_ in contenders.values():  # warm up: resolve the binding, fill the formats' memos
@@ -555,14 +563,18 @@ def main() -> None:
             f"of {options.calls} tool calls (one per turn) and a final answer; load average "
             f"{', '.join(f'{load:.1f}' for load in os.getloadavg())}\n"
         )
-        print("| per tool call | median wall (µs) | best wall (µs) | median CPU (µs) | vs hand-written (wall) |")
-        print("|---|---:|---:|---:|---:|")
+        print(
+            "| per tool call | median wall (µs) | best wall (µs) | median CPU (µs) | vs hand-written (wall) "
+            "| vs hand-written with a scope per request (wall) |"
+        )
+        print("|---|---:|---:|---:|---:|---:|")
         hand = statistics.median(wall for wall, _ in times[HAND])
+        killable = statistics.median(wall for wall, _ in times[KILLABLE])
         for name, values in times.items():
             wall = statistics.median(w for w, _ in values)
             best = min(w for w, _ in values)
             cpu = statistics.median(c for _, c in values)
-            print(f"| {name} | {_us(wall)} | {_us(best)} | {_us(cpu)} | {wall / hand:.2f}x |")
+            print(f"| {name} | {_us(wall)} | {_us(best)} | {_us(cpu)} | {wall / hand:.2f}x | {wall / killable:.2f}x |")
         if options.profile:
             shares, top = _profile(registry, plugins, policy, path, options.calls, options.profile)
             cpu = statistics.median(c for _, c in times[_label("openai")])
