@@ -37,7 +37,7 @@ from toolflow._loader import load_specs
 from toolflow._plugins import Plugins
 from toolflow._policy import Policy
 from toolflow._registry import Registry
-from toolflow._results import StepRecord, ToolResult
+from toolflow._results import StepRecord, ToolResult, json_text
 from toolflow._shutdown import Interrupts, open_signal_watch
 
 __all__ = ["CallRequest", "call_request", "command"]
@@ -124,7 +124,7 @@ def _cache_text(scope: str | None, *, cached: bool) -> str:
 
 
 def _compact(value: object) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+    return json_text(value)
 
 
 def _shorten(text: str, limit: int) -> str:
@@ -184,7 +184,7 @@ def command(args: argparse.Namespace, request: CallRequest, plugins: Plugins, st
     document = printed.to_dict()
     if args.trace:
         document.update(_print_trace(name, result, elapsed, opened[0], stderr))
-    stdout.write(json.dumps(document, indent=2, ensure_ascii=False, default=str) + "\n")
+    stdout.write(json_text(document, indent=2) + "\n")
     if interrupts.exit_code is not None:
         return interrupts.exit_code
     return 0 if result.success else 1

@@ -35,7 +35,7 @@ from toolflow._loop_records import TaskOutcome
 from toolflow._plugins import Plugins
 from toolflow._policy import Policy
 from toolflow._providers import ModelProvider, load_provider
-from toolflow._results import StepRecord, ToolResult
+from toolflow._results import StepRecord, ToolResult, json_text
 from toolflow._run_state import SavedRun, check_resumable
 from toolflow._shutdown import Interrupts, open_signal_watch
 
@@ -80,14 +80,14 @@ def _outcome(result: ToolResult, limit: int = 300) -> str:
     if result.success:
         if result.data is None:
             return "ok"
-        return "ok: " + _shorten(json.dumps(result.data, ensure_ascii=False, default=str), limit)
+        return "ok: " + _shorten(json_text(result.data, separators=(", ", ": ")), limit)
     status = result.extra.get("status")
     label = status if isinstance(status, str) else "failed"
     return f"{label}: {_shorten(str(result.error or ''), limit)}"
 
 
 def _json(value: Mapping[str, Any]) -> str:
-    return json.dumps(dict(value), ensure_ascii=False, separators=(", ", ": "), default=str)
+    return json_text(dict(value), separators=(", ", ": "))
 
 
 def _arguments(call: object) -> str:
@@ -182,7 +182,7 @@ def print_end(result: LoopResult, stdout: TextIO) -> None:
         for entry in last.entries:
             if entry.call_id in last.ended_by:
                 data = entry.result.data
-                shown = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False, default=str)
+                shown = data if isinstance(data, str) else json_text(data, separators=(", ", ": "))
                 stdout.write(f"{entry.tool_name}: {_shorten(shown)}\n")
     stdout.writelines(_task_lines(result.outcomes))  # noted after the last turn (policy on_exit)
     turns = "turn" if len(result.turns) == 1 else "turns"
@@ -262,7 +262,7 @@ def command(args: argparse.Namespace, plugins: Plugins, stdout: TextIO, stderr: 
         print_end(result, stdout)
         print_waiting(result, stdout, args.save)
     else:
-        stdout.write(json.dumps(_document(result, shown), indent=2, ensure_ascii=False, default=str) + "\n")
+        stdout.write(json_text(_document(result, shown), indent=2) + "\n")
     if result.reason in {"stopped", "killed"} and interrupts.exit_code is not None:
         return interrupts.exit_code  # 143 after SIGTERM, 130 after Ctrl-C
     return EXIT_CODES.get(result.reason, 1)

@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
-import json
 import os
 import tempfile
 import time
@@ -48,7 +47,7 @@ from toolflow._model import Example, LoadResult
 from toolflow._plugins import Plugins
 from toolflow._policy import Policy
 from toolflow._registry import Registry
-from toolflow._results import ToolResult
+from toolflow._results import ToolResult, json_text
 from toolflow._schemas import json_pointer
 from toolflow._yaml import DocumentError, load_data
 from toolflow.default_plugins._scripted import ScriptedProvider, open_scripted
@@ -80,7 +79,7 @@ _TRANSCRIPT_KEYS = ("system", "prompt", "turns")
 
 
 def _json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, default=str)
+    return json_text(value, separators=(", ", ": "))
 
 
 def _shorten(text: str, limit: int = 400) -> str:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Any, Protocol
@@ -28,11 +29,13 @@ from toolflow._json import encoder
 __all__ = [
     "DEFAULT_MAX_RESULT_CHARS",
     "ERROR_PREFIX",
+    "MAX_WRITTEN_DEPTH",
     "RESERVED_RESULT_KEYS",
     "STEP_STATUSES",
     "ResultMessage",
     "StepRecord",
     "ToolResult",
+    "json_text",
     "truncate_text",
     "without_prefix",
 ]
@@ -146,13 +149,13 @@ class ToolResult:
 
         Longer text is cut and ends with the visible marker ``... [truncated N characters]``
         (N counts the characters removed), so the model knows the result is incomplete; the
-        cut text is then no longer valid JSON. Values JSON cannot express are written as their
-        ``str()``. Never raises for odd data.
+        cut text is then no longer valid JSON. Values JSON cannot express are written as text
+        (:func:`json_text`). Never raises for odd data.
 
         Raises:
             ValueError: *max_chars* is not positive.
         """
-        text = _to_json(self.to_dict())
+        text = json_text(self.to_dict())
         # truncate_text's checks, inline: every result of every turn comes this way.
         return text if max_chars > 0 and len(text) <= max_chars else truncate_text(text, max_chars)
 
@@ -242,29 +245,73 @@ def truncate_text(text: str, max_chars: int) -> str:
 
 _result_json = encoder(ensure_ascii=False, allow_nan=False, default=str)
 
+MAX_WRITTEN_DEPTH = 100
+"""How deeply nested data :func:`json_text` writes when the JSON encoder cannot write it whole.
 
-def _to_json(value: Any) -> str:
+Deeper values are written as ``"<too deep>"``. Real results nest a dozen levels or so; data
+that Python's encoder refuses (it recurses once per level) comes from a bug or a hostile service.
+"""
+
+
+def json_text(value: Any, *, indent: int | None = None, separators: tuple[str, str] | None = None) -> str:
+    """*value* as JSON text; what JSON cannot express is written as text. Never raises for odd data.
+
+    Non-string keys become their ``str()``, NaN and infinities ``"nan"``/``"inf"``, other objects
+    their ``str()`` (or ``"<TypeName object>"`` when that fails too), a cycle ``"<cycle>"``, an
+    integer too long for Python to write in digits a note of its length, and a value nested
+    deeper than :data:`MAX_WRITTEN_DEPTH` levels ``"<too deep>"``, when the JSON encoder
+    cannot write the whole value as it is. Compact unless *indent* or *separators* (as
+    :func:`json.dumps` takes them) are given.
+    """
+    compact = indent is None and separators is None
+    layout: dict[str, Any] = {"indent": indent, "separators": (",", ":") if compact else separators}
     try:
-        return _result_json(value)
-    except (TypeError, ValueError):
-        # Non-string keys, cycles, NaN: rebuild a JSON-safe copy and try again.
-        return json.dumps(_jsonable(value, set()), ensure_ascii=False, separators=(",", ":"))
+        if compact:
+            return _result_json(value)
+        return json.dumps(value, ensure_ascii=False, allow_nan=False, default=str, **layout)
+    except Exception:  # noqa: BLE001 - a cycle, NaN, a key, an int too long, a depth, a __str__ that raises
+        return json.dumps(_jsonable(value, set(), 0), ensure_ascii=False, **layout)
 
 
-def _jsonable(value: Any, seen: set[int]) -> Any:
-    if value is None or isinstance(value, str | bool | int):
+def _jsonable(value: Any, seen: set[int], depth: int) -> Any:
+    if value is None or isinstance(value, str | bool):
         return value
+    if isinstance(value, int):
+        return value if _writable(value) else f"<an integer of about {_digits(value):,} digits>"
     if isinstance(value, float):
         return value if math.isfinite(value) else str(value)
     if isinstance(value, Mapping | list | tuple | set | frozenset):
+        if depth >= MAX_WRITTEN_DEPTH:
+            return "<too deep>"
         if id(value) in seen:
             return "<cycle>"
         seen = seen | {id(value)}
-        if isinstance(value, Mapping):
-            return {_key(k): _jsonable(v, seen) for k, v in value.items()}
-        return [_jsonable(v, seen) for v in value]
-    return str(value)
+        try:
+            if isinstance(value, Mapping):
+                return {_key(k): _jsonable(v, seen, depth + 1) for k, v in value.items()}
+            return [_jsonable(v, seen, depth + 1) for v in value]
+        except Exception:  # noqa: BLE001 - a collection whose iteration fails is written as text
+            return _text(value)
+    return _text(value)
+
+
+def _writable(value: int) -> bool:
+    """Whether Python writes *value* in digits (``sys.set_int_max_str_digits`` bounds it)."""
+    limit = sys.get_int_max_str_digits()
+    return limit == 0 or _digits(value) <= limit
+
+
+def _digits(value: int) -> int:
+    """The number of decimal digits of *value*, or one more: an upper bound from its length in bits."""
+    return max(1, int(abs(value).bit_length() * math.log10(2)) + 1)
+
+
+def _text(value: object) -> str:
+    try:
+        return str(value)
+    except Exception:  # noqa: BLE001 - an object whose __str__ fails is named by its type
+        return f"<{type(value).__qualname__} object>"
 
 
 def _key(key: object) -> str:
-    return key if isinstance(key, str) else str(key)
+    return key if isinstance(key, str) else _text(key)

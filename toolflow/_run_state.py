@@ -39,7 +39,6 @@ touch files.
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 from collections.abc import Mapping
@@ -54,6 +53,7 @@ from toolflow._gates_document import COUNT, COUNTS, GATES_SCHEMA, NAMES, record
 from toolflow._json import loads
 from toolflow._loop_records import RunState
 from toolflow._providers import Usage
+from toolflow._results import json_text
 
 __all__ = ["MAX_STATE_BYTES", "STATE_VERSION", "SavedRun", "check_resumable", "counters", "restored"]
 
@@ -229,8 +229,8 @@ class SavedRun:
         }
 
     def to_json(self) -> str:
-        """:meth:`to_dict` as JSON text (values JSON cannot express are written as their ``str()``)."""
-        return json.dumps(self.to_dict(), ensure_ascii=False, default=str)
+        """:meth:`to_dict` as JSON text; values JSON cannot express are written as text (``json_text``)."""
+        return json_text(self.to_dict(), separators=(", ", ": "))
 
     @classmethod
     def from_dict(cls, data: object, *, source: str = "the saved run") -> SavedRun:

@@ -21,7 +21,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolflow._approval import ApprovalReason
 from toolflow._calls import ToolCall
-from toolflow._results import _to_json, truncate_text
+from toolflow._results import json_text, truncate_text
 from toolflow._state import HandleKeys
 
 __all__ = ["APPROVAL_INPUT", "APPROVAL_SCHEMA", "APPROVAL_STATE", "ClientApproval", "request_state_boundary"]
@@ -88,7 +88,7 @@ class ClientApproval:
 
 
 def _approval_message(call: ToolCall, category: str) -> str:
-    arguments = _to_json(dict(call.arguments))
+    arguments = json_text(dict(call.arguments))
     steps = (
         f" Your answer covers its steps {truncate_text(', '.join(call.approves), 2000)} too." if call.approves else ""
     )
