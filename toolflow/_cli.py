@@ -190,6 +190,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     with :data:`EXIT_BROKEN_PIPE`, as the Python documentation's recipe for SIGPIPE does: the
     unwritten output is dropped rather than reported at exit.
     """
+    if sys.stdout.errors in ("strict", "surrogateescape"):
+        # Text the encoding cannot carry (a lone surrogate in a model's answer) is written as a
+        # backslash escape instead of ending the command, as Python writes it on standard error.
+        sys.stdout.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
     code = run(sys.argv[1:] if argv is None else argv, stdout=sys.stdout, stderr=sys.stderr)
     try:
         sys.stdout.flush()

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
@@ -37,6 +38,7 @@ __all__ = [
     "ToolResult",
     "json_text",
     "truncate_text",
+    "valid_text",
     "without_prefix",
 ]
 
@@ -77,10 +79,11 @@ def _freeze_extra(value: Mapping[str, Any] | None) -> Mapping[str, Any]:
 
 
 def _error_text(value: Any) -> Any:
-    """*value* with :data:`ERROR_PREFIX` in front, unless it has it already (or is not text: checked later)."""
-    if type(value) is str and not value.startswith(ERROR_PREFIX):
-        return ERROR_PREFIX + value
-    return value
+    """*value* as :func:`valid_text` with :data:`ERROR_PREFIX` in front (or not text: checked later)."""
+    if type(value) is not str:
+        return value
+    value = valid_text(value)
+    return value if value.startswith(ERROR_PREFIX) else ERROR_PREFIX + value
 
 
 def without_prefix(error: str) -> str:
@@ -89,10 +92,11 @@ def without_prefix(error: str) -> str:
 
 
 def _to_tuple(value: Iterable[str]) -> tuple[str, ...]:
-    if isinstance(value, tuple):
-        return value
-    expect_names(value, "ToolResult: warnings", what="strings")
-    return tuple(value)
+    if not value:
+        return ()
+    if not isinstance(value, tuple):
+        expect_names(value, "ToolResult: warnings", what="strings")
+    return tuple(valid_text(text) if type(text) is str else text for text in value)
 
 
 @attrs.frozen(kw_only=True)
@@ -253,6 +257,20 @@ that Python's encoder refuses (it recurses once per level) comes from a bug or a
 """
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def valid_text(text: str) -> str:
+    r"""*text* with each lone surrogate replaced by U+FFFD, the replacement character.
+
+    A lone surrogate is not a character, and UTF-8 cannot carry it: Python makes one from a
+    file name that is not UTF-8 (``os.listdir``'s ``surrogateescape``) and from a JSON escape
+    such as ``"\ud800"`` in a model's answer. Text that leaves toolflow (for a model, an MCP
+    client, a terminal) must be encodable, or its writer fails.
+    """
+    return _LONE_SURROGATE.sub("\ufffd", text)
+
+
 def json_text(value: Any, *, indent: int | None = None, separators: tuple[str, str] | None = None) -> str:
     """*value* as JSON text; what JSON cannot express is written as text. Never raises for odd data.
 
@@ -260,17 +278,20 @@ def json_text(value: Any, *, indent: int | None = None, separators: tuple[str, s
     their ``str()`` (or ``"<TypeName object>"`` when that fails too), a cycle ``"<cycle>"``, an
     integer too long for Python to write in digits a note of its length, and a value nested
     deeper than :data:`MAX_WRITTEN_DEPTH` levels ``"<too deep>"``, when the JSON encoder
-    cannot write the whole value as it is. Compact unless *indent* or *separators* (as
+    cannot write the whole value as it is; a lone surrogate becomes U+FFFD (:func:`valid_text`),
+    so the text is always valid UTF-8. Compact unless *indent* or *separators* (as
     :func:`json.dumps` takes them) are given.
     """
     compact = indent is None and separators is None
     layout: dict[str, Any] = {"indent": indent, "separators": (",", ":") if compact else separators}
     try:
         if compact:
-            return _result_json(value)
-        return json.dumps(value, ensure_ascii=False, allow_nan=False, default=str, **layout)
+            text = _result_json(value)
+        else:
+            text = json.dumps(value, ensure_ascii=False, allow_nan=False, default=str, **layout)
     except Exception:  # noqa: BLE001 - a cycle, NaN, a key, an int too long, a depth, a __str__ that raises
-        return json.dumps(_jsonable(value, set(), 0), ensure_ascii=False, **layout)
+        text = json.dumps(_jsonable(value, set(), 0), ensure_ascii=False, **layout)
+    return valid_text(text)
 
 
 def _jsonable(value: Any, seen: set[int], depth: int) -> Any:

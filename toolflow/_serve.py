@@ -86,7 +86,7 @@ from toolflow._mcp_sources import ToolSourceWarning
 from toolflow._plugins import Plugins
 from toolflow._policy import OnExit, Policy
 from toolflow._registry import Registry
-from toolflow._results import DEFAULT_MAX_RESULT_CHARS, ToolResult, json_text, truncate_text
+from toolflow._results import DEFAULT_MAX_RESULT_CHARS, ToolResult, json_text, truncate_text, valid_text
 from toolflow._serve_approval import APPROVAL_INPUT, APPROVAL_STATE, ClientApproval, request_state_boundary
 from toolflow._serve_conversation import Conversations, Keyed
 from toolflow._serve_http import HTTPSettings, Listener, Principal, listen, principal_of, serve_http
@@ -192,7 +192,7 @@ def call_result(
             # The JSON text is the JSON-safe copy of the payload: what is not JSON became a string.
             payload = _from_json(text)
         else:
-            text = data if isinstance(data, str) else json_text(data)
+            text = valid_text(data) if isinstance(data, str) else json_text(data)
     content.append(types.TextContent(type="text", text=truncate_text(text, max_chars)))
     if result.warnings:
         notes = "\n".join(f"  - {warning}" for warning in result.warnings)

@@ -25,6 +25,7 @@ import trio
 
 from toolflow import __version__
 from toolflow._providers import ModelRequest, ModelResponse, ProviderError
+from toolflow._results import valid_text
 from toolflow._retrying import retry_after_seconds
 
 __all__ = ["MAX_ANSWER_BYTES", "HttpProvider", "answer_too_large", "read_events"]
@@ -167,8 +168,10 @@ class HttpProvider(abc.ABC):
             )
             raise ProviderError(msg, provider=self.name)
         try:
-            content = json.dumps(
-                self.request_body(request), ensure_ascii=False, allow_nan=False, default=jsonable
+            # A lone surrogate (a JSON escape in the model's own answer, a file name that is not
+            # UTF-8) cannot be sent as UTF-8: it goes as U+FFFD.
+            content = valid_text(
+                json.dumps(self.request_body(request), ensure_ascii=False, allow_nan=False, default=jsonable)
             ).encode()
         except (TypeError, ValueError) as exc:
             msg = f"the request cannot be encoded as JSON: {exc}"
