@@ -64,6 +64,7 @@ from markupsafe import Markup
 from toolflow import TemplateError, ToolSpec, parse_duration, run_in_template_worker, trace_context
 from toolflow import template_environment as environment
 from toolflow_http import __version__
+from toolflow_http._body import ACCEPT_ENCODING, BodyError, BodyTooLargeError, read_body
 from toolflow_http._network import AddressNotAllowedError, AddressRules, CheckedTransport
 from toolflow_http._schema import DEFAULT_MAX_BYTES, DEFAULT_RETRY_STATUS
 
@@ -382,7 +383,7 @@ class HttpRequest:
             with trio.fail_after(self.timeout):
                 async with httpx.AsyncClient(
                     timeout=self.timeout,
-                    headers={"user-agent": USER_AGENT},
+                    headers={"user-agent": USER_AGENT, "accept-encoding": ACCEPT_ENCODING},
                     transport=CheckedTransport(self.addresses, ssl_context=_ssl_context()),
                     trust_env=False,
                 ) as client:
@@ -392,13 +393,21 @@ class HttpRequest:
                     request = client.build_request(parts.method, parts.url, headers=headers, content=parts.content)
                     response = await self._send_following_redirects(client, request)
                     try:
-                        body, too_big = await _read(response, self.max_bytes)
+                        body = await read_body(response, self.max_bytes)
                     finally:
                         await response.aclose()
         except trio.TooSlowError:
             return _transport_failure(
                 "Timeout", f"no complete response within {self.timeout:g}s", target, retryable=True
             )
+        except BodyTooLargeError:
+            return {
+                "success": False,
+                "error": f"the response of {target} is larger than {self.max_bytes} bytes",
+                "status": response.status_code,
+            }
+        except BodyError as exc:
+            return {"success": False, "error": f"{exc} ({target})", "status": response.status_code}
         except AddressNotAllowedError as exc:
             return {"success": False, "error": f"address not allowed: {exc} ({target})", "retryable": False}
         except (httpx.UnsupportedProtocol, httpx.LocalProtocolError, httpx.InvalidURL) as exc:
@@ -407,12 +416,6 @@ class HttpRequest:
             return _transport_failure(type(exc).__name__, str(exc), target, retryable=True)
         except httpx.HTTPError as exc:
             return _transport_failure(type(exc).__name__, str(exc), target, retryable=False)
-        if too_big:
-            return {
-                "success": False,
-                "error": f"the response of {target} is larger than {self.max_bytes} bytes",
-                "status": response.status_code,
-            }
         return self._result(response, body)
 
     async def _send_following_redirects(self, client: httpx.AsyncClient, request: httpx.Request) -> httpx.Response:
@@ -503,26 +506,6 @@ def _plain(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
-
-
-async def _read(response: httpx.Response, limit: int) -> tuple[bytes, bool]:
-    """The body, up to *limit* bytes; the flag says the body was larger.
-
-    A declared Content-Length over the limit stops before reading. A body of
-    unknown length is read to its end but only *limit* bytes are kept: leaving
-    httpx's nested stream generators half-way leaves them to the garbage
-    collector, which trio reports as a ResourceWarning.
-    """
-    declared = response.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
-        return b"", True
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in response.aiter_bytes():
-        size += len(chunk)
-        if size <= limit:
-            chunks.append(chunk)
-    return (b"", True) if size > limit else (b"".join(chunks), False)
 
 
 _BODY_HEADERS = frozenset({b"content-length", b"content-type", b"transfer-encoding", b"content-encoding"})
