@@ -400,7 +400,8 @@ async def test_invalid_json_is_kept_as_text_with_a_warning(
     result = await run(make_registry, call, tool(f"{server.base}/bad-json"))
     assert result.success
     assert result.data == "{not json"
-    assert result.warnings == ("the response says 'application/json' but is not valid JSON; kept as text",)
+    why = "Expecting property name enclosed in double quotes: line 1 column 2 (char 1)"
+    assert result.warnings == (f"the response says 'application/json' but is not valid JSON ({why}); kept as text",)
 
 
 async def test_response_json_mode_requires_json(server: Server, make_registry: MakeRegistry, call: Call) -> None:

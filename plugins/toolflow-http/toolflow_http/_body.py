@@ -10,17 +10,35 @@ encoding inflates the inner layer from the outer one's whole output, so one 64 K
 become gigabytes in memory before a byte reaches a limit. Here every layer inflates at most
 :data:`PIECE` bytes per step, pulled by the layer after it, so memory stays within a few pieces
 per layer.
+
+Then the bytes become text or JSON (:func:`body_text`, :func:`body_json`): JSON that a parser
+would have to guess at (``NaN``, a key twice, a number Python will not read, nesting past the
+recursion limit, bytes invalid in the charset) is refused with a reason, and a charset that is
+not a text encoding is UTF-8 with a warning, so nothing a server sends is read as something else
+without saying so.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
+import sys
 import zlib
 from collections.abc import AsyncIterator, Iterator, Sequence
+from typing import Any
 
 import httpx
 
-__all__ = ["ACCEPT_ENCODING", "PIECE", "BodyError", "BodyTooLargeError", "read_body"]
+__all__ = [
+    "ACCEPT_ENCODING",
+    "PIECE",
+    "BodyError",
+    "BodyTooLargeError",
+    "NotJSONError",
+    "body_json",
+    "body_text",
+    "read_body",
+]
 
 PIECE = 64 * 1024
 """The most one layer inflates in one step."""
@@ -168,3 +186,82 @@ async def _abandon(response: httpx.Response, raw: AsyncIterator[bytes]) -> None:
     with contextlib.suppress(httpx.HTTPError, httpx.StreamError):
         async for _ in raw:
             pass
+
+
+# --- text and JSON -----------------------------------------------------------------------------
+
+
+class NotJSONError(ValueError):
+    """The body cannot be read as JSON; the message says why, without the body."""
+
+
+def _encoding(charset: str | None, warnings: list[str]) -> str:
+    """The text encoding the response names, or UTF-8 (with a warning when it names one that is not)."""
+    if charset is None:
+        return "utf-8"
+    try:
+        "".encode(charset)  # refuses an unknown name, and codecs that are not text encodings ('rot13', 'zlib')
+    except LookupError:
+        warnings.append(f"the response's charset {charset!r} is not a text encoding; read as UTF-8")
+        return "utf-8"
+    return charset
+
+
+def body_text(body: bytes, charset: str | None, warnings: list[str]) -> str:
+    """*body* as text in *charset*; bytes it cannot decode become U+FFFD, with a warning saying where."""
+    encoding = _encoding(charset, warnings)
+    try:
+        return body.decode(encoding)
+    except UnicodeDecodeError as exc:
+        warnings.append(
+            f"the body is not valid {encoding} ({exc.reason} at byte {exc.start}); bytes that are not were replaced"
+            " with U+FFFD"
+        )
+        return body.decode(encoding, errors="replace")
+
+
+def _constant(name: str) -> Any:
+    msg = f"{name} is not a JSON value"
+    raise ValueError(msg)
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    found = dict(pairs)
+    if len(found) == len(pairs):
+        return found
+    seen: set[str] = set()
+    for key, _ in pairs:
+        if key in seen:
+            msg = f"the key {key[:100]!r} appears twice in one object"
+            raise ValueError(msg)
+        seen.add(key)
+    return found  # not reached: a shorter dict means a key came twice
+
+
+def body_json(body: bytes, charset: str | None, warnings: list[str]) -> Any:
+    """*body* parsed as JSON (RFC 8259), refusing what a parser would have to guess at.
+
+    Refused: bytes that are not valid in the charset (UTF-8 unless the response names
+    another), ``NaN`` and ``Infinity``, a key twice in one object (parsers disagree on which
+    one wins), a number with more digits than Python reads, nesting deeper than Python's
+    recursion limit. A UTF-8 byte order mark is skipped (RFC 8259, section 8.1). A charset that
+    is not a text encoding is a warning added to *warnings*, and UTF-8 is used.
+
+    Raises:
+        NotJSONError: The body is not JSON, or is JSON of one of the kinds above.
+    """
+    encoding = _encoding(charset, warnings)
+    try:
+        text = body.decode(encoding)
+    except UnicodeDecodeError as exc:
+        msg = f"not valid {encoding}: {exc.reason} at byte {exc.start}"
+        raise NotJSONError(msg) from None
+    try:
+        return json.loads(text.removeprefix("\ufeff"), parse_constant=_constant, object_pairs_hook=_object)
+    except RecursionError:
+        msg = "nested too deeply to read"
+    except ValueError as exc:
+        msg = str(exc)
+        if "integer string conversion" in msg:  # the limit's own message suggests a Python setting
+            msg = f"a number with more than {sys.get_int_max_str_digits()} digits"
+    raise NotJSONError(msg)

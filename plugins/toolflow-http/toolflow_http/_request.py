@@ -33,7 +33,8 @@ origin drops the configuration's headers and the body. Every connection goes thr
 resolution (the failure ``address not allowed: ...``).
 
 The response becomes the result: ``data`` (parsed JSON, text, or ``None`` for an
-empty body), ``status`` and a few ``headers``. A status outside ``ok_status``
+empty body; read, decoded and parsed by ``toolflow_http._body`` within ``max_bytes``),
+``status`` and a few ``headers``. A status outside ``ok_status``
 is a failure ``"HTTP 404 Not Found"``; 429 and 503 (``retry_status``) are also
 flagged ``retryable`` and carry ``retry_after`` in seconds when the server sent
 ``Retry-After``. Transport problems are failures naming the httpx error class;
@@ -64,7 +65,15 @@ from markupsafe import Markup
 from toolflow import TemplateError, ToolSpec, parse_duration, run_in_template_worker, trace_context
 from toolflow import template_environment as environment
 from toolflow_http import __version__
-from toolflow_http._body import ACCEPT_ENCODING, BodyError, BodyTooLargeError, read_body
+from toolflow_http._body import (
+    ACCEPT_ENCODING,
+    BodyError,
+    BodyTooLargeError,
+    NotJSONError,
+    body_json,
+    body_text,
+    read_body,
+)
 from toolflow_http._network import AddressNotAllowedError, AddressRules, CheckedTransport
 from toolflow_http._schema import DEFAULT_MAX_BYTES, DEFAULT_RETRY_STATUS
 
@@ -460,8 +469,8 @@ class HttpRequest:
         if body and self.method != "HEAD":
             try:
                 result["data"] = self._decode(response, body, warnings)
-            except _NotJSONError as exc:
-                return {"success": False, "error": str(exc), "status": status}
+            except NotJSONError as exc:
+                return {"success": False, "error": f"the response is not JSON: {exc}", "status": status}
         result["status"] = status
         result["headers"] = _kept_headers(response.headers)
         if warnings:
@@ -480,25 +489,20 @@ class HttpRequest:
         return result
 
     def _decode(self, response: httpx.Response, body: bytes, warnings: list[str]) -> Any:
-        text = body.decode(response.encoding or "utf-8", errors="replace")
+        charset = response.charset_encoding
         content_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
         wants_json = self.response == "json" or (
             self.response == "auto" and (content_type == "application/json" or content_type.endswith("+json"))
         )
         if not wants_json:
-            return text
+            return body_text(body, charset, warnings)
         try:
-            return json.loads(text)
-        except ValueError as exc:
+            return body_json(body, charset, warnings)
+        except NotJSONError as exc:
             if self.response == "json":
-                msg = f"the response is not JSON: {exc}"
-                raise _NotJSONError(msg) from None
-            warnings.append(f"the response says {content_type!r} but is not valid JSON; kept as text")
-            return text
-
-
-class _NotJSONError(ValueError):
-    """The body must be JSON (``response: json``) and is not."""
+                raise
+            warnings.append(f"the response says {content_type!r} but is not valid JSON ({exc}); kept as text")
+            return body_text(body, charset, [])  # a warning about the charset is already there
 
 
 def _plain(value: Any) -> str:
