@@ -34,17 +34,15 @@ resolution (the failure ``address not allowed: ...``).
 
 The response becomes the result: ``data`` (parsed JSON, text, or ``None`` for an
 empty body; read, decoded and parsed by ``toolflow_http._body`` within ``max_bytes``),
-``status`` and a few ``headers``. A status outside ``ok_status``
-is a failure ``"HTTP 404 Not Found"``; 429 and 503 (``retry_status``) are also
-flagged ``retryable`` and carry ``retry_after`` in seconds when the server sent
-``Retry-After``. Transport problems are failures naming the httpx error class;
-timeouts and network errors are flagged retryable.
+``status`` and a few ``headers``. A status outside ``ok_status`` is a failure
+``"HTTP 404 Not Found"``; 429 and 503 (``retry_status``) are also flagged ``retryable``
+and carry ``retry_after`` in seconds when the server sent a ``Retry-After`` that
+``toolflow.retry_after_seconds`` reads (at most a day). Transport problems are failures
+naming the httpx error class; timeouts and network errors are flagged retryable.
 """
 
 from __future__ import annotations
 
-import datetime as dt
-import email.utils
 import functools
 import json
 import math
@@ -62,7 +60,14 @@ import jinja2.nodes
 import trio
 from markupsafe import Markup
 
-from toolflow import TemplateError, ToolSpec, parse_duration, run_in_template_worker, trace_context
+from toolflow import (
+    TemplateError,
+    ToolSpec,
+    parse_duration,
+    retry_after_seconds,
+    run_in_template_worker,
+    trace_context,
+)
 from toolflow import template_environment as environment
 from toolflow_http import __version__
 from toolflow_http._body import (
@@ -77,7 +82,7 @@ from toolflow_http._body import (
 from toolflow_http._network import AddressNotAllowedError, AddressRules, CheckedTransport
 from toolflow_http._schema import DEFAULT_MAX_BYTES, DEFAULT_RETRY_STATUS
 
-__all__ = ["HttpRequest", "RenderError", "Rendered", "build", "parse_retry_after"]
+__all__ = ["HttpRequest", "RenderError", "Rendered", "build"]
 
 USER_AGENT = f"toolflow-http/{__version__} python-httpx/{httpx.__version__}"
 """The default ``User-Agent``; a ``headers:`` entry replaces it."""
@@ -483,7 +488,7 @@ class HttpRequest:
         result["error"] = f"HTTP {status} {reason}".rstrip()
         if status in self.retry_status:
             result["retryable"] = True
-            retry_after = parse_retry_after(response.headers.get("retry-after"))
+            retry_after = retry_after_seconds(response.headers.get("retry-after"))
             if retry_after is not None:
                 result["retry_after"] = retry_after
         return result
@@ -551,26 +556,6 @@ def _describe(exc: BaseException) -> str:
 def _transport_failure(kind: str, detail: str, target: str, *, retryable: bool) -> dict[str, Any]:
     detail = detail or ("timed out" if "Timeout" in kind else "no details")
     return {"success": False, "error": f"{kind}: {detail} ({target})", "retryable": retryable}
-
-
-def parse_retry_after(value: str | None, *, now: dt.datetime | None = None) -> float | None:
-    """Seconds to wait from a ``Retry-After`` header: delay-seconds or an HTTP date; ``None`` when unreadable.
-
-    A date in the past gives ``0.0``.
-    """
-    if value is None:
-        return None
-    text = value.strip()
-    if re.fullmatch(r"[0-9]+(\.[0-9]+)?", text):
-        return float(text)
-    try:
-        when = email.utils.parsedate_to_datetime(text)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=dt.UTC)
-    now = now or dt.datetime.now(dt.UTC)
-    return max(0.0, (when - now).total_seconds())
 
 
 def build(spec: ToolSpec) -> Callable[..., Awaitable[dict[str, Any]]]:
