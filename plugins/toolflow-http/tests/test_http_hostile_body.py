@@ -204,6 +204,22 @@ async def test_an_empty_gzip_body_is_empty(hostile: Hostile, make_registry: Make
     assert result.data is None
 
 
+@pytest.mark.parametrize(("method", "status"), [("HEAD", "200 OK"), ("GET", "304 Not Modified")])
+async def test_the_content_length_of_a_body_not_sent_is_not_its_size(
+    method: str, status: str, hostile: Hostile, make_registry: MakeRegistry, call: Call
+) -> None:
+    """A HEAD's or a 304's Content-Length over max_bytes is the size of a body not sent: no failure."""
+
+    def answer(conn: socket.socket, path: str) -> None:
+        conn.sendall(head(status, {"Content-Type": "text/plain", "Content-Length": str(10 * MiB)}))
+
+    hostile.answer = answer
+    http = {"url": f"{hostile.base}/big", "method": method, "max_bytes": MiB, "ok_status": [200, 304]}
+    result = await fetch(make_registry, call, http)
+    assert result.success, result.error
+    assert result.data is None
+
+
 async def test_the_request_accepts_only_the_encodings_the_tool_reads(
     server: Server, make_registry: MakeRegistry, call: Call
 ) -> None:

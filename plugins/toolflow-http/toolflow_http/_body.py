@@ -141,11 +141,17 @@ def _decoded(layers: Sequence[_Inflater], data: bytes) -> Iterator[bytes]:
         yield from _decoded(layers[1:], piece)
 
 
+def _has_body(response: httpx.Response) -> bool:
+    """False for the answers whose Content-Length gives the size of a body not sent (RFC 9110, 8.6)."""
+    return response.request.method != "HEAD" and response.status_code not in {204, 304}
+
+
 async def read_body(response: httpx.Response, limit: int) -> bytes:
     """The body of *response* (a stream not yet read), its ``Content-Encoding`` undone, up to *limit* bytes.
 
     A declared ``Content-Length`` over the limit stops before reading (what arrives is at least
-    as large once inflated). Reading stops at the first byte past the limit.
+    as large once inflated), unless the answer has no body (to a HEAD, a 204 or a 304, the header
+    gives the size of a body not sent). Reading stops at the first byte past the limit.
 
     Raises:
         BodyTooLargeError: The body is larger than *limit*.
@@ -153,7 +159,7 @@ async def read_body(response: httpx.Response, limit: int) -> bytes:
         httpx.HTTPError: From the transport, as it reads.
     """
     declared = response.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
+    if declared.isdigit() and int(declared) > limit and _has_body(response):
         raise BodyTooLargeError
     layers = _layers(response.headers)
     chunks: list[bytes] = []
