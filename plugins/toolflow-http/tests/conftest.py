@@ -10,10 +10,15 @@ The server (``http.server.ThreadingHTTPServer`` on port 0, in a thread) answers:
 - ``/goto/CODE?to=URL``: a redirect with status CODE to URL (absolute, so to another server too);
 - ``/loop``: 302 to itself;
 - ``/hang``: never answers (until the server stops).
+
+The ``hostile`` server is a bare socket server instead: each test gives it the function that
+writes the raw bytes of its answers (compression bombs, bodies that never end, headers that
+trickle), which ``http.server`` would not send.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import threading
@@ -155,6 +160,63 @@ def _serve() -> Iterator[Server]:
         httpd.release.set()
         httpd.shutdown()
         httpd.server_close()
+        thread.join(5)
+
+
+class Hostile:
+    """The ``hostile`` fixture: a TCP server on 127.0.0.1 that answers each request with ``answer(socket, path)``."""
+
+    def __init__(self) -> None:
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self._listener.settimeout(0.05)  # accept() does not wake when another thread closes the socket
+        self.base = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
+        self.answer: Callable[[socket.socket, str], None] = lambda conn, path: None
+        self.stopped = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    def serve(self) -> None:
+        """Accept connections until :meth:`close`, each answered in a thread of its own."""
+        while not self.stopped.is_set():
+            try:
+                conn, _ = self._listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            conn.settimeout(None)
+            thread = threading.Thread(target=self._answer, args=(conn,), daemon=True)
+            self._threads.append(thread)
+            thread.start()
+
+    def _answer(self, conn: socket.socket) -> None:
+        with conn:
+            head = b""
+            while b"\r\n\r\n" not in head:
+                data = conn.recv(65536)
+                if not data:
+                    return
+                head += data
+            with contextlib.suppress(OSError):  # the client gave up, as it should
+                self.answer(conn, head.split(b" ", 2)[1].decode("ascii"))
+
+    def close(self) -> None:
+        """Stop accepting, and let answers that never end see a closed socket."""
+        self.stopped.set()
+        self._listener.close()
+        for thread in self._threads:
+            thread.join(10)
+
+
+@pytest.fixture
+def hostile() -> Iterator[Hostile]:
+    """A bare TCP server on 127.0.0.1 whose answers the test writes byte by byte (set ``hostile.answer``)."""
+    server = Hostile()
+    thread = threading.Thread(target=server.serve, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.close()
         thread.join(5)
 
 

@@ -338,6 +338,29 @@ async def test_503_retry_after_http_date_becomes_seconds(
     assert 100 < result.extra["retry_after"] <= 120
 
 
+@pytest.mark.parametrize(
+    ("header", "seconds"),
+    [
+        ("9" * 400, None),  # float() makes it infinite
+        ("Wed, 21 Oct 2015 07:28:00 +99999999999999999999", None),  # an OverflowError in the date parser
+        ("Wed, 21 Oct 99999999999999999999 07:28:00 GMT", None),
+        ("Wed, 21 Oct 2999 07:28:00 GMT", 86_400.0),  # capped at a day, like every Retry-After toolflow reads
+        ("100000", 86_400.0),
+        ("soon", None),
+    ],
+    ids=["400-digits", "zone-overflow", "year-overflow", "far-future", "over-a-day", "words"],
+)
+async def test_a_hostile_retry_after_is_left_out_or_capped(
+    header: str, seconds: float | None, server: Server, make_registry: MakeRegistry, call: Call
+) -> None:
+    """A Retry-After that overflows or is absurd is no delay, or a day; the 429 is still the result, not a crash."""
+    spec = tool({"url": f"{server.base}/status/429", "query": {"retry_after": header}})
+    result = await run(make_registry, call, spec)
+    assert result.error == "Error: HTTP 429 Too Many Requests"
+    assert result.extra["retryable"] is True
+    assert result.extra.get("retry_after") == seconds
+
+
 async def test_503_without_retry_after(server: Server, make_registry: MakeRegistry, call: Call) -> None:
     """Without the header a 503 is still retryable, with no delay given."""
     result = await run(make_registry, call, tool(f"{server.base}/status/503"))
@@ -400,7 +423,8 @@ async def test_invalid_json_is_kept_as_text_with_a_warning(
     result = await run(make_registry, call, tool(f"{server.base}/bad-json"))
     assert result.success
     assert result.data == "{not json"
-    assert result.warnings == ("the response says 'application/json' but is not valid JSON; kept as text",)
+    why = "Expecting property name enclosed in double quotes: line 1 column 2 (char 1)"
+    assert result.warnings == (f"the response says 'application/json' but is not valid JSON ({why}); kept as text",)
 
 
 async def test_response_json_mode_requires_json(server: Server, make_registry: MakeRegistry, call: Call) -> None:

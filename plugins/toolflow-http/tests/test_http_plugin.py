@@ -1,16 +1,13 @@
-"""The plugin itself: its entry point, what it registers, lazy imports, lint and ``Retry-After`` parsing."""
+"""The plugin itself: its entry point, what it registers, lazy imports and lint."""
 
 from __future__ import annotations
 
-import datetime as dt
 import importlib.metadata
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 import toolflow_http.plugin
-from toolflow_http._request import parse_retry_after
 from toolflow_http._schema import SCHEMA
 
 import toolflow
@@ -18,8 +15,6 @@ from toolflow import load_plugins
 from toolflow._lint._engine import lint_paths
 from toolflow._lint.rules import builtin_rules
 from toolflow.testing import IsolatedPlugins, ToolflowProject
-
-NOW = dt.datetime(2025, 12, 6, 12, 0, tzinfo=dt.UTC)
 
 
 def test_registers_the_http_kind_and_its_rules(http_plugins: IsolatedPlugins) -> None:
@@ -91,27 +86,6 @@ def test_lint_checks_http_keys(toolflow_project: ToolflowProject) -> None:
         "api.yaml", (toolflow_project.specs_dir / "api.yaml").read_text().replace("methd", "method")
     )
     assert toolflow_project.lint(env=env).exit_code == 0
-
-
-@pytest.mark.parametrize(
-    ("header", "seconds"),
-    [
-        ("2", 2.0),
-        (" 120 ", 120.0),
-        ("1.5", 1.5),
-        ("0", 0.0),
-        ("Sat, 06 Dec 2025 12:00:30 GMT", 30.0),
-        ("Sat, 06 Dec 2025 11:00:00 GMT", 0.0),
-        ("Saturday, 06-Dec-25 12:01:00 GMT", 60.0),
-        ("-1", None),
-        ("soon", None),
-        ("", None),
-        (None, None),
-    ],
-)
-def test_parse_retry_after(header: str | None, seconds: float | None) -> None:
-    """Delay-seconds and HTTP dates (past ones give 0) become seconds; anything else is unreadable."""
-    assert parse_retry_after(header, now=NOW) == seconds
 
 
 def test_lint_rules_check_templates(toolflow_project: ToolflowProject) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+import urllib.parse
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
@@ -171,6 +172,31 @@ async def test_a_redirect_to_the_metadata_service_is_refused(
     assert (result.error or "").startswith("Error: address not allowed: '169.254.169.254' is not an address"), (
         result.error
     )
+    assert len(server.requests) == 1
+
+
+@pytest.mark.parametrize(
+    ("location", "error"),
+    [
+        ("file:///etc/passwd", "UnsupportedProtocol: Request URL has an unsupported protocol 'file://'."),
+        ("ftp://127.0.0.1/pub", "UnsupportedProtocol: Request URL has an unsupported protocol 'ftp://'."),
+        ("gopher://127.0.0.1:70/x", "UnsupportedProtocol: Request URL has an unsupported protocol 'gopher://'."),
+        ("//169.254.169.254/latest/", "address not allowed: '169.254.169.254' is not an address"),
+        ("http://[::ffff:169.254.169.254]/", "address not allowed: '::ffff:169.254.169.254' is not an address"),
+        ("http://0xa9fea9fe/", "address not allowed: '0xa9fea9fe' is not an address"),
+        ("https://metadata./computeMetadata/", "address not allowed: 'metadata.' is not an address"),
+        ("http://user:pw@169.254.169.254/", "address not allowed: '169.254.169.254' is not an address"),
+    ],
+    ids=["file", "ftp", "gopher", "scheme-relative", "mapped", "hex", "metadata-name", "credentials"],
+)
+async def test_a_redirect_elsewhere_is_refused_whatever_its_spelling(
+    location: str, error: str, server: Server, make_registry: MakeRegistry, call: Call
+) -> None:
+    """A hop to another scheme, or to a metadata address however written, fails without leaving the first server."""
+    query = urllib.parse.urlencode({"to": location})
+    result = await run(make_registry, call, tool(f"{server.base}/goto/302?{query}"))
+    assert (result.error or "").startswith(f"Error: {error}"), result.error
+    assert result.extra.get("retryable") is False
     assert len(server.requests) == 1
 
 

@@ -33,17 +33,16 @@ origin drops the configuration's headers and the body. Every connection goes thr
 resolution (the failure ``address not allowed: ...``).
 
 The response becomes the result: ``data`` (parsed JSON, text, or ``None`` for an
-empty body), ``status`` and a few ``headers``. A status outside ``ok_status``
-is a failure ``"HTTP 404 Not Found"``; 429 and 503 (``retry_status``) are also
-flagged ``retryable`` and carry ``retry_after`` in seconds when the server sent
-``Retry-After``. Transport problems are failures naming the httpx error class;
-timeouts and network errors are flagged retryable.
+empty body; read, decoded and parsed by ``toolflow_http._body`` within ``max_bytes``),
+``status`` and a few ``headers``. A status outside ``ok_status`` is a failure
+``"HTTP 404 Not Found"``; 429 and 503 (``retry_status``) are also flagged ``retryable``
+and carry ``retry_after`` in seconds when the server sent a ``Retry-After`` that
+``toolflow.retry_after_seconds`` reads (at most a day). Transport problems are failures
+naming the httpx error class; timeouts and network errors are flagged retryable.
 """
 
 from __future__ import annotations
 
-import datetime as dt
-import email.utils
 import functools
 import json
 import math
@@ -61,13 +60,29 @@ import jinja2.nodes
 import trio
 from markupsafe import Markup
 
-from toolflow import TemplateError, ToolSpec, parse_duration, run_in_template_worker, trace_context
+from toolflow import (
+    TemplateError,
+    ToolSpec,
+    parse_duration,
+    retry_after_seconds,
+    run_in_template_worker,
+    trace_context,
+)
 from toolflow import template_environment as environment
 from toolflow_http import __version__
+from toolflow_http._body import (
+    ACCEPT_ENCODING,
+    BodyError,
+    BodyTooLargeError,
+    NotJSONError,
+    body_json,
+    body_text,
+    read_body,
+)
 from toolflow_http._network import AddressNotAllowedError, AddressRules, CheckedTransport
 from toolflow_http._schema import DEFAULT_MAX_BYTES, DEFAULT_RETRY_STATUS
 
-__all__ = ["HttpRequest", "RenderError", "Rendered", "build", "parse_retry_after"]
+__all__ = ["HttpRequest", "RenderError", "Rendered", "build"]
 
 USER_AGENT = f"toolflow-http/{__version__} python-httpx/{httpx.__version__}"
 """The default ``User-Agent``; a ``headers:`` entry replaces it."""
@@ -382,7 +397,7 @@ class HttpRequest:
             with trio.fail_after(self.timeout):
                 async with httpx.AsyncClient(
                     timeout=self.timeout,
-                    headers={"user-agent": USER_AGENT},
+                    headers={"user-agent": USER_AGENT, "accept-encoding": ACCEPT_ENCODING},
                     transport=CheckedTransport(self.addresses, ssl_context=_ssl_context()),
                     trust_env=False,
                 ) as client:
@@ -392,13 +407,21 @@ class HttpRequest:
                     request = client.build_request(parts.method, parts.url, headers=headers, content=parts.content)
                     response = await self._send_following_redirects(client, request)
                     try:
-                        body, too_big = await _read(response, self.max_bytes)
+                        body = await read_body(response, self.max_bytes)
                     finally:
                         await response.aclose()
         except trio.TooSlowError:
             return _transport_failure(
                 "Timeout", f"no complete response within {self.timeout:g}s", target, retryable=True
             )
+        except BodyTooLargeError:
+            return {
+                "success": False,
+                "error": f"the response of {target} is larger than {self.max_bytes} bytes",
+                "status": response.status_code,
+            }
+        except BodyError as exc:
+            return {"success": False, "error": f"{exc} ({target})", "status": response.status_code}
         except AddressNotAllowedError as exc:
             return {"success": False, "error": f"address not allowed: {exc} ({target})", "retryable": False}
         except (httpx.UnsupportedProtocol, httpx.LocalProtocolError, httpx.InvalidURL) as exc:
@@ -407,12 +430,6 @@ class HttpRequest:
             return _transport_failure(type(exc).__name__, str(exc), target, retryable=True)
         except httpx.HTTPError as exc:
             return _transport_failure(type(exc).__name__, str(exc), target, retryable=False)
-        if too_big:
-            return {
-                "success": False,
-                "error": f"the response of {target} is larger than {self.max_bytes} bytes",
-                "status": response.status_code,
-            }
         return self._result(response, body)
 
     async def _send_following_redirects(self, client: httpx.AsyncClient, request: httpx.Request) -> httpx.Response:
@@ -457,8 +474,8 @@ class HttpRequest:
         if body and self.method != "HEAD":
             try:
                 result["data"] = self._decode(response, body, warnings)
-            except _NotJSONError as exc:
-                return {"success": False, "error": str(exc), "status": status}
+            except NotJSONError as exc:
+                return {"success": False, "error": f"the response is not JSON: {exc}", "status": status}
         result["status"] = status
         result["headers"] = _kept_headers(response.headers)
         if warnings:
@@ -471,31 +488,26 @@ class HttpRequest:
         result["error"] = f"HTTP {status} {reason}".rstrip()
         if status in self.retry_status:
             result["retryable"] = True
-            retry_after = parse_retry_after(response.headers.get("retry-after"))
+            retry_after = retry_after_seconds(response.headers.get("retry-after"))
             if retry_after is not None:
                 result["retry_after"] = retry_after
         return result
 
     def _decode(self, response: httpx.Response, body: bytes, warnings: list[str]) -> Any:
-        text = body.decode(response.encoding or "utf-8", errors="replace")
+        charset = response.charset_encoding
         content_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
         wants_json = self.response == "json" or (
             self.response == "auto" and (content_type == "application/json" or content_type.endswith("+json"))
         )
         if not wants_json:
-            return text
+            return body_text(body, charset, warnings)
         try:
-            return json.loads(text)
-        except ValueError as exc:
+            return body_json(body, charset, warnings)
+        except NotJSONError as exc:
             if self.response == "json":
-                msg = f"the response is not JSON: {exc}"
-                raise _NotJSONError(msg) from None
-            warnings.append(f"the response says {content_type!r} but is not valid JSON; kept as text")
-            return text
-
-
-class _NotJSONError(ValueError):
-    """The body must be JSON (``response: json``) and is not."""
+                raise
+            warnings.append(f"the response says {content_type!r} but is not valid JSON ({exc}); kept as text")
+            return body_text(body, charset, [])  # a warning about the charset is already there
 
 
 def _plain(value: Any) -> str:
@@ -503,26 +515,6 @@ def _plain(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
-
-
-async def _read(response: httpx.Response, limit: int) -> tuple[bytes, bool]:
-    """The body, up to *limit* bytes; the flag says the body was larger.
-
-    A declared Content-Length over the limit stops before reading. A body of
-    unknown length is read to its end but only *limit* bytes are kept: leaving
-    httpx's nested stream generators half-way leaves them to the garbage
-    collector, which trio reports as a ResourceWarning.
-    """
-    declared = response.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
-        return b"", True
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in response.aiter_bytes():
-        size += len(chunk)
-        if size <= limit:
-            chunks.append(chunk)
-    return (b"", True) if size > limit else (b"".join(chunks), False)
 
 
 _BODY_HEADERS = frozenset({b"content-length", b"content-type", b"transfer-encoding", b"content-encoding"})
@@ -564,26 +556,6 @@ def _describe(exc: BaseException) -> str:
 def _transport_failure(kind: str, detail: str, target: str, *, retryable: bool) -> dict[str, Any]:
     detail = detail or ("timed out" if "Timeout" in kind else "no details")
     return {"success": False, "error": f"{kind}: {detail} ({target})", "retryable": retryable}
-
-
-def parse_retry_after(value: str | None, *, now: dt.datetime | None = None) -> float | None:
-    """Seconds to wait from a ``Retry-After`` header: delay-seconds or an HTTP date; ``None`` when unreadable.
-
-    A date in the past gives ``0.0``.
-    """
-    if value is None:
-        return None
-    text = value.strip()
-    if re.fullmatch(r"[0-9]+(\.[0-9]+)?", text):
-        return float(text)
-    try:
-        when = email.utils.parsedate_to_datetime(text)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=dt.UTC)
-    now = now or dt.datetime.now(dt.UTC)
-    return max(0.0, (when - now).total_seconds())
 
 
 def build(spec: ToolSpec) -> Callable[..., Awaitable[dict[str, Any]]]:

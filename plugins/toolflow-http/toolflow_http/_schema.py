@@ -103,7 +103,11 @@ SCHEMA: dict[str, Any] = {
                 "every header of `headers` and the request body."
             ),
         },
-        "max_bytes": {"type": "integer", "minimum": 1, "description": "Largest response body read (default 10 MiB)."},
+        "max_bytes": {
+            "type": "integer",
+            "minimum": 1,
+            "description": "Largest response body read, counted after its Content-Encoding is undone (default 10 MiB).",
+        },
         "deny_addresses": dict(
             _ADDRESSES,
             description=(
