@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 import pytest
 import trio
+from toolflow_http._body import MAX_ENCODINGS
 
 from toolflow import Registry, ToolResult
 
@@ -173,6 +174,24 @@ async def test_an_encoding_the_tool_does_not_read_is_a_failure(
     result = await fetch(make_registry, call, {"url": f"{hostile.base}/data"})
     assert result.error == (
         f"Error: the response's Content-Encoding {name!r} is not one this tool reads (gzip, deflate)"
+        f" (GET {hostile.base}/data)"
+    )
+
+
+async def test_more_encodings_than_the_limit_are_a_failure(
+    hostile: Hostile, make_registry: MakeRegistry, call: Call
+) -> None:
+    """Six gzip layers (a header can name thousands) fail before any is undone; five are read."""
+    body = DATA
+    for _ in range(MAX_ENCODINGS):
+        body = gzipped(body)
+    hostile.answer = fixed(body, Content_Type="application/json", Content_Encoding=", ".join(["gzip"] * MAX_ENCODINGS))
+    result = await fetch(make_registry, call, {"url": f"{hostile.base}/data"})
+    assert result.data == {"name": "café", "items": [1, 2, 3]}, result.error
+    hostile.answer = fixed(gzipped(body), Content_Type="application/json", Content_Encoding=", ".join(["gzip"] * 3000))
+    result = await fetch(make_registry, call, {"url": f"{hostile.base}/data"})
+    assert result.error == (
+        f"Error: the response has 3000 Content-Encodings, more than the {MAX_ENCODINGS} this tool undoes"
         f" (GET {hostile.base}/data)"
     )
 

@@ -31,6 +31,7 @@ import httpx
 
 __all__ = [
     "ACCEPT_ENCODING",
+    "MAX_ENCODINGS",
     "PIECE",
     "BodyError",
     "BodyTooLargeError",
@@ -47,6 +48,13 @@ _WBITS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate":
 
 ACCEPT_ENCODING = "gzip, deflate"
 """The request's ``Accept-Encoding``: the encodings :func:`read_body` undoes."""
+
+MAX_ENCODINGS = 5
+"""The most ``Content-Encoding`` layers a body may have, as urllib3, curl and undici allow.
+
+Real answers have one, rarely two. Each layer costs a decoder and a generator frame, and a 16 KiB
+header can name thousands: past the limit the body is refused, not decoded.
+"""
 
 
 class BodyError(Exception):
@@ -117,13 +125,15 @@ def _layers(headers: httpx.Headers) -> list[_Inflater]:
     """The decoders for the response's ``Content-Encoding``, in the order they undo it (the last applied first).
 
     Raises:
-        BodyError: An encoding this tool does not read.
+        BodyError: An encoding this tool does not read, or more than :data:`MAX_ENCODINGS` of them.
     """
     names = [name.strip().lower() for name in headers.get_list("content-encoding", split_commas=True)]
+    names = [name for name in names if name not in {"", "identity"}]
+    if len(names) > MAX_ENCODINGS:
+        msg = f"the response has {len(names)} Content-Encodings, more than the {MAX_ENCODINGS} this tool undoes"
+        raise BodyError(msg)
     layers: list[_Inflater] = []
     for name in reversed(names):
-        if name in {"", "identity"}:
-            continue
         if name not in _WBITS:
             msg = f"the response's Content-Encoding {name!r} is not one this tool reads ({ACCEPT_ENCODING})"
             raise BodyError(msg)
