@@ -186,6 +186,9 @@ async def guarded(scope, receive, send):
 
 sock = socket.socket()
 sock.bind(("127.0.0.1", 0))
+# Listening before the port is announced: a client that connects while uvicorn still starts
+# waits in the backlog instead of being refused (a flaky empty listing on a loaded machine).
+sock.listen(128)
 print(sock.getsockname()[1], flush=True)
 config = uvicorn.Config(guarded, log_level="warning", lifespan="on")
 asyncio.run(uvicorn.Server(config).serve(sockets=[sock]))
