@@ -33,6 +33,7 @@ from toolflow._bound import bind
 from toolflow._calls import ToolCall
 from toolflow._checking import ARGUMENTS, ParameterError
 from toolflow._context import CallContext, wants_context
+from toolflow._errors import error_text
 from toolflow._model import CacheScope, Category
 from toolflow._model import format_duration as _seconds
 from toolflow._plugins import PluginError, Plugins
@@ -127,7 +128,7 @@ def first_answer(plugins: Plugins | None, hook_name: str, accept: Callable[[Any]
         try:
             answer = impl.function(**{name: kwargs[name] for name in impl.argnames})
         except Exception as exc:  # noqa: BLE001 - a hook must never fail the call or the loop
-            message = f"{hook_name} of plugin {impl.plugin_name!r} raised {type(exc).__name__}: {exc}"
+            message = f"{hook_name} of plugin {impl.plugin_name!r} raised {error_text(exc)}"
             warnings.warn(CallHookWarning(message), stacklevel=3)
             continue
         if accept(answer):
@@ -169,7 +170,7 @@ class Hooks:
             try:
                 impl.function(**{name: kwargs[name] for name in impl.argnames})
             except Exception as exc:  # noqa: BLE001 - an observer must never fail the call
-                message = f"{hook_name} of plugin {impl.plugin_name!r} raised {type(exc).__name__}: {exc}"
+                message = f"{hook_name} of plugin {impl.plugin_name!r} raised {error_text(exc)}"
                 warnings.warn(CallHookWarning(message), stacklevel=2)
 
     def argument_errors(self, call: ToolCall) -> tuple[ParameterError, ...]:
@@ -181,9 +182,7 @@ class Hooks:
                     **{name: {"call": call, "arguments": call.arguments}[name] for name in impl.argnames}
                 )
             except Exception as exc:  # noqa: BLE001 - reported, and the call fails: an unchecked call must not run
-                message = (
-                    f"toolflow_validate_arguments of plugin {impl.plugin_name!r} raised {type(exc).__name__}: {exc}"
-                )
+                message = f"toolflow_validate_arguments of plugin {impl.plugin_name!r} raised {error_text(exc)}"
                 warnings.warn(CallHookWarning(message), stacklevel=2)
                 errors.append(
                     ParameterError(parameter=ARGUMENTS, message="the tool's own check of the arguments failed")
@@ -611,7 +610,7 @@ class Attempts:
         when counted.
         """
         if error is not None:
-            return self._failure(f"Error: tool {plan.name!r} raised {type(error).__name__}: {error}", attempt), error
+            return self._failure(f"Error: tool {plan.name!r} raised {error_text(error)}", attempt), error
         if timed_out:
             error = TimeoutError(f"tool {plan.name!r} timed out after {_seconds(plan.spec.timeout)}")
             return self._failure(f"Error: {error}", attempt), error

@@ -78,6 +78,7 @@ from typing import Any, NamedTuple, TypeAlias
 
 import attrs
 
+from toolflow._errors import error_text
 from toolflow._json import loads
 from toolflow._results import ToolResult
 
@@ -378,7 +379,7 @@ def _parse_safely(raw: object, default_id: str, limit: int) -> tuple[ParsedCall,
     try:
         return _parse(raw, default_id, limit)
     except Exception as exc:  # noqa: BLE001 - odd objects (a mapping whose items() raises, ...) are malformed calls
-        error = f"Error: Could not read the tool call - {type(exc).__name__}: {exc}"
+        error = f"Error: Could not read the tool call - {error_text(exc)}"
         return MalformedCall(id=default_id, error=error, format="unknown", raw=raw), False
 
 

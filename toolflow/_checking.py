@@ -36,6 +36,7 @@ from typing import Any
 import attrs
 import jsonschema_rs
 
+from toolflow._errors import error_text
 from toolflow._provenance import exact_types, masked
 from toolflow._schemas import did_you_mean, iter_schema_problems
 
@@ -328,7 +329,7 @@ class CompiledSchema:
         try:
             errors = list(self.explainer().iter_errors(instance))
         except Exception as error:  # noqa: BLE001 - an unresolvable $ref, a regex Python rejects
-            yield ParameterError(parameter=root, message=f"Could not be checked: {type(error).__name__}: {error}")
+            yield ParameterError(parameter=root, message=f"Could not be checked: {error_text(error)}")
             return
         yield from errors
 

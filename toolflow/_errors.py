@@ -50,6 +50,7 @@ __all__ = [
     "SpecError",
     "ToolflowError",
     "UsageError",
+    "error_text",
     "expect",
     "expect_count",
     "expect_names",
@@ -98,6 +99,22 @@ class SpecError(ToolflowError):
         lines = "\n".join(d.render() for d in errors[:20])
         more = f"\n... and {len(errors) - 20} more" if len(errors) > 20 else ""
         super().__init__(f"{len(errors)} error(s) in spec files:\n{lines}{more}")
+
+
+def error_text(error: BaseException) -> str:
+    """*error* as ``TypeName: message`` (``TypeName`` alone when the message is empty); never raises.
+
+    An exception's message is its ``str()``, which is code of whoever raised it: a ``__str__``
+    that raises, or an argument Python will not write (an integer longer than
+    ``sys.get_int_max_str_digits()``), gives ``TypeName: <a message that cannot be written as
+    text>`` rather than a second exception where the first one is being reported.
+    """
+    name = type(error).__name__
+    try:
+        message = str(error)
+    except Exception:  # noqa: BLE001 - the message is the raiser's code; its failure is not the report's
+        message = "<a message that cannot be written as text>"
+    return f"{name}: {message}" if message else name
 
 
 def _given(value: object) -> str:

@@ -60,6 +60,7 @@ from typing import Any
 
 import attrs
 
+from toolflow._errors import error_text
 from toolflow._model import Category, RetryPolicy, ToolSpec
 from toolflow._results import ToolResult
 
@@ -296,7 +297,7 @@ def classify(error: BaseException | ToolResult, policy: RetryPolicy, *, verdict:
     for kind in policy.on:
         if reason := _class_match(kind, error):
             return Decision(retryable=True, reason=reason, retry_after=retry_after)
-    if reason := _keyword_match(policy.on, f"{type(error).__name__}: {error}"):
+    if reason := _keyword_match(policy.on, error_text(error)):
         return Decision(retryable=True, reason=reason, retry_after=retry_after)
     return Decision(
         retryable=False,

@@ -1,0 +1,256 @@
+"""What a tool raises reaches every door as a failure result, however odd the exception.
+
+An exception whose ``__str__`` raises, or whose message is an integer longer than Python writes
+in digits, is the tool's failure, written with ``toolflow._errors.error_text``, through
+``toolflow call``, ``toolflow run``, ``toolflow serve`` over stdio, ``Engine.call`` and
+``toolflow.invoke``; and a plugin's hook that raises such an exception is still a warning, not a
+crash.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+import yaml
+from _mcp_project import serve_argv
+from mcp import ClientSession, StdioServerParameters, stdio_client, types
+
+import toolflow
+from toolflow._cli import run
+from toolflow._errors import error_text
+
+SPECS = """\
+toolflow: 1
+tools:
+  raiser:
+    description: Raise an odd exception.
+    category: terminal
+    retry: {attempts: 1}
+    parameters:
+      type: object
+      properties:
+        kind: {type: string, description: Which exception}
+      required: [kind]
+    implementation: odd.raiser
+  retried:
+    description: Raise an odd exception, or fail asking for an odd wait; retried.
+    category: terminal
+    retry: {attempts: 2, initial: 0.001, max: 0.001}
+    parameters:
+      type: object
+      properties:
+        kind: {type: string, description: Which exception}
+      required: [kind]
+    implementation: odd.raiser
+  piped:
+    description: A pipeline whose step raises.
+    category: terminal
+    parameters:
+      type: object
+      properties:
+        kind: {type: string, description: Which exception}
+      required: [kind]
+    pipeline:
+      steps:
+        first:
+          tool: raiser
+          with: {kind: "{{ kind }}"}
+"""
+
+PLUGIN = """\
+import toolflow
+
+
+class Unwritable(Exception):
+    def __str__(self):
+        raise RuntimeError("no text")
+
+
+class Own(BaseException):
+    pass
+
+
+def raiser(kind):
+    if kind == "unwritable":
+        raise Unwritable()
+    if kind == "long":
+        raise ValueError(10**5000)
+    if kind == "exit":
+        raise SystemExit(2)
+    if kind == "generator":
+        raise GeneratorExit
+    if kind == "own":
+        raise Own("the plugin's own")
+    if kind == "interrupt":
+        raise KeyboardInterrupt
+    if kind == "wait":
+        return {"success": False, "error": "busy", "retry_after": 10**400}
+    if kind == "wait_raised":
+        error = ConnectionError("busy")
+        error.retry_after = 10**400
+        raise error
+    return "fine"
+
+
+@toolflow.hookimpl
+def toolflow_register_implementations(register):
+    register("odd.raiser", raiser)
+"""
+
+RAISED = {
+    "unwritable": "raised Unwritable: <a message that cannot be written as text>",
+    "long": "raised ValueError: <a message that cannot be written as text>",
+}
+"""What the failure of each kind says after ``Error: tool 'raiser' ``."""
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """The spec and its plugin in a project that is the working directory."""
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs" / "tools.yaml").write_text(SPECS, encoding="utf-8")
+    (tmp_path / "odd_raisers.py").write_text(PLUGIN, encoding="utf-8")
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "odd"\n\n[tool.toolflow]\nspecs = ["specs"]\nplugins = ["odd_raisers"]\n', encoding="utf-8"
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("TOOLFLOW_LOAD_PLUGINS", "odd_raisers")
+    yield tmp_path
+    sys.modules.pop("odd_raisers", None)
+
+
+def _toolflow(*args: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = run(list(args), stdout=out, stderr=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def _registry(project: Path) -> tuple[toolflow.Registry, toolflow.Plugins]:
+    import odd_raisers  # type: ignore[import-not-found]  # the fixture writes it
+
+    plugins = toolflow.load_plugins(entry_points=False)
+    plugins.register(odd_raisers, "odd_raisers")
+    return toolflow.load_registry([project / "specs"], plugins=plugins), plugins
+
+
+# --- error_text -----------------------------------------------------------------------------
+
+
+class _UnwritableError(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("no text")
+
+
+@pytest.mark.parametrize(
+    ("error", "text"),
+    [
+        (ValueError("bad"), "ValueError: bad"),
+        (ValueError(), "ValueError"),
+        (_UnwritableError(), "_UnwritableError: <a message that cannot be written as text>"),
+        (ValueError(10**5000), "ValueError: <a message that cannot be written as text>"),
+        (SystemExit(3), "SystemExit: 3"),
+    ],
+)
+def test_error_text_writes_any_exception(error: BaseException, text: str) -> None:
+    """error_text is 'TypeName: message', the type alone without a message, a note when str() fails."""
+    assert error_text(error) == text
+
+
+# --- the doors ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", sorted(RAISED))
+def test_toolflow_call_fails_the_call_for_each_odd_exception(project: Path, kind: str) -> None:
+    """`toolflow call` prints the failure naming the exception and exits 1, with no traceback."""
+    code, out, err = _toolflow("call", "raiser", json.dumps({"kind": kind}))
+    assert code == 1, err
+    assert json.loads(out)["error"] == f"Error: tool 'raiser' {RAISED[kind]}"
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("kind", ["unwritable"])
+def test_toolflow_call_decides_retries_of_odd_failures(project: Path, kind: str) -> None:
+    """A retried tool's unwritable exception or too-long retry_after ends in its failure after the decision."""
+    code, out, err = _toolflow("call", "retried", json.dumps({"kind": kind}))
+    assert code == 1, err
+    assert json.loads(out)["success"] is False
+
+
+def test_toolflow_run_hands_the_model_each_failure(project: Path) -> None:
+    """The loop writes each failure into the history; the turn's one success ends it as terminal."""
+    kinds = [*sorted(RAISED), "fine"]
+    session = {"prompt": "go", "turns": [{"tool_calls": [{"name": "raiser", "arguments": {"kind": k}} for k in kinds]}]}
+    (project / "session.yaml").write_text(yaml.safe_dump(session), encoding="utf-8")
+    code, out, err = _toolflow("run", "--model", "scripted:session.yaml", "--output-format", "json")
+    assert code == 0, out + err
+    document = json.loads(out)
+    assert document["reason"] == "terminal", document
+    for text in RAISED.values():
+        assert text in out
+
+
+async def test_toolflow_serve_answers_each_odd_exception_and_lives_on(project: Path) -> None:
+    """An MCP client's tools/call of each kind is an error result, and the server still answers afterwards."""
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=serve_argv()[1:],
+        cwd=project,
+        env={**os.environ, "TOOLFLOW_LOAD_PLUGINS": "odd_raisers", "PYTHONPATH": str(project)},
+    )
+    answers: dict[str, types.CallToolResult] = {}
+    with trio.fail_after(60):
+        with (project / "serve.log").open("a", encoding="utf-8") as errlog:
+            async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
+                await session.initialize()
+                for kind in [*RAISED, "fine"]:
+                    answers[kind] = await session.call_tool("raiser", {"kind": kind})
+    for kind, text in RAISED.items():
+        assert answers[kind].is_error, answers[kind]
+        shown = "".join(block.text for block in answers[kind].content if isinstance(block, types.TextContent))
+        assert text in shown
+    assert not answers["fine"].is_error
+
+
+async def test_engine_call_and_invoke_return_each_failure(project: Path) -> None:
+    """Engine.call and toolflow.invoke return the failure of each kind; nothing escapes."""
+    registry, plugins = _registry(project)
+    results: dict[str, Any] = {}
+    with trio.fail_after(30):
+        async with toolflow.open_engine(registry, plugins=plugins) as engine:
+            for kind in RAISED:
+                results[kind] = await engine.call("raiser", {"kind": kind})
+            results["retried unwritable"] = await engine.call("retried", {"kind": "unwritable"})
+        for kind in RAISED:
+            results[f"invoked {kind}"] = await toolflow.invoke(registry.get("raiser"), {"kind": kind}, plugins=plugins)
+    for kind, text in RAISED.items():
+        assert results[kind].error == f"Error: tool 'raiser' {text}"
+        assert results[f"invoked {kind}"].error == f"Error: tool 'raiser' {text}"
+    unwritable = "Error: tool 'retried' raised Unwritable: <a message that cannot be written as text>"
+    assert results["retried unwritable"].error == unwritable
+
+
+class _UnwritableHooks:
+    """A plugin whose after_call hook raises an exception whose message cannot be written."""
+
+    @toolflow.hookimpl
+    def toolflow_after_call(self, call: Any, result: Any) -> None:
+        raise _UnwritableError
+
+
+async def test_a_hook_raising_an_unwritable_exception_is_a_warning(project: Path) -> None:
+    """The call's result comes back and the hook's failure is a CallHookWarning naming the exception."""
+    registry, plugins = _registry(project)
+    plugins.register(_UnwritableHooks(), "unwritable-hooks")
+    with trio.fail_after(30), pytest.warns(toolflow.CallHookWarning, match="raised _UnwritableError: <a message"):
+        async with toolflow.open_engine(registry, plugins=plugins) as engine:
+            result = await engine.call("raiser", {"kind": "fine"})
+    assert result.data == "fine"
