@@ -4,7 +4,7 @@ An exception whose ``__str__`` raises, or whose message is an integer longer tha
 in digits, is the tool's failure, written with ``toolflow._errors.error_text``, through
 ``toolflow call``, ``toolflow run``, ``toolflow serve`` over stdio, ``Engine.call`` and
 ``toolflow.invoke``; and a plugin's hook that raises such an exception is still a warning, not a
-crash.
+crash. A ``retry_after`` too long for a float is decided, not an ``OverflowError``.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from mcp import ClientSession, StdioServerParameters, stdio_client, types
 import toolflow
 from toolflow._cli import run
 from toolflow._errors import error_text
+from toolflow._retrying import retry_after_seconds
 
 SPECS = """\
 toolflow: 1
@@ -165,6 +166,12 @@ def test_error_text_writes_any_exception(error: BaseException, text: str) -> Non
     assert error_text(error) == text
 
 
+def test_a_retry_after_too_long_for_a_float_is_capped() -> None:
+    """An integer retry_after past a float's range is the longest wait, not an OverflowError."""
+    assert retry_after_seconds(10**400) == 86_400.0
+    assert retry_after_seconds(-(10**400)) is None
+
+
 # --- the doors ------------------------------------------------------------------------------
 
 
@@ -177,7 +184,7 @@ def test_toolflow_call_fails_the_call_for_each_odd_exception(project: Path, kind
     assert "Traceback" not in err
 
 
-@pytest.mark.parametrize("kind", ["unwritable"])
+@pytest.mark.parametrize("kind", ["unwritable", "wait", "wait_raised"])
 def test_toolflow_call_decides_retries_of_odd_failures(project: Path, kind: str) -> None:
     """A retried tool's unwritable exception or too-long retry_after ends in its failure after the decision."""
     code, out, err = _toolflow("call", "retried", json.dumps({"kind": kind}))
@@ -228,12 +235,15 @@ async def test_engine_call_and_invoke_return_each_failure(project: Path) -> None
         async with toolflow.open_engine(registry, plugins=plugins) as engine:
             for kind in RAISED:
                 results[kind] = await engine.call("raiser", {"kind": kind})
-            results["retried unwritable"] = await engine.call("retried", {"kind": "unwritable"})
+            for kind in ("wait", "wait_raised", "unwritable"):
+                results[f"retried {kind}"] = await engine.call("retried", {"kind": kind})
         for kind in RAISED:
             results[f"invoked {kind}"] = await toolflow.invoke(registry.get("raiser"), {"kind": kind}, plugins=plugins)
     for kind, text in RAISED.items():
         assert results[kind].error == f"Error: tool 'raiser' {text}"
         assert results[f"invoked {kind}"].error == f"Error: tool 'raiser' {text}"
+    assert results["retried wait"].extra["attempts"] == 1  # the wait is longer than a retry may wait
+    assert results["retried wait_raised"].extra["attempts"] == 1
     unwritable = "Error: tool 'retried' raised Unwritable: <a message that cannot be written as text>"
     assert results["retried unwritable"].error == unwritable
 

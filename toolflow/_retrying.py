@@ -186,8 +186,10 @@ def retry_after_seconds(value: str | float | None, *, now: dt.datetime | None = 
     """
     if value is None or isinstance(value, bool):
         return None
-    if isinstance(value, int | float):
-        seconds = float(value)
+    if isinstance(value, int):
+        seconds = float(max(-1, min(value, int(MAX_RETRY_AFTER))))  # float() of a longer int overflows
+    elif isinstance(value, float):
+        seconds = value
     elif isinstance(value, str):
         text = value.strip()
         if _DELTA_SECONDS.fullmatch(text):
