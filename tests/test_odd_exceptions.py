@@ -1,10 +1,12 @@
 """What a tool raises reaches every door as a failure result, however odd the exception.
 
 An exception whose ``__str__`` raises, or whose message is an integer longer than Python writes
-in digits, is the tool's failure, written with ``toolflow._errors.error_text``, through
-``toolflow call``, ``toolflow run``, ``toolflow serve`` over stdio, ``Engine.call`` and
-``toolflow.invoke``; and a plugin's hook that raises such an exception is still a warning, not a
-crash. A ``retry_after`` too long for a float is decided, not an ``OverflowError``.
+in digits; ``SystemExit`` (a library's ``sys.exit()``), ``GeneratorExit``, a ``BaseException``
+subclass of the plugin's own, a ``KeyboardInterrupt`` raised by a sync tool in its worker
+thread (no signal arrives there); a ``retry_after`` too long for a float. Each is the tool's
+failure, written with ``toolflow._errors.error_text``, through ``toolflow call``, ``toolflow
+run``, ``toolflow serve`` over stdio, a pipeline's step, ``Engine.call`` and ``toolflow.invoke``;
+and a plugin's hook that raises such an exception is still a warning, not a crash.
 """
 
 from __future__ import annotations
@@ -109,6 +111,10 @@ def toolflow_register_implementations(register):
 RAISED = {
     "unwritable": "raised Unwritable: <a message that cannot be written as text>",
     "long": "raised ValueError: <a message that cannot be written as text>",
+    "exit": "raised SystemExit: 2",
+    "generator": "raised GeneratorExit",
+    "own": "raised Own: the plugin's own",
+    "interrupt": "raised KeyboardInterrupt",
 }
 """What the failure of each kind says after ``Error: tool 'raiser' ``."""
 
@@ -192,9 +198,16 @@ def test_toolflow_call_decides_retries_of_odd_failures(project: Path, kind: str)
     assert json.loads(out)["success"] is False
 
 
+def test_toolflow_call_fails_the_pipeline_whose_step_exits(project: Path) -> None:
+    """A pipeline's step raising SystemExit fails the step and the pipeline, naming it."""
+    code, out, err = _toolflow("call", "piped", json.dumps({"kind": "exit"}))
+    assert code == 1, err
+    assert "step 'first' (raiser) failed: tool 'raiser' raised SystemExit: 2" in json.loads(out)["error"]
+
+
 def test_toolflow_run_hands_the_model_each_failure(project: Path) -> None:
     """The loop writes each failure into the history; the turn's one success ends it as terminal."""
-    kinds = [*sorted(RAISED), "fine"]
+    kinds = [*sorted(RAISED)[:3], "fine", *sorted(RAISED)[3:]]  # a success between: at most 3 failures in a row
     session = {"prompt": "go", "turns": [{"tool_calls": [{"name": "raiser", "arguments": {"kind": k}} for k in kinds]}]}
     (project / "session.yaml").write_text(yaml.safe_dump(session), encoding="utf-8")
     code, out, err = _toolflow("run", "--model", "scripted:session.yaml", "--output-format", "json")

@@ -38,6 +38,7 @@ from toolflow._model import CacheScope, Category
 from toolflow._model import format_duration as _seconds
 from toolflow._plugins import PluginError, Plugins
 from toolflow._provenance import Redactor
+from toolflow._raised import Thrown, own_error, sync_call
 from toolflow._registry import RegisteredTool
 from toolflow._results import ToolResult, without_prefix
 from toolflow._retrying import RETRY_AFTER_CEILING, classify, next_delay
@@ -471,13 +472,13 @@ class Attempts:
             scope = trio.CancelScope(deadline=attempt_started + plan.spec.timeout)
             self.scopes.add(scope)
             value: object = None
-            error: Exception | None = None
+            error: BaseException | None = None
             try:
                 with scope:
                     work = self._dispatch(plan, function, cleaned, call, call_id, attempt, scope.deadline)
                     value = await (cast("SharedLimits", plan.limits).hold(work, holder) if holder else work)
-            except Exception as exc:  # noqa: BLE001 - a failing tool is a result the model sees; Cancelled is not an Exception
-                error = exc
+            except BaseException as exc:  # noqa: BLE001 - the tool's failure; own_error raises interruptions on
+                error = own_error(exc)
             finally:
                 self.scopes.discard(scope)
                 self._release_slots(plan)
@@ -553,7 +554,7 @@ class Attempts:
         try:
             # trio takes any object with acquire_on_behalf_of/release_on_behalf_of as limiter.
             limiter = cast("trio.CapacityLimiter", slot)
-            return await trio.to_thread.run_sync(function, abandon_on_cancel=True, limiter=limiter)
+            return await trio.to_thread.run_sync(sync_call, function, abandon_on_cancel=True, limiter=limiter)
         finally:
             slot.abandon()  # a no-op unless the thread was abandoned
 
@@ -602,13 +603,15 @@ class Attempts:
             plan.slots.release()
 
     def _outcome(
-        self, plan: Plan, value: object, error: Exception | None, attempt: int, *, timed_out: bool
-    ) -> tuple[ToolResult, Exception | None]:
+        self, plan: Plan, value: object, error: BaseException | None, attempt: int, *, timed_out: bool
+    ) -> tuple[ToolResult, BaseException | None]:
         """What an attempt that returned *value*, raised *error* or *timed_out* answers, and the error it ended with.
 
         A value becomes a result as ``ResultValidator.normalize`` makes it, with ``attempts``
         when counted.
         """
+        if isinstance(value, Thrown):
+            error = value.error
         if error is not None:
             return self._failure(f"Error: tool {plan.name!r} raised {error_text(error)}", attempt), error
         if timed_out:
@@ -630,7 +633,7 @@ class Attempts:
         plan: Plan,
         call: ToolCall | None,
         result: ToolResult,
-        error: Exception | None,
+        error: BaseException | None,
         attempt: int,
         *,
         started: float,
