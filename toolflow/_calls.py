@@ -71,7 +71,6 @@ earlier call's id, so the ids of one batch are unique, deterministically.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Any, NamedTuple, TypeAlias
@@ -79,7 +78,7 @@ from typing import Any, NamedTuple, TypeAlias
 import attrs
 
 from toolflow._errors import error_text
-from toolflow._json import loads
+from toolflow._json import decode_problem, loads
 from toolflow._results import ToolResult
 
 __all__ = [
@@ -487,7 +486,7 @@ def _load(raw: object, limit: int) -> tuple[object, str | None]:
         try:
             return loads(raw), None
         except (ValueError, RecursionError) as exc:
-            return None, f"Error: Invalid JSON tool call - {_json_error(exc)}"
+            return None, f"Error: Invalid JSON tool call - {decode_problem(exc)}"
     if not isinstance(raw, _MAPPING_TYPES):
         dump = getattr(raw, "model_dump", None)
         if callable(dump):
@@ -547,7 +546,7 @@ def _decode_arguments(arguments: object, limit: int) -> tuple[Mapping[str, Any],
         try:
             value = loads(value)
         except (ValueError, RecursionError) as exc:
-            return _EMPTY, f"Error: Invalid JSON arguments - {_json_error(exc)}", notes
+            return _EMPTY, f"Error: Invalid JSON arguments - {decode_problem(exc)}", notes
         if value is None:
             return _EMPTY, None, notes
         if isinstance(value, str) and value.lstrip().startswith("{"):
@@ -633,15 +632,6 @@ def _estimated_json_size(value: object, limit: int) -> int:
         else:
             size += 24
     return size
-
-
-def _json_error(exc: BaseException) -> str:
-    if isinstance(exc, RecursionError):
-        return "nested too deeply"
-    if isinstance(exc, json.JSONDecodeError):
-        return str(exc)
-    # Python's own limits (a number of over 4,300 digits): the advice after ";" is for programmers.
-    return str(exc).split(";", 1)[0]
 
 
 def _reasoning(value: object) -> str:
