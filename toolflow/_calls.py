@@ -79,7 +79,7 @@ import attrs
 
 from toolflow._errors import error_text
 from toolflow._json import decode_problem, loads
-from toolflow._results import ToolResult
+from toolflow._results import ToolResult, json_text
 
 __all__ = [
     "CALL_FORMATS",
@@ -574,7 +574,7 @@ def _object_problem(value: Mapping[Any, Any], limit: int) -> str | None:
     nested: list[object] = []
     for key, member in value.items():
         if type(key) is not str and not isinstance(key, str):
-            return f"Error: Argument names must be strings, got {key!r}"
+            return f"Error: Argument names must be strings, got {json_text(key)}"  # repr() of a long int raises
         # One test per value of the exact types JSON decodes to (every call of every door
         # passes here); anything else, subclasses included, is estimated with the nested values.
         kind = type(member)

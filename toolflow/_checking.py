@@ -76,10 +76,10 @@ def show(value: object, limit: int = 80) -> str:
     value = masked(value)
     try:
         text = json.dumps(value, ensure_ascii=False, default=repr)
-    except (TypeError, ValueError):
+    except Exception:  # noqa: BLE001 - a cycle, NaN in a key, nesting too deep, a __repr__ that raises
         try:
             text = repr(value)
-        except ValueError:  # an int with more digits than Python converts
+        except Exception:  # noqa: BLE001 - an int with more digits than Python converts, a __repr__ that raises
             text = f"<{type(value).__name__}>"
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
