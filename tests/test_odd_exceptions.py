@@ -11,7 +11,6 @@ and a plugin's hook that raises such an exception is still a warning, not a cras
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import sys
@@ -22,11 +21,12 @@ from typing import Any
 import pytest
 import trio
 import yaml
+from _cli_project import plugin_project
+from _cli_project import toolflow as toolflow_in_process
 from _mcp_project import serve_argv
 from mcp import ClientSession, StdioServerParameters, stdio_client, types
 
 import toolflow
-from toolflow._cli import run
 from toolflow._errors import error_text
 from toolflow._retrying import retry_after_seconds
 
@@ -122,23 +122,8 @@ RAISED = {
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """The spec and its plugin in a project that is the working directory."""
-    (tmp_path / "specs").mkdir()
-    (tmp_path / "specs" / "tools.yaml").write_text(SPECS, encoding="utf-8")
-    (tmp_path / "odd_raisers.py").write_text(PLUGIN, encoding="utf-8")
-    (tmp_path / "pyproject.toml").write_text(
-        '[project]\nname = "odd"\n\n[tool.toolflow]\nspecs = ["specs"]\nplugins = ["odd_raisers"]\n', encoding="utf-8"
-    )
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setenv("TOOLFLOW_LOAD_PLUGINS", "odd_raisers")
-    yield tmp_path
-    sys.modules.pop("odd_raisers", None)
-
-
-def _toolflow(*args: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    code = run(list(args), stdout=out, stderr=err)
-    return code, out.getvalue(), err.getvalue()
+    with plugin_project(tmp_path, monkeypatch, specs=SPECS, module="odd_raisers", plugin=PLUGIN) as path:
+        yield path
 
 
 def _registry(project: Path) -> tuple[toolflow.Registry, toolflow.Plugins]:
@@ -184,7 +169,7 @@ def test_a_retry_after_too_long_for_a_float_is_capped() -> None:
 @pytest.mark.parametrize("kind", sorted(RAISED))
 def test_toolflow_call_fails_the_call_for_each_odd_exception(project: Path, kind: str) -> None:
     """`toolflow call` prints the failure naming the exception and exits 1, with no traceback."""
-    code, out, err = _toolflow("call", "raiser", json.dumps({"kind": kind}))
+    code, out, err = toolflow_in_process("call", "raiser", json.dumps({"kind": kind}))
     assert code == 1, err
     assert json.loads(out)["error"] == f"Error: tool 'raiser' {RAISED[kind]}"
     assert "Traceback" not in err
@@ -193,14 +178,14 @@ def test_toolflow_call_fails_the_call_for_each_odd_exception(project: Path, kind
 @pytest.mark.parametrize("kind", ["unwritable", "wait", "wait_raised"])
 def test_toolflow_call_decides_retries_of_odd_failures(project: Path, kind: str) -> None:
     """A retried tool's unwritable exception or too-long retry_after ends in its failure after the decision."""
-    code, out, err = _toolflow("call", "retried", json.dumps({"kind": kind}))
+    code, out, err = toolflow_in_process("call", "retried", json.dumps({"kind": kind}))
     assert code == 1, err
     assert json.loads(out)["success"] is False
 
 
 def test_toolflow_call_fails_the_pipeline_whose_step_exits(project: Path) -> None:
     """A pipeline's step raising SystemExit fails the step and the pipeline, naming it."""
-    code, out, err = _toolflow("call", "piped", json.dumps({"kind": "exit"}))
+    code, out, err = toolflow_in_process("call", "piped", json.dumps({"kind": "exit"}))
     assert code == 1, err
     assert "step 'first' (raiser) failed: tool 'raiser' raised SystemExit: 2" in json.loads(out)["error"]
 
@@ -210,7 +195,7 @@ def test_toolflow_run_hands_the_model_each_failure(project: Path) -> None:
     kinds = [*sorted(RAISED)[:3], "fine", *sorted(RAISED)[3:]]  # a success between: at most 3 failures in a row
     session = {"prompt": "go", "turns": [{"tool_calls": [{"name": "raiser", "arguments": {"kind": k}} for k in kinds]}]}
     (project / "session.yaml").write_text(yaml.safe_dump(session), encoding="utf-8")
-    code, out, err = _toolflow("run", "--model", "scripted:session.yaml", "--output-format", "json")
+    code, out, err = toolflow_in_process("run", "--model", "scripted:session.yaml", "--output-format", "json")
     assert code == 0, out + err
     document = json.loads(out)
     assert document["reason"] == "terminal", document

@@ -16,8 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from toolflow._cli import run
+from _cli_project import plugin_project
+from _cli_project import toolflow as toolflow_in_process
 
 LONG = '{"n": ' + "9" * 5000 + "}"
 """A number of 5,000 digits."""
@@ -50,25 +50,14 @@ def toolflow_register_implementations(register):
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """The spec and its plugin in a project that is the working directory."""
-    (tmp_path / "specs").mkdir()
-    (tmp_path / "specs" / "tools.yaml").write_text(SPECS, encoding="utf-8")
-    (tmp_path / "odd_echo.py").write_text(PLUGIN, encoding="utf-8")
-    (tmp_path / "pyproject.toml").write_text(
-        '[project]\nname = "odd"\n\n[tool.toolflow]\nspecs = ["specs"]\nplugins = ["odd_echo"]\n', encoding="utf-8"
-    )
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setenv("TOOLFLOW_LOAD_PLUGINS", "odd_echo")
-    yield tmp_path
-    sys.modules.pop("odd_echo", None)
+    with plugin_project(tmp_path, monkeypatch, specs=SPECS, module="odd_echo", plugin=PLUGIN) as path:
+        yield path
 
 
 def _toolflow(*args: str, stdin: str | None = None, monkeypatch: pytest.MonkeyPatch) -> tuple[int, str, str]:
     if stdin is not None:
         monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
-    out, err = io.StringIO(), io.StringIO()
-    code = run(list(args), stdout=out, stderr=err)
-    return code, out.getvalue(), err.getvalue()
+    return toolflow_in_process(*args)
 
 
 REFUSALS = {

@@ -10,7 +10,6 @@ and ``toolflow run``.
 
 from __future__ import annotations
 
-import io
 import json
 import sys
 from collections.abc import Iterator
@@ -20,10 +19,11 @@ from typing import Any
 import pytest
 import trio
 import yaml
+from _cli_project import plugin_project
+from _cli_project import toolflow as toolflow_in_process
 
 import toolflow
 from toolflow._checking import MAX_FAST_DEPTH, CompiledSchema
-from toolflow._cli import run
 
 BIG = 10**5000
 """5,001 digits: more than Python writes by default."""
@@ -124,17 +124,8 @@ def toolflow_register_implementations(register):
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """The spec and its plugin in a project that is the working directory."""
-    (tmp_path / "specs").mkdir()
-    (tmp_path / "specs" / "tools.yaml").write_text(SPECS, encoding="utf-8")
-    (tmp_path / "odd_checked.py").write_text(PLUGIN, encoding="utf-8")
-    (tmp_path / "pyproject.toml").write_text(
-        '[project]\nname = "odd"\n\n[tool.toolflow]\nspecs = ["specs"]\nplugins = ["odd_checked"]\n', encoding="utf-8"
-    )
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setenv("TOOLFLOW_LOAD_PLUGINS", "odd_checked")
-    yield tmp_path
-    sys.modules.pop("odd_checked", None)
+    with plugin_project(tmp_path, monkeypatch, specs=SPECS, module="odd_checked", plugin=PLUGIN) as path:
+        yield path
 
 
 def _nested(levels: int) -> list[Any]:
@@ -153,12 +144,6 @@ def _registry(project: Path) -> tuple[toolflow.Registry, toolflow.Plugins, Any]:
     plugins = toolflow.load_plugins(entry_points=False)
     plugins.register(odd_checked, "odd_checked")
     return toolflow.load_registry([project / "specs"], plugins=plugins), plugins, odd_checked
-
-
-def _toolflow(*args: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    code = run(list(args), stdout=out, stderr=err)
-    return code, out.getvalue(), err.getvalue()
 
 
 # --- the check ------------------------------------------------------------------------------
@@ -218,7 +203,7 @@ async def test_engine_call_fails_arguments_nested_past_a_recursive_schema(projec
 
 def test_toolflow_call_fails_a_result_over_its_output_schema(project: Path) -> None:
     """A result holding 10**5000 where the output schema says maximum: 5 is a failure, exit 1."""
-    code, out, err = _toolflow("call", "answer", json.dumps({"kind": "big"}))
+    code, out, err = toolflow_in_process("call", "answer", json.dumps({"kind": "big"}))
     assert code == 1, err
     assert "does not match its output_schema" in json.loads(out)["error"]
 
@@ -241,6 +226,6 @@ def test_toolflow_run_fails_the_step_given_a_long_integer_over_the_maximum(proje
     """A pipeline's step handing 10**5000 to small fails that step; small never runs."""
     session = {"prompt": "go", "turns": [{"tool_calls": [{"name": "piped", "arguments": {}}]}, {"text": "done"}]}
     (project / "session.yaml").write_text(yaml.safe_dump(session), encoding="utf-8")
-    code, out, err = _toolflow("run", "--model", "scripted:session.yaml", "--output-format", "json")
+    code, out, err = toolflow_in_process("run", "--model", "scripted:session.yaml", "--output-format", "json")
     assert code == 0, err
     assert "step 'second' (small) failed: Parameter validation failed for 'small'" in out
