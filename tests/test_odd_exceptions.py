@@ -262,3 +262,75 @@ async def test_a_hook_raising_an_unwritable_exception_is_a_warning(project: Path
         async with toolflow.open_engine(registry, plugins=plugins) as engine:
             result = await engine.call("raiser", {"kind": "fine"})
     assert result.data == "fine"
+
+
+# --- a plugin's kind or cache backend raising one ----------------------------------------------
+
+KIND_SPEC = """\
+toolflow: 1
+tools:
+  fetched:
+    description: Fetch a thing with the plugin's kind.
+    category: terminal
+    cache: {scope: persistent, ttl: 60}
+    parameters: {type: object, properties: {}}
+    odd: anything
+"""
+
+
+class _OddPlugin:
+    """A plugin whose kind cannot build a tool, or whose cache backend cannot open, with an unwritable message."""
+
+    def __init__(self, *, kind_builds: bool) -> None:
+        self.kind_builds = kind_builds
+
+    def _build(self, spec: Any) -> Any:
+        if not self.kind_builds:
+            raise _UnwritableError
+
+        async def run() -> str:
+            return "fetched"
+
+        return run
+
+    def _open(self, **options: Any) -> Any:
+        raise _UnwritableError
+
+    @toolflow.hookimpl
+    def toolflow_register_kinds(self, register: Any) -> None:
+        register(toolflow.ImplementationKind(name="odd", schema={"type": "string"}, build=self._build))
+
+    @toolflow.hookimpl
+    def toolflow_register_cache_backends(self, register: Any) -> None:
+        register("odd", self._open)
+
+
+def _kind_registry(tmp_path: Path, *, kind_builds: bool) -> tuple[toolflow.Registry, toolflow.Plugins]:
+    (tmp_path / "kind.yaml").write_text(KIND_SPEC, encoding="utf-8")
+    plugins = toolflow.load_plugins(entry_points=False)
+    plugins.register(_OddPlugin(kind_builds=kind_builds), "odd-plugin")
+    return toolflow.load_registry([tmp_path / "kind.yaml"], plugins=plugins), plugins
+
+
+async def test_a_kind_that_cannot_build_with_an_unwritable_message_fails_the_call(tmp_path: Path) -> None:
+    """Engine.call and toolflow.invoke return the failure naming the kind, with the note for its message."""
+    registry, plugins = _kind_registry(tmp_path, kind_builds=False)
+    with trio.fail_after(30):
+        async with toolflow.open_engine(registry, plugins=plugins) as engine:
+            called = await engine.call("fetched", {})
+        invoked = await toolflow.invoke(registry.get("fetched"), {}, plugins=plugins)
+    expected = (
+        "Error: the 'odd' kind of plugin 'odd-plugin' cannot build tool 'fetched': "
+        "<a message that cannot be written as text>"
+    )
+    assert called.error == expected
+    assert invoked.error == expected
+
+
+async def test_a_cache_backend_that_cannot_open_with_an_unwritable_message_is_a_warning(tmp_path: Path) -> None:
+    """The call runs without the cache, and the CacheWarning names the backend with the note for its message."""
+    registry, plugins = _kind_registry(tmp_path, kind_builds=True)
+    with trio.fail_after(30), pytest.warns(toolflow.CacheWarning, match="failed to open: <a message that cannot"):
+        async with toolflow.open_engine(registry, plugins=plugins, cache_backend="odd") as engine:
+            result = await engine.call("fetched", {})
+    assert result.data == "fetched"

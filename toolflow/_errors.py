@@ -50,6 +50,7 @@ __all__ = [
     "SpecError",
     "ToolflowError",
     "UsageError",
+    "error_message",
     "error_text",
     "expect",
     "expect_count",
@@ -104,17 +105,24 @@ class SpecError(ToolflowError):
 def error_text(error: BaseException) -> str:
     """*error* as ``TypeName: message`` (``TypeName`` alone when the message is empty); never raises.
 
-    An exception's message is its ``str()``, which is code of whoever raised it: a ``__str__``
-    that raises, or an argument Python will not write (an integer longer than
-    ``sys.get_int_max_str_digits()``), gives ``TypeName: <a message that cannot be written as
-    text>`` rather than a second exception where the first one is being reported.
+    The message is :func:`error_message`'s.
     """
-    name = type(error).__name__
+    message = error_message(error)
+    return f"{type(error).__name__}: {message}" if message else type(error).__name__
+
+
+def error_message(error: BaseException) -> str:
+    """*error*'s message, its ``str()``; never raises.
+
+    An exception's message is code of whoever raised it: a ``__str__`` that raises, or an
+    argument Python will not write (an integer longer than ``sys.get_int_max_str_digits()``),
+    gives ``<a message that cannot be written as text>`` rather than a second exception where
+    the first one is being reported.
+    """
     try:
-        message = str(error)
+        return str(error)
     except Exception:  # noqa: BLE001 - the message is the raiser's code; its failure is not the report's
-        message = "<a message that cannot be written as text>"
-    return f"{name}: {message}" if message else name
+        return "<a message that cannot be written as text>"
 
 
 def _given(value: object) -> str:
