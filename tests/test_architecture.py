@@ -85,6 +85,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "toolflow._store_access",
             "toolflow._context",
             "toolflow._rendering",
+            "toolflow._raised",
         ),
     ),
     (

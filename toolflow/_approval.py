@@ -47,6 +47,7 @@ import trio
 
 from toolflow._attempts import KILLED, STOPPED, Attempts, first_verdict
 from toolflow._calls import ToolCall
+from toolflow._errors import error_text
 from toolflow._model import ToolSpec
 from toolflow._plugins import Plugins
 from toolflow._rendering import run_in_template_worker
@@ -147,7 +148,7 @@ async def _condition_holds(spec: ToolSpec, arguments: Mapping[str, Any]) -> bool
         except TemplateError as exc:
             return condition_failed(spec, str(exc))
         except Exception as exc:  # noqa: BLE001 - arguments that cannot reach the worker refuse the call
-            return condition_failed(spec, f"{type(exc).__name__}: {exc}")
+            return condition_failed(spec, f"{error_text(exc)}")
     if scope.cancelled_caught:
         return condition_failed(spec, f"it took longer than the tool's timeout of {spec.timeout:g}s")
     return is_true(value)
@@ -183,7 +184,7 @@ async def answer_of(approver: Approver, call: ToolCall, category: str, who: str)
         if inspect.isawaitable(answer):
             answer = await answer
     except Exception as exc:  # noqa: BLE001 - approval fails closed; Cancelled is not an Exception
-        message = f"{who} raised {type(exc).__name__}: {exc}; {call.name!r} was not approved"
+        message = f"{who} raised {error_text(exc)}; {call.name!r} was not approved"
         warnings.warn(ApprovalWarning(message), stacklevel=3)
         return False
     return None if answer is None else bool(answer)

@@ -33,10 +33,12 @@ from toolflow._bound import bind
 from toolflow._calls import ToolCall
 from toolflow._checking import ARGUMENTS, ParameterError
 from toolflow._context import CallContext, wants_context
+from toolflow._errors import error_text
 from toolflow._model import CacheScope, Category
 from toolflow._model import format_duration as _seconds
 from toolflow._plugins import PluginError, Plugins
 from toolflow._provenance import Redactor
+from toolflow._raised import Thrown, own_error, sync_call
 from toolflow._registry import RegisteredTool
 from toolflow._results import ToolResult, without_prefix
 from toolflow._retrying import RETRY_AFTER_CEILING, classify, next_delay
@@ -127,7 +129,7 @@ def first_answer(plugins: Plugins | None, hook_name: str, accept: Callable[[Any]
         try:
             answer = impl.function(**{name: kwargs[name] for name in impl.argnames})
         except Exception as exc:  # noqa: BLE001 - a hook must never fail the call or the loop
-            message = f"{hook_name} of plugin {impl.plugin_name!r} raised {type(exc).__name__}: {exc}"
+            message = f"{hook_name} of plugin {impl.plugin_name!r} raised {error_text(exc)}"
             warnings.warn(CallHookWarning(message), stacklevel=3)
             continue
         if accept(answer):
@@ -169,7 +171,7 @@ class Hooks:
             try:
                 impl.function(**{name: kwargs[name] for name in impl.argnames})
             except Exception as exc:  # noqa: BLE001 - an observer must never fail the call
-                message = f"{hook_name} of plugin {impl.plugin_name!r} raised {type(exc).__name__}: {exc}"
+                message = f"{hook_name} of plugin {impl.plugin_name!r} raised {error_text(exc)}"
                 warnings.warn(CallHookWarning(message), stacklevel=2)
 
     def argument_errors(self, call: ToolCall) -> tuple[ParameterError, ...]:
@@ -181,9 +183,7 @@ class Hooks:
                     **{name: {"call": call, "arguments": call.arguments}[name] for name in impl.argnames}
                 )
             except Exception as exc:  # noqa: BLE001 - reported, and the call fails: an unchecked call must not run
-                message = (
-                    f"toolflow_validate_arguments of plugin {impl.plugin_name!r} raised {type(exc).__name__}: {exc}"
-                )
+                message = f"toolflow_validate_arguments of plugin {impl.plugin_name!r} raised {error_text(exc)}"
                 warnings.warn(CallHookWarning(message), stacklevel=2)
                 errors.append(
                     ParameterError(parameter=ARGUMENTS, message="the tool's own check of the arguments failed")
@@ -472,13 +472,13 @@ class Attempts:
             scope = trio.CancelScope(deadline=attempt_started + plan.spec.timeout)
             self.scopes.add(scope)
             value: object = None
-            error: Exception | None = None
+            error: BaseException | None = None
             try:
                 with scope:
                     work = self._dispatch(plan, function, cleaned, call, call_id, attempt, scope.deadline)
                     value = await (cast("SharedLimits", plan.limits).hold(work, holder) if holder else work)
-            except Exception as exc:  # noqa: BLE001 - a failing tool is a result the model sees; Cancelled is not an Exception
-                error = exc
+            except BaseException as exc:  # noqa: BLE001 - the tool's failure; own_error raises interruptions on
+                error = own_error(exc)
             finally:
                 self.scopes.discard(scope)
                 self._release_slots(plan)
@@ -554,7 +554,7 @@ class Attempts:
         try:
             # trio takes any object with acquire_on_behalf_of/release_on_behalf_of as limiter.
             limiter = cast("trio.CapacityLimiter", slot)
-            return await trio.to_thread.run_sync(function, abandon_on_cancel=True, limiter=limiter)
+            return await trio.to_thread.run_sync(sync_call, function, abandon_on_cancel=True, limiter=limiter)
         finally:
             slot.abandon()  # a no-op unless the thread was abandoned
 
@@ -603,15 +603,17 @@ class Attempts:
             plan.slots.release()
 
     def _outcome(
-        self, plan: Plan, value: object, error: Exception | None, attempt: int, *, timed_out: bool
-    ) -> tuple[ToolResult, Exception | None]:
+        self, plan: Plan, value: object, error: BaseException | None, attempt: int, *, timed_out: bool
+    ) -> tuple[ToolResult, BaseException | None]:
         """What an attempt that returned *value*, raised *error* or *timed_out* answers, and the error it ended with.
 
         A value becomes a result as ``ResultValidator.normalize`` makes it, with ``attempts``
         when counted.
         """
+        if isinstance(value, Thrown):
+            error = value.error
         if error is not None:
-            return self._failure(f"Error: tool {plan.name!r} raised {type(error).__name__}: {error}", attempt), error
+            return self._failure(f"Error: tool {plan.name!r} raised {error_text(error)}", attempt), error
         if timed_out:
             error = TimeoutError(f"tool {plan.name!r} timed out after {_seconds(plan.spec.timeout)}")
             return self._failure(f"Error: {error}", attempt), error
@@ -631,7 +633,7 @@ class Attempts:
         plan: Plan,
         call: ToolCall | None,
         result: ToolResult,
-        error: Exception | None,
+        error: BaseException | None,
         attempt: int,
         *,
         started: float,

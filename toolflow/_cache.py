@@ -37,7 +37,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from toolflow._errors import ConfigError
+from toolflow._errors import ConfigError, error_message, error_text
 from toolflow._json import encoder, loads
 from toolflow._model import ToolSpec
 from toolflow._plugins import Plugins
@@ -692,7 +692,7 @@ class _GuardedCache:
             try:
                 store = self._factory(**self._options)
             except Exception as exc:
-                msg = f"cache {self._where} failed to open: {exc}"
+                msg = f"cache {self._where} failed to open: {error_message(exc)}"
                 raise ConfigError(msg) from exc
             if not isinstance(store, CacheBackend):
                 msg = f"cache {self._where} returned {store!r}, which is not a cache backend"
@@ -717,7 +717,7 @@ class _GuardedCache:
         try:
             return getattr(store, operation)(*args)
         except Exception as exc:  # noqa: BLE001 - a plugin's failure is a warning and a miss; the call goes on
-            self._warner.warn("failing", f"{operation} raised {type(exc).__name__}: {exc}")
+            self._warner.warn("failing", f"{operation} raised {error_text(exc)}")
             return None
 
     def get(self, key: str) -> ToolResult | None:

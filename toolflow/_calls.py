@@ -71,15 +71,15 @@ earlier call's id, so the ids of one batch are unique, deterministically.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Any, NamedTuple, TypeAlias
 
 import attrs
 
-from toolflow._json import loads
-from toolflow._results import ToolResult
+from toolflow._errors import error_text
+from toolflow._json import decode_problem, loads
+from toolflow._results import ToolResult, json_text
 
 __all__ = [
     "CALL_FORMATS",
@@ -378,7 +378,7 @@ def _parse_safely(raw: object, default_id: str, limit: int) -> tuple[ParsedCall,
     try:
         return _parse(raw, default_id, limit)
     except Exception as exc:  # noqa: BLE001 - odd objects (a mapping whose items() raises, ...) are malformed calls
-        error = f"Error: Could not read the tool call - {type(exc).__name__}: {exc}"
+        error = f"Error: Could not read the tool call - {error_text(exc)}"
         return MalformedCall(id=default_id, error=error, format="unknown", raw=raw), False
 
 
@@ -486,7 +486,7 @@ def _load(raw: object, limit: int) -> tuple[object, str | None]:
         try:
             return loads(raw), None
         except (ValueError, RecursionError) as exc:
-            return None, f"Error: Invalid JSON tool call - {_json_error(exc)}"
+            return None, f"Error: Invalid JSON tool call - {decode_problem(exc)}"
     if not isinstance(raw, _MAPPING_TYPES):
         dump = getattr(raw, "model_dump", None)
         if callable(dump):
@@ -546,7 +546,7 @@ def _decode_arguments(arguments: object, limit: int) -> tuple[Mapping[str, Any],
         try:
             value = loads(value)
         except (ValueError, RecursionError) as exc:
-            return _EMPTY, f"Error: Invalid JSON arguments - {_json_error(exc)}", notes
+            return _EMPTY, f"Error: Invalid JSON arguments - {decode_problem(exc)}", notes
         if value is None:
             return _EMPTY, None, notes
         if isinstance(value, str) and value.lstrip().startswith("{"):
@@ -574,7 +574,7 @@ def _object_problem(value: Mapping[Any, Any], limit: int) -> str | None:
     nested: list[object] = []
     for key, member in value.items():
         if type(key) is not str and not isinstance(key, str):
-            return f"Error: Argument names must be strings, got {key!r}"
+            return f"Error: Argument names must be strings, got {json_text(key)}"  # repr() of a long int raises
         # One test per value of the exact types JSON decodes to (every call of every door
         # passes here); anything else, subclasses included, is estimated with the nested values.
         kind = type(member)
@@ -632,15 +632,6 @@ def _estimated_json_size(value: object, limit: int) -> int:
         else:
             size += 24
     return size
-
-
-def _json_error(exc: BaseException) -> str:
-    if isinstance(exc, RecursionError):
-        return "nested too deeply"
-    if isinstance(exc, json.JSONDecodeError):
-        return str(exc)
-    # Python's own limits (a number of over 4,300 digits): the advice after ";" is for programmers.
-    return str(exc).split(";", 1)[0]
 
 
 def _reasoning(value: object) -> str:

@@ -30,17 +30,19 @@ import functools
 import json
 import math
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import attrs
 import jsonschema_rs
 
+from toolflow._errors import error_text
 from toolflow._provenance import exact_types, masked
 from toolflow._schemas import did_you_mean, iter_schema_problems
 
 __all__ = [
     "ARGUMENTS",
+    "MAX_FAST_DEPTH",
     "STAGE_CONSTRAINT",
     "STAGE_REQUIRED",
     "STAGE_RULE",
@@ -74,10 +76,10 @@ def show(value: object, limit: int = 80) -> str:
     value = masked(value)
     try:
         text = json.dumps(value, ensure_ascii=False, default=repr)
-    except (TypeError, ValueError):
+    except Exception:  # noqa: BLE001 - a cycle, NaN in a key, nesting too deep, a __repr__ that raises
         try:
             text = repr(value)
-        except ValueError:  # an int with more digits than Python converts
+        except Exception:  # noqa: BLE001 - an int with more digits than Python converts, a __repr__ that raises
             text = f"<{type(value).__name__}>"
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
@@ -128,8 +130,70 @@ def _leaf(dialect: str | None, keyword: str, value_json: str) -> Callable[[objec
         return None
 
 
+MAX_FAST_DEPTH = 1000
+"""The deepest nesting ``jsonschema_rs`` is given; deeper values are left to ``jsonschema``.
+
+``jsonschema_rs`` recurses on the native stack, once per level a recursive schema (``$ref``)
+follows: some tens of thousands of levels overflow it and end the process. No real argument or
+result nests so deep; ``jsonschema`` decides (or fails the check) with a Python ``RecursionError``.
+"""
+
+
+def _readable(instance: object) -> bool:
+    """Whether ``jsonschema_rs`` reads *instance* as it is, so that its verdict may stand.
+
+    Not when it holds an integer outside 64 bits (``jsonschema_rs`` reads a longer one through its
+    text, and one longer than Python writes in digits as 0: ``10**5000`` passed ``maximum: 5``),
+    nests deeper than :data:`MAX_FAST_DEPTH` levels, or holds a container twice (a cycle has no
+    end); ``jsonschema`` decides those, only more slowly.
+    """
+    kind = type(instance)
+    if kind is dict:
+        return _readable_within(instance, instance.values())  # type: ignore[attr-defined]
+    if kind is list or kind is tuple:
+        return _readable_within(instance, instance)  # type: ignore[arg-type]
+    return not isinstance(instance, int) or -_LONG <= instance < _LONG
+
+
+def _readable_within(container: object, children: Iterable[Any]) -> bool:
+    """:func:`_readable` of *container*, whose items (its values, for a dict) are *children*."""
+    todo: list[tuple[Any, int]] = []
+    seen = {id(container)}
+    depth = 0
+    while True:
+        for child in children:
+            kind = type(child)
+            if kind is str:
+                continue
+            if kind is dict or kind is list or kind is tuple:
+                if depth + 1 >= MAX_FAST_DEPTH or id(child) in seen:
+                    return False
+                seen.add(id(child))
+                todo.append((child, depth + 1))
+            elif isinstance(child, int) and not -_LONG <= child < _LONG:
+                return False
+        if not todo:
+            return True
+        node, depth = todo.pop()
+        children = node.values() if type(node) is dict else node
+
+
+_LONG = 2**63
+
+
+def _fast_check(is_valid: Callable[[object], bool]) -> Callable[[object], bool]:
+    """*is_valid* of ``jsonschema_rs``, answering ``False`` (ask ``jsonschema``) for what it cannot read."""
+
+    def check(instance: object) -> bool:
+        return _readable(instance) and is_valid(instance)
+
+    return check
+
+
 def _leaf_verdict(dialect: str | None, keyword: str, value: object, instance: object) -> bool | None:
     """What ``jsonschema_rs`` says of *instance* against ``{keyword: value}``; ``None`` if it cannot say."""
+    if not _readable(instance):
+        return None
     try:
         check = _leaf(dialect, keyword, json.dumps(value, allow_nan=False))
         return None if check is None else exact_types(check, instance)
@@ -286,7 +350,7 @@ class CompiledSchema:
         trusted = not (
             _uses_keyword(document, "patternProperties") and _uses_keyword(document, "unevaluatedProperties")
         )
-        return cls(document, is_valid=fast.is_valid if trusted else None)
+        return cls(document, is_valid=_fast_check(fast.is_valid) if trusted else None)
 
     @property
     def fast(self) -> Callable[[object], bool] | None:
@@ -328,7 +392,7 @@ class CompiledSchema:
         try:
             errors = list(self.explainer().iter_errors(instance))
         except Exception as error:  # noqa: BLE001 - an unresolvable $ref, a regex Python rejects
-            yield ParameterError(parameter=root, message=f"Could not be checked: {type(error).__name__}: {error}")
+            yield ParameterError(parameter=root, message=f"Could not be checked: {error_text(error)}")
             return
         yield from errors
 

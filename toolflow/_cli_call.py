@@ -33,6 +33,7 @@ from toolflow._cli_support import (
 from toolflow._context import providing_context
 from toolflow._errors import UsageError
 from toolflow._executor import open_engine
+from toolflow._json import decode_problem
 from toolflow._loader import load_specs
 from toolflow._plugins import Plugins
 from toolflow._policy import Policy
@@ -56,8 +57,8 @@ def call_request(args: argparse.Namespace, stdout: TextIO) -> CallRequest | None
     text = sys.stdin.read() if text == "-" else text
     try:
         arguments = json.loads(text) if text else {}
-    except json.JSONDecodeError as exc:
-        msg = f"{'the tool call' if args.raw else 'ARGS_JSON'} is not valid JSON: {exc}"
+    except (ValueError, RecursionError) as exc:  # a number too long for Python, nesting past its recursion
+        msg = f"{'the tool call' if args.raw else 'ARGS_JSON'} is not valid JSON: {decode_problem(exc)}"
         raise UsageError(msg) from None
     warnings: tuple[str, ...] = ()
     call_id = "call_0"

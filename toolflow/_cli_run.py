@@ -29,6 +29,7 @@ from toolflow._cli_support import (
 from toolflow._deferred import supplied_results
 from toolflow._errors import UsageError
 from toolflow._executor import Engine, open_engine
+from toolflow._json import decode_problem
 from toolflow._loader import load_specs
 from toolflow._loop import Agent, LoopResult, TurnRecord
 from toolflow._loop_records import TaskOutcome
@@ -288,8 +289,8 @@ def _given_results(args: argparse.Namespace) -> dict[str, object]:
             continue
         try:
             results[call_id] = json.loads(value)
-        except ValueError as exc:
-            msg = f"--result {call_id}: the result is not JSON ({exc}); a string is written '\"text\"'"
+        except (ValueError, RecursionError) as exc:
+            msg = f"--result {call_id}: the result is not JSON ({decode_problem(exc)}); a string is written '\"text\"'"
             raise UsageError(msg) from None
     return results
 

@@ -16,6 +16,8 @@ import sys
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
+from toolflow._json import decode_problem
+
 if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager
 
@@ -111,8 +113,8 @@ def _context_json(text: str) -> dict[str, Any]:
     """``--context``'s value: a JSON object."""
     try:
         value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        msg = f"not valid JSON: {exc}"
+    except (ValueError, RecursionError) as exc:  # a number too long for Python, nesting past its recursion
+        msg = f"not valid JSON: {decode_problem(exc)}"
         raise argparse.ArgumentTypeError(msg) from None
     if not isinstance(value, dict):
         msg = f"expected a JSON object, got {type(value).__name__}"

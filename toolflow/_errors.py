@@ -50,6 +50,8 @@ __all__ = [
     "SpecError",
     "ToolflowError",
     "UsageError",
+    "error_message",
+    "error_text",
     "expect",
     "expect_count",
     "expect_names",
@@ -98,6 +100,29 @@ class SpecError(ToolflowError):
         lines = "\n".join(d.render() for d in errors[:20])
         more = f"\n... and {len(errors) - 20} more" if len(errors) > 20 else ""
         super().__init__(f"{len(errors)} error(s) in spec files:\n{lines}{more}")
+
+
+def error_text(error: BaseException) -> str:
+    """*error* as ``TypeName: message`` (``TypeName`` alone when the message is empty); never raises.
+
+    The message is :func:`error_message`'s.
+    """
+    message = error_message(error)
+    return f"{type(error).__name__}: {message}" if message else type(error).__name__
+
+
+def error_message(error: BaseException) -> str:
+    """*error*'s message, its ``str()``; never raises.
+
+    An exception's message is code of whoever raised it: a ``__str__`` that raises, or an
+    argument Python will not write (an integer longer than ``sys.get_int_max_str_digits()``),
+    gives ``<a message that cannot be written as text>`` rather than a second exception where
+    the first one is being reported.
+    """
+    try:
+        return str(error)
+    except Exception:  # noqa: BLE001 - the message is the raiser's code; its failure is not the report's
+        return "<a message that cannot be written as text>"
 
 
 def _given(value: object) -> str:

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from json.encoder import c_make_encoder, encode_basestring, encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import Any
 
-__all__ = ["encoder", "loads"]
+__all__ = ["decode_problem", "encoder", "loads"]
 
 _scan_once = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 
@@ -41,6 +41,21 @@ def loads(text: str | bytes | bytearray) -> Any:
         if end == len(text):
             return value
     return json.loads(text)
+
+
+def decode_problem(error: ValueError | RecursionError) -> str:
+    """Why :func:`loads` (or :func:`json.loads`) refused a text, for a message that names no internals.
+
+    The decoder's own words for text that is not JSON, ``nested too deeply`` past Python's
+    recursion limit, and Python's limit on a number's digits without its advice to programmers
+    (``Exceeds the limit (4300 digits) for integer string conversion: value has 5000 digits``).
+    Every reader of JSON from outside catches ``(ValueError, RecursionError)`` and says this.
+    """
+    if isinstance(error, RecursionError):
+        return "nested too deeply"
+    if isinstance(error, json.JSONDecodeError):
+        return str(error)
+    return str(error).split(";", 1)[0]
 
 
 def encoder(

@@ -36,6 +36,7 @@ from typing import Any, Protocol, cast
 import trio
 
 from toolflow._attempts import KILLED, STOPPED
+from toolflow._errors import error_text
 from toolflow._model import ToolSpec, format_duration
 from toolflow._pipeline_plan import CompiledPipeline, CompiledStep
 from toolflow._rendering import run_in_template_worker
@@ -399,5 +400,5 @@ async def _in_worker(function: Callable[..., Any], /, *args: Any) -> Any:
     except TemplateError:
         raise
     except Exception as exc:  # noqa: BLE001 - a tool's data that cannot be pickled fails the step, not the engine
-        msg = f"the steps' data cannot reach the template worker ({type(exc).__name__}: {exc})"
+        msg = f"the steps' data cannot reach the template worker ({error_text(exc)})"
         raise TemplateError(msg) from None

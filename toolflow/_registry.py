@@ -27,7 +27,7 @@ from typing import Any, cast
 
 import attrs
 
-from toolflow._errors import SpecError, ToolflowError, UsageError, expect
+from toolflow._errors import SpecError, ToolflowError, UsageError, error_message, expect
 from toolflow._export import description, export_tools
 from toolflow._loader import load_specs
 from toolflow._mcp_specs import ToolSourceWarning
@@ -235,7 +235,8 @@ class RegisteredTool:
         try:
             function = kind.build(self.spec)
         except Exception as exc:
-            msg = f"the {kind.name!r} kind of plugin {kind.plugin!r} cannot build tool {self.name!r}: {exc}"
+            why = error_message(exc)
+            msg = f"the {kind.name!r} kind of plugin {kind.plugin!r} cannot build tool {self.name!r}: {why}"
             raise PluginError(msg, plugin=kind.plugin) from exc
         if not callable(function):
             msg = (

@@ -60,6 +60,7 @@ from typing import Any
 
 import attrs
 
+from toolflow._errors import error_text
 from toolflow._model import Category, RetryPolicy, ToolSpec
 from toolflow._results import ToolResult
 
@@ -185,8 +186,10 @@ def retry_after_seconds(value: str | float | None, *, now: dt.datetime | None = 
     """
     if value is None or isinstance(value, bool):
         return None
-    if isinstance(value, int | float):
-        seconds = float(value)
+    if isinstance(value, int):
+        seconds = float(max(-1, min(value, int(MAX_RETRY_AFTER))))  # float() of a longer int overflows
+    elif isinstance(value, float):
+        seconds = value
     elif isinstance(value, str):
         text = value.strip()
         if _DELTA_SECONDS.fullmatch(text):
@@ -296,7 +299,7 @@ def classify(error: BaseException | ToolResult, policy: RetryPolicy, *, verdict:
     for kind in policy.on:
         if reason := _class_match(kind, error):
             return Decision(retryable=True, reason=reason, retry_after=retry_after)
-    if reason := _keyword_match(policy.on, f"{type(error).__name__}: {error}"):
+    if reason := _keyword_match(policy.on, error_text(error)):
         return Decision(retryable=True, reason=reason, retry_after=retry_after)
     return Decision(
         retryable=False,

@@ -28,6 +28,7 @@ from typing import Any, cast
 
 import attrs
 
+from toolflow._errors import error_text
 from toolflow._plugins import Plugins
 
 __all__ = [
@@ -172,7 +173,7 @@ class _Scopes:
 
 
 def _warn(plugin: str, exc: Exception) -> None:
-    message = f"{HOOK} of plugin {plugin!r} raised {type(exc).__name__}: {exc}"
+    message = f"{HOOK} of plugin {plugin!r} raised {error_text(exc)}"
     warnings.warn(OperationHookWarning(message), stacklevel=3)
 
 

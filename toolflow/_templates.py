@@ -51,7 +51,7 @@ from jinja2.exceptions import SecurityError
 from jinja2.runtime import LoopContext, Macro, TemplateReference
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from toolflow._errors import ToolflowError
+from toolflow._errors import ToolflowError, error_text
 
 __all__ = [
     "BUDGET_VARIABLE",
@@ -584,7 +584,7 @@ def _failures() -> Iterator[None]:
         msg = "template error: recursion too deep"
         raise TemplateError(msg) from None
     except Exception as exc:  # noqa: BLE001 - any error of an operation inside the template is the template's failure
-        msg = f"template error: {type(exc).__name__}: {exc}"
+        msg = f"template error: {error_text(exc)}"
         raise TemplateError(msg) from None
 
 

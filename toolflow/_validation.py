@@ -44,6 +44,7 @@ from toolflow._checking import (
     pattern_matches,
     show,
 )
+from toolflow._errors import error_text
 from toolflow._model import ParameterRule, ToolSpec
 from toolflow._provenance import exact_types
 from toolflow._results import RESERVED_RESULT_KEYS, ToolResult
@@ -357,9 +358,7 @@ class ArgumentValidator:
         try:
             return self._validate(arguments)
         except Exception as error:  # noqa: BLE001 - validate() never raises: an unforeseen failure is an error
-            problem = ParameterError(
-                parameter=ARGUMENTS, message=f"Could not be checked: {type(error).__name__}: {error}"
-            )
+            problem = ParameterError(parameter=ARGUMENTS, message=f"Could not be checked: {error_text(error)}")
             return ValidationResult(valid=False, errors=(problem,))
 
     def _validate(self, arguments: object) -> ValidationResult:
@@ -514,7 +513,7 @@ class ResultValidator:
             if result.success and self.compiled is not None:
                 return self._check_output(result, payload)
         except Exception as error:  # noqa: BLE001 - normalize() never raises
-            return ToolResult.failure(f"the tool result could not be read: {error}")
+            return ToolResult.failure(f"the tool result could not be read: {error_text(error)}")
         return result
 
     def _normalize(self, value: object) -> tuple[ToolResult, object]:

@@ -9,7 +9,7 @@ from typing import Any
 import attrs
 
 from toolflow._diagnostics import Diagnostic, Severity
-from toolflow._errors import expect, expect_names
+from toolflow._errors import error_text, expect, expect_names
 from toolflow._lint._config import LintConfig, RuleSet
 from toolflow._lint._rule import LintContext, PluginFacts, Rule
 from toolflow._lint._summarize import summarize_file
@@ -216,7 +216,7 @@ class _Run:
         try:
             return list(check(argument))
         except Exception as exc:  # noqa: BLE001 - a crashing plugin rule must not stop the run
-            message = f"lint rule {rule.code} of plugin {rule.plugin!r} crashed: {type(exc).__name__}: {exc}"
+            message = f"lint rule {rule.code} of plugin {rule.plugin!r} crashed: {error_text(exc)}"
             self.crashed[rule.code] = message
             return []
 

@@ -124,7 +124,7 @@ class AnthropicProvider(HttpProvider):
     def _server_detail(self, body: bytes) -> str:
         try:
             data = json.loads(body)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past Python's recursion
             data = None
         if isinstance(data, Mapping):
             kind, message = _error_parts(data)
@@ -173,7 +173,7 @@ def _decode_input(text: str, block: Mapping[str, Any]) -> Any:
         return {}
     try:
         return json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past Python's recursion
         snippet = text[:200]
         msg = (
             f"the input of tool_use {block.get('name')!r} is not complete JSON: {snippet!r}"
@@ -309,7 +309,7 @@ def _fold(assembler: _Assembler, events: list[tuple[str, str]]) -> ModelResponse
         for event, data in events:
             try:
                 value = json.loads(data)
-            except ValueError:
+            except (ValueError, RecursionError):  # not JSON, or nested past Python's recursion
                 if event == "error":
                     return ProviderError(f"the stream sent an error: {data}", provider=NAME, retryable=True)
                 msg = f"the stream sent an event that is not JSON: {data[:200]!r}"

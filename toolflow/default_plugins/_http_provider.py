@@ -120,7 +120,7 @@ class HttpProvider(abc.ABC):
             raise answer_too_large(self.name)
         try:
             data = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past Python's recursion
             snippet = raw[:200].decode("utf-8", "replace")
             msg = f"the answer is not JSON: {snippet!r}"
             raise ProviderError(msg, provider=self.name) from None

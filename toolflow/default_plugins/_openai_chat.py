@@ -191,7 +191,7 @@ def _server_message(body: bytes) -> str:
     """The server's own words: ``error.message`` and its kin, else the start of the body."""
     try:
         data = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past Python's recursion
         text = body.decode("utf-8", "replace").strip()
     else:
         if isinstance(data, Mapping):
@@ -326,7 +326,7 @@ def _handle_event(assembler: _Assembler, event: str, data: str) -> bool:
         return True
     try:
         value = json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past Python's recursion
         if event == "error":
             raise ProviderError(f"the stream sent an error: {data}", provider=NAME, retryable=True) from None
         snippet = data[:200]
