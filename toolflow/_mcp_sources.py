@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import subprocess
 import sys
 import warnings
@@ -71,6 +72,9 @@ _MAX_PAGES = 100
 
 MAX_LISTED = 10_000
 """At most this many tools of one server's listing are read (imported or not)."""
+
+_TOOL_NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
+"""The tool names MCP allows (SEP-986); a listed tool named otherwise is left out."""
 
 BACKOFF = (0.5, 30.0)
 """The first and the longest wait, in seconds, before a dead server is started again (doubling)."""
@@ -258,9 +262,37 @@ async def _all_tools(client: Client) -> list[RemoteTool]:
     return tools
 
 
+def _shown(name: str) -> str:
+    """*name* for a message: its repr (control characters escaped), cut after 60 characters."""
+    return repr(name) if len(name) <= 60 else repr(name[:60]) + f"... ({len(name):,} characters)"
+
+
+def _named(server: McpServer, listed: list[RemoteTool]) -> list[RemoteTool]:
+    """The tools of *listed* with a name MCP allows, each name once; a warning for each one left out.
+
+    A name of control characters reaches terminals and model requests; a name listed twice would
+    make the whole registry fail for the server's mistake.
+    """
+    seen: set[str] = set()
+    named: list[RemoteTool] = []
+    for tool in listed:
+        if _TOOL_NAME.fullmatch(tool.name) is None:
+            problem = "its name is not 1 to 128 characters of A-Z, a-z, 0-9, '_', '-' and '.'"
+        elif tool.name in seen:
+            problem = "the server lists that name more than once (the first is imported)"
+        else:
+            seen.add(tool.name)
+            named.append(tool)
+            continue
+        warnings.warn(
+            f"{_where(server)}: tool {_shown(tool.name)} is left out: {problem}", ToolSourceWarning, stacklevel=1
+        )
+    return named
+
+
 def _imported(server: McpServer, listed: list[RemoteTool]) -> list[RemoteTool]:
     """The tools of *listed* that the entry imports (at most :data:`MAX_REMOTE_TOOLS`); warnings for the rest."""
-    tools = [tool for tool in listed if server.imports(tool.name)]
+    tools = _named(server, [tool for tool in listed if server.imports(tool.name)])
     if len(tools) > MAX_REMOTE_TOOLS:
         warnings.warn(
             f"{_where(server)} lists more than {MAX_REMOTE_TOOLS} tools; the rest are left out "
