@@ -22,17 +22,9 @@ def tool(name: str, schema: dict[str, Any] | None = None, **extra: Any) -> dict[
     return {"name": name, "description": f"The hostile {name}.", "inputSchema": schema or OPEN, **extra}
 
 
-def deep(levels: int) -> Any:
-    """A list nested *levels* deep."""
-    value: Any = 1
-    for _ in range(levels):
-        value = [value]
-    return value
-
-
 RESULTS: dict[str, Any] = {
     "huge_text": lambda: {"content": [{"type": "text", "text": "x" * (200 * MB)}]},
-    "deep_structured": lambda: {"content": [], "structuredContent": {"deep": deep(10_000)}},
+    "deep_structured": lambda: {"content": [], "structuredContent": {"deep": "DEEP"}},
     "big_number": lambda: {"content": [], "structuredContent": {"n": int("9" * 5000)}},
     "blob": lambda: {
         "content": [
@@ -75,8 +67,9 @@ LISTINGS: dict[str, Any] = {
 
 
 def send(message: dict[str, Any]) -> None:
-    """Write one JSON-RPC message (one line)."""
-    sys.stdout.write(json.dumps(message) + "\n")
+    """Write one JSON-RPC message (one line); the string "DEEP" in it is a list nested 10,000 levels."""
+    # json.dumps itself cannot write that deep a value.
+    sys.stdout.write(json.dumps(message).replace('"DEEP"', "[" * 10_000 + "1" + "]" * 10_000) + "\n")
     sys.stdout.flush()
 
 

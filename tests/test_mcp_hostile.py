@@ -7,12 +7,16 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import subprocess
 import sys
 import warnings
 from pathlib import Path
 
 import pytest
 import trio
+from _mcp_project import serve_argv, server_environment
+from mcp import ClientSession, StdioServerParameters, stdio_client
 
 from toolflow import LoadResult, McpServer, SpecFile, ToolSourceWarning, open_engine, open_registry
 from toolflow._cli import run
@@ -74,3 +78,75 @@ def test_list_shows_no_control_characters_and_each_name_once(tmp_path: Path, mon
         code, out, err = cli("list", "--output-format", "json")
     assert code == 0, err
     assert [row["name"] for row in json.loads(out)["tools"]] == ["fine"]
+
+
+async def test_an_answer_the_sdk_cannot_read_fails_the_call_at_once() -> None:
+    """A 5,000-digit number, nesting 10,000 deep: the call fails saying so, not after its timeout as 'timed out'."""
+    with trio.fail_after(GUARD), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        async with open_registry(specs_of(hostile())) as registry, open_engine(registry) as engine:
+            big = await engine.call("big_number", {})
+            deep = await engine.call("deep_structured", {})
+            after = await engine.call("error_empty", {})
+    assert any("sent a message toolflow cannot read" in str(w.message) for w in caught)
+    assert not big.success
+    assert "sent a message toolflow cannot read during the call (Invalid JSON: number out of range" in (big.error or "")
+    assert not deep.success
+    assert "(Invalid JSON: recursion limit exceeded" in (deep.error or "")
+    assert "the remote tool failed without saying why" in (after.error or "")  # the connection still serves
+
+
+def test_call_says_so_without_a_traceback(tmp_path: Path) -> None:
+    """toolflow call of a tool whose answer cannot be read: exit 1, the reason, nothing of the SDK's log on stderr."""
+    project_dir = tmp_path / "project"
+    project_dir.mkdir()
+    command = json.dumps([sys.executable, str(SERVER)])
+    (project_dir / "specs").mkdir()
+    (project_dir / "specs" / "hostile.yaml").write_text(
+        f"toolflow: 1\nmcp_servers:\n  hostile:\n    command: {command}\n", encoding="utf-8"
+    )
+    (project_dir / "pyproject.toml").write_text('[tool.toolflow]\nspecs = ["specs"]\n', encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-m", "toolflow", "call", "big_number", "{}"],
+        cwd=project_dir,
+        capture_output=True,
+        text=True,
+        timeout=GUARD,
+        env={**os.environ, "TOOLFLOW_DISABLE_PLUGINS": "assistant,http"},
+        check=False,
+    )
+    assert done.returncode == 1, done.stderr
+    assert "cannot read during the call (Invalid JSON: number out of range" in json.loads(done.stdout)["error"]
+    assert "Traceback" not in done.stderr
+    assert "ToolSourceWarning" in done.stderr or "cannot read" in done.stderr
+
+
+def test_run_gets_the_failure_and_goes_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """toolflow run with a scripted model: the unreadable answer is a failed call, and the loop's next call runs."""
+    project(tmp_path, "results", monkeypatch)
+    (tmp_path / "session.yaml").write_text(
+        "prompt: Try.\nturns:\n  - tool_calls: [{name: deep_structured, arguments: {}}]\n"
+        "  - tool_calls: [{name: error_empty, arguments: {}}]\n  - text: done\n",
+        encoding="utf-8",
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ToolSourceWarning)
+        code, out, err = cli("run", "--model", "scripted:session.yaml", "--output-format", "json")
+    assert code == 0, err
+    calls = [call for turn in json.loads(out)["turns"] for call in turn["calls"]]
+    assert "cannot read during the call (Invalid JSON: recursion limit exceeded" in calls[0]["result"]["error"]
+    assert "failed without saying why" in calls[1]["result"]["error"]
+
+
+async def test_serve_as_a_gateway_answers_with_the_failure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """toolflow serve in front of the hostile server: tools/call of big_number is an isError result saying why."""
+    project(tmp_path, "results", monkeypatch)
+    argv = serve_argv()
+    params = StdioServerParameters(command=argv[0], args=argv[1:], cwd=tmp_path, env=server_environment())
+    with trio.fail_after(GUARD), (tmp_path / "serve.log").open("w") as errlog:
+        async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            answer = await session.call_tool("big_number", {})
+    assert answer.is_error
+    assert "cannot read during the call (Invalid JSON: number out of range" in answer.content[0].text  # type: ignore[union-attr]
+    assert "Traceback" not in (tmp_path / "serve.log").read_text(encoding="utf-8")

@@ -26,6 +26,7 @@ Only this module talks to the ``mcp`` client SDK, imported when a spec declares 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import subprocess
@@ -87,6 +88,12 @@ def _require_mcp() -> None:
     except ImportError:
         msg = "the specs declare mcp_servers, which need the mcp SDK: pip install 'toolflow-yaml[mcp]'"
         raise ToolflowError(msg) from None
+    # The SDK logs what a server sent that it could not read with a traceback, which Python prints
+    # when the application configured no logging; toolflow says it as a ToolSourceWarning instead.
+    # An application that configures logging still gets the SDK's records.
+    client_logger = logging.getLogger("mcp.client")
+    if not any(isinstance(handler, logging.NullHandler) for handler in client_logger.handlers):
+        client_logger.addHandler(logging.NullHandler())
 
 
 def describe_error(error: BaseException) -> str:
@@ -101,8 +108,12 @@ def _where(server: McpServer) -> str:
     return f"MCP server {server.name!r}" + (f" (declared in {server.file})" if server.file else "")
 
 
-def client_for(server: McpServer, errlog: TextIO | int) -> Client:
-    """An unentered ``mcp`` client of *server* (stdio: its standard error to *errlog*)."""
+def client_for(server: McpServer, errlog: TextIO | int, *, message_handler: Any = None) -> Client:
+    """An unentered ``mcp`` client of *server* (stdio: its standard error to *errlog*).
+
+    *message_handler* gets the server's notifications and what the transport could not read
+    (an ``Exception``), as the SDK's ``Client(message_handler=...)`` does.
+    """
     from mcp import Client, StdioServerParameters  # noqa: PLC0415 - only specs with servers need the SDK
     from mcp.client.stdio import stdio_client  # noqa: PLC0415
     from mcp.client.streamable_http import streamable_http_client  # noqa: PLC0415
@@ -119,7 +130,7 @@ def client_for(server: McpServer, errlog: TextIO | int) -> Client:
             ):
                 yield streams
 
-        return Client(http_transport(), cache=None)
+        return Client(http_transport(), cache=None, message_handler=message_handler)
     parameters = StdioServerParameters(
         command=server.command[0],
         args=list(server.command[1:]),
@@ -127,7 +138,7 @@ def client_for(server: McpServer, errlog: TextIO | int) -> Client:
         cwd=server.cwd or None,
     )
     # anyio's open_process takes a file descriptor (DEVNULL) for stderr too; the SDK's hint says TextIO.
-    return Client(stdio_client(parameters, errlog=cast("TextIO", errlog)), cache=None)
+    return Client(stdio_client(parameters, errlog=cast("TextIO", errlog)), cache=None, message_handler=message_handler)
 
 
 async def list_server(server: McpServer, *, errlog: TextIO | int | None = None) -> list[RemoteTool]:
@@ -151,6 +162,8 @@ class _Connection:
     _client: Client | None = None
     _lost: trio.Event = attrs.field(factory=trio.Event)
     _error: str = ""
+    _calls: dict[trio.CancelScope, str] = attrs.field(factory=dict)
+    """The calls in flight: each one's cancel scope, and why it was cancelled by us ("" until then)."""
 
     async def supervise(self, *, task_status: trio.TaskStatus[list[RemoteTool]] = trio.TASK_STATUS_IGNORED) -> None:
         """Connect, list the tools (reported through *task_status*), and keep the connection up.
@@ -162,7 +175,7 @@ class _Connection:
         delay = BACKOFF[0]
         while True:
             try:
-                async with client_for(self.server, self.errlog) as client:
+                async with client_for(self.server, self.errlog, message_handler=self._heard) as client:
                     if listing is None:
                         listing = _imported(self.server, await _all_tools(client))
                         task_status.started(listing)
@@ -182,6 +195,26 @@ class _Connection:
             )
             await trio.sleep(delay)
             delay = min(delay * 2, BACKOFF[1])
+
+    async def _heard(self, message: object) -> None:
+        """The client's message handler: a message the SDK could not read fails every call in flight.
+
+        Any of them may have been waiting for it (an answer with a number of 5,000 digits, nested
+        10,000 levels, not JSON): each would wait for its timeout, and then say the server was slow.
+        """
+        await trio.lowlevel.checkpoint()
+        if not isinstance(message, Exception):
+            return
+        why = _unreadable(message)
+        warnings.warn(
+            f"{_where(self.server)} sent a message toolflow cannot read ({why}); the calls in flight fail",
+            ToolSourceWarning,
+            stacklevel=1,
+        )
+        for scope, cause in self._calls.items():
+            if not cause:
+                self._calls[scope] = why
+                scope.cancel()
 
     def lost(self, error: BaseException) -> ConnectionError:
         """Note that the connection is gone; the error a call gets for it."""
@@ -210,15 +243,31 @@ class _Connection:
             if sink is not None:
                 sink(progress, total, message)
 
+        scope = trio.CancelScope()
+        self._calls[scope] = ""
         try:
-            result = await client.call_tool(tool, dict(arguments), progress_callback=progress)
+            with scope:
+                return _outcome(await client.call_tool(tool, dict(arguments), progress_callback=progress))
         except MCPError as exc:
             if exc.code == CONNECTION_CLOSED:
                 raise self.lost(exc) from None
             return {"success": False, "error": f"{_where(self.server)} refused the call: {exc.message}"}
         except (trio.BrokenResourceError, trio.ClosedResourceError, EOFError) as exc:
             raise self.lost(exc) from None
-        return _outcome(result)
+        finally:
+            why = self._calls.pop(scope)
+        error = f"{_where(self.server)} sent a message toolflow cannot read during the call ({why})"
+        return {"success": False, "error": error + "; it may have been the answer"}
+
+
+def _unreadable(error: Exception) -> str:
+    """What was wrong with a message the transport could not read: pydantic's first error, or the error's text."""
+    errors = getattr(error, "errors", None)
+    if callable(errors):
+        with contextlib.suppress(Exception):
+            first = errors(include_url=False, include_input=False)[0]
+            return describe_error(ValueError(first["msg"]))
+    return describe_error(error)
 
 
 def _outcome(result: Any) -> Any:
