@@ -150,3 +150,13 @@ async def test_serve_as_a_gateway_answers_with_the_failure(tmp_path: Path, monke
     assert answer.is_error
     assert "cannot read during the call (Invalid JSON: number out of range" in answer.content[0].text  # type: ignore[union-attr]
     assert "Traceback" not in (tmp_path / "serve.log").read_text(encoding="utf-8")
+
+
+async def test_an_error_with_structured_content_only_says_it() -> None:
+    """isError with no text but structuredContent: the failure carries that content, not 'without saying why'."""
+    with trio.fail_after(GUARD):
+        async with open_registry(specs_of(hostile())) as registry, open_engine(registry) as engine:
+            failed = await engine.call("error_structured", {})
+            empty = await engine.call("error_empty", {})
+    assert (failed.success, failed.error) == (False, 'Error: {"why":"quota"}')
+    assert (empty.success, empty.error) == (False, "Error: the remote tool failed without saying why")

@@ -46,6 +46,7 @@ from toolflow._mcp_specs import MCP_KIND, ToolSourceError, ToolSourceWarning, re
 from toolflow._model import LoadResult, McpServer, McpToolRef, RemoteTool, SpecFile, ToolSpec
 from toolflow._plugins import ImplementationKind, Plugins, load_plugins
 from toolflow._registry import Registry, RegistryError
+from toolflow._results import json_text
 from toolflow._tool_references import unknown_references
 from toolflow._validation import ArgumentValidator
 
@@ -274,6 +275,8 @@ def _outcome(result: Any) -> Any:
     """What a ``CallToolResult`` means as a tool's return value."""
     if result.is_error:
         text = _text(result.content)
+        if not text and result.structured_content is not None:
+            text = json_text(result.structured_content)
         return {"success": False, "error": text or "the remote tool failed without saying why"}
     if result.structured_content is not None:
         return result.structured_content
