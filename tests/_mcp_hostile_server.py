@@ -24,6 +24,7 @@ def tool(name: str, schema: dict[str, Any] | None = None, **extra: Any) -> dict[
 
 RESULTS: dict[str, Any] = {
     "huge_text": lambda: {"content": [{"type": "text", "text": "x" * (200 * MB)}]},
+    "long_text": lambda: {"content": [{"type": "text", "text": "x" * (24 * MB)}]},
     "deep_structured": lambda: {"content": [], "structuredContent": {"deep": "DEEP"}},
     "big_number": lambda: {"content": [], "structuredContent": {"n": int("9" * 5000)}},
     "blob": lambda: {

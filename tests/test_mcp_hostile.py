@@ -20,6 +20,7 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 
 from toolflow import LoadResult, McpServer, SpecFile, ToolSourceWarning, open_engine, open_registry
 from toolflow._cli import run
+from toolflow._mcp_stdio import MAX_MESSAGE_BYTES, Lines
 
 SERVER = Path(__file__).with_name("_mcp_hostile_server.py")
 GUARD = 60  # seconds: a server process starts in well under one
@@ -160,3 +161,29 @@ async def test_an_error_with_structured_content_only_says_it() -> None:
             empty = await engine.call("error_empty", {})
     assert (failed.success, failed.error) == (False, 'Error: {"why":"quota"}')
     assert (empty.success, empty.error) == (False, "Error: the remote tool failed without saying why")
+
+
+def test_lines_are_split_across_chunks_and_a_long_one_is_skipped() -> None:
+    """Lines that span chunks are joined; one longer than the limit is one error, and the next line is read."""
+    lines = Lines(8)
+    assert lines.feed(b'{"a"') == []
+    assert lines.feed(b":1}\n{}\n12345") == [b'{"a":1}', b"{}"]
+    out = lines.feed(b"6789")  # the ninth byte of the line
+    assert [str(item) for item in out] == ["a message longer than 8 bytes, skipped"]
+    assert lines.feed(b"more of it\nok\n") == [b"ok"]
+    assert [type(item) for item in lines.feed(b"123456789\nx\n")] == [ValueError, bytes]
+
+
+async def test_a_message_longer_than_the_limit_fails_the_call_and_the_connection_goes_on() -> None:
+    """A 24 MB answer over stdio: skipped as it arrives, the call fails saying so, the next call is answered."""
+    with trio.fail_after(GUARD), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        async with open_registry(specs_of(hostile())) as registry, open_engine(registry) as engine:
+            long = await engine.call("long_text", {})
+            after = await engine.call("error_structured", {})
+    assert not long.success
+    assert f"cannot read during the call (a message longer than {MAX_MESSAGE_BYTES:,} bytes, skipped)" in (
+        long.error or ""
+    )
+    assert after.error == 'Error: {"why":"quota"}'
+    assert any("longer than" in str(w.message) for w in caught)

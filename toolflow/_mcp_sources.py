@@ -33,7 +33,7 @@ import subprocess
 import sys
 import warnings
 from collections.abc import AsyncIterator, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, TextIO, cast
+from typing import TYPE_CHECKING, Any, TextIO
 
 import attrs
 import trio
@@ -43,6 +43,7 @@ from toolflow._diagnostics import Locator
 from toolflow._errors import ToolflowError, expect
 from toolflow._loader import load_specs
 from toolflow._mcp_specs import MCP_KIND, ToolSourceError, ToolSourceWarning, remote_tool_spec
+from toolflow._mcp_stdio import stdio_transport
 from toolflow._model import LoadResult, McpServer, McpToolRef, RemoteTool, SpecFile, ToolSpec
 from toolflow._plugins import ImplementationKind, Plugins, load_plugins
 from toolflow._registry import Registry, RegistryError
@@ -116,7 +117,6 @@ def client_for(server: McpServer, errlog: TextIO | int, *, message_handler: Any 
     (an ``Exception``), as the SDK's ``Client(message_handler=...)`` does.
     """
     from mcp import Client, StdioServerParameters  # noqa: PLC0415 - only specs with servers need the SDK
-    from mcp.client.stdio import stdio_client  # noqa: PLC0415
     from mcp.client.streamable_http import streamable_http_client  # noqa: PLC0415
     from mcp.shared._httpx_utils import create_mcp_http_client  # noqa: PLC0415
 
@@ -138,8 +138,7 @@ def client_for(server: McpServer, errlog: TextIO | int, *, message_handler: Any 
         env=dict(server.env) or None,
         cwd=server.cwd or None,
     )
-    # anyio's open_process takes a file descriptor (DEVNULL) for stderr too; the SDK's hint says TextIO.
-    return Client(stdio_client(parameters, errlog=cast("TextIO", errlog)), cache=None, message_handler=message_handler)
+    return Client(stdio_transport(parameters, errlog), cache=None, message_handler=message_handler)
 
 
 async def list_server(server: McpServer, *, errlog: TextIO | int | None = None) -> list[RemoteTool]:
