@@ -18,7 +18,7 @@ import trio
 from _mcp_project import serve_argv, server_environment
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
-from toolflow import LoadResult, McpServer, SpecFile, ToolSourceWarning, open_engine, open_registry
+from toolflow import LoadResult, McpServer, SpecFile, ToolResult, ToolSourceWarning, open_engine, open_registry
 from toolflow._cli import run
 from toolflow._mcp_stdio import MAX_MESSAGE_BYTES, Lines
 
@@ -47,6 +47,15 @@ def project(root: Path, listing: str, monkeypatch: pytest.MonkeyPatch) -> None:
     (root / "pyproject.toml").write_text('[tool.toolflow]\nspecs = ["specs"]\n', encoding="utf-8")
     monkeypatch.chdir(root)
     monkeypatch.setenv("TOOLFLOW_DISABLE_PLUGINS", "assistant,http")
+
+
+async def calls(*names: str) -> tuple[list[ToolResult], list[str]]:
+    """Call the hostile server's tools *names* in turn, through open_registry: their results, and the warnings."""
+    with trio.fail_after(GUARD), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        async with open_registry(specs_of(hostile())) as registry, open_engine(registry) as engine:
+            results = [await engine.call(name, {}) for name in names]
+    return results, [str(w.message) for w in caught]
 
 
 def cli(*argv: str) -> tuple[int, str, str]:
@@ -83,13 +92,8 @@ def test_list_shows_no_control_characters_and_each_name_once(tmp_path: Path, mon
 
 async def test_an_answer_the_sdk_cannot_read_fails_the_call_at_once() -> None:
     """A 5,000-digit number, nesting 10,000 deep: the call fails saying so, not after its timeout as 'timed out'."""
-    with trio.fail_after(GUARD), warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        async with open_registry(specs_of(hostile())) as registry, open_engine(registry) as engine:
-            big = await engine.call("big_number", {})
-            deep = await engine.call("deep_structured", {})
-            after = await engine.call("error_empty", {})
-    assert any("sent a message toolflow cannot read" in str(w.message) for w in caught)
+    (big, deep, after), caught = await calls("big_number", "deep_structured", "error_empty")
+    assert any("sent a message toolflow cannot read" in message for message in caught)
     assert not big.success
     assert "sent a message toolflow cannot read during the call (Invalid JSON: number out of range" in (big.error or "")
     assert not deep.success
@@ -97,23 +101,16 @@ async def test_an_answer_the_sdk_cannot_read_fails_the_call_at_once() -> None:
     assert "the remote tool failed without saying why" in (after.error or "")  # the connection still serves
 
 
-def test_call_says_so_without_a_traceback(tmp_path: Path) -> None:
+def test_call_says_so_without_a_traceback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """toolflow call of a tool whose answer cannot be read: exit 1, the reason, nothing of the SDK's log on stderr."""
-    project_dir = tmp_path / "project"
-    project_dir.mkdir()
-    command = json.dumps([sys.executable, str(SERVER)])
-    (project_dir / "specs").mkdir()
-    (project_dir / "specs" / "hostile.yaml").write_text(
-        f"toolflow: 1\nmcp_servers:\n  hostile:\n    command: {command}\n", encoding="utf-8"
-    )
-    (project_dir / "pyproject.toml").write_text('[tool.toolflow]\nspecs = ["specs"]\n', encoding="utf-8")
+    project(tmp_path, "results", monkeypatch)
     done = subprocess.run(
         [sys.executable, "-m", "toolflow", "call", "big_number", "{}"],
-        cwd=project_dir,
+        cwd=tmp_path,
         capture_output=True,
         text=True,
         timeout=GUARD,
-        env={**os.environ, "TOOLFLOW_DISABLE_PLUGINS": "assistant,http"},
+        env=dict(os.environ),
         check=False,
     )
     assert done.returncode == 1, done.stderr
@@ -155,10 +152,7 @@ async def test_serve_as_a_gateway_answers_with_the_failure(tmp_path: Path, monke
 
 async def test_an_error_with_structured_content_only_says_it() -> None:
     """isError with no text but structuredContent: the failure carries that content, not 'without saying why'."""
-    with trio.fail_after(GUARD):
-        async with open_registry(specs_of(hostile())) as registry, open_engine(registry) as engine:
-            failed = await engine.call("error_structured", {})
-            empty = await engine.call("error_empty", {})
+    (failed, empty), _ = await calls("error_structured", "error_empty")
     assert (failed.success, failed.error) == (False, 'Error: {"why":"quota"}')
     assert (empty.success, empty.error) == (False, "Error: the remote tool failed without saying why")
 
@@ -176,14 +170,10 @@ def test_lines_are_split_across_chunks_and_a_long_one_is_skipped() -> None:
 
 async def test_a_message_longer_than_the_limit_fails_the_call_and_the_connection_goes_on() -> None:
     """A 24 MB answer over stdio: skipped as it arrives, the call fails saying so, the next call is answered."""
-    with trio.fail_after(GUARD), warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        async with open_registry(specs_of(hostile())) as registry, open_engine(registry) as engine:
-            long = await engine.call("long_text", {})
-            after = await engine.call("error_structured", {})
+    (long, after), caught = await calls("long_text", "error_structured")
     assert not long.success
     assert f"cannot read during the call (a message longer than {MAX_MESSAGE_BYTES:,} bytes, skipped)" in (
         long.error or ""
     )
     assert after.error == 'Error: {"why":"quota"}'
-    assert any("longer than" in str(w.message) for w in caught)
+    assert any("longer than" in message for message in caught)
