@@ -10,6 +10,8 @@ says; what the SDK's own servers would never send is the point. Standard error g
 from __future__ import annotations
 
 import json
+import os
+import socket
 import sys
 from typing import Any
 
@@ -119,6 +121,56 @@ def main() -> None:
             send({"jsonrpc": "2.0", "id": request_id, "result": {}})
 
 
+async def http_app(scope: dict[str, Any], receive: Any, send_event: Any) -> None:
+    """Streamable HTTP, JSON answers only: every tools/call is answered with a body of ``HOSTILE_BODY_MB`` MB."""
+    if scope["type"] != "http":
+        return
+    body = b""
+    while True:
+        event = await receive()
+        body += event.get("body", b"")
+        if not event.get("more_body"):
+            break
+    message = json.loads(body) if body else {}
+    method, request_id = message.get("method"), message.get("id")
+    headers = [(b"content-type", b"application/json"), (b"mcp-session-id", b"hostile")]
+    if request_id is None:
+        await send_event({"type": "http.response.start", "status": 202, "headers": headers})
+        await send_event({"type": "http.response.body", "body": b""})
+        return
+    if method == "initialize":
+        result: Any = {
+            "protocolVersion": message["params"]["protocolVersion"],
+            "capabilities": {"tools": {}},
+            "serverInfo": {"name": "hostile", "version": "1"},
+        }
+    elif method == "tools/list":
+        result = {"tools": [tool("huge_json")]}
+    else:
+        result = {"content": [{"type": "text", "text": "x" * (int(os.environ.get("HOSTILE_BODY_MB", "200")) * MB)}]}
+    await send_event({"type": "http.response.start", "status": 200, "headers": headers})
+    await send_event(
+        {
+            "type": "http.response.body",
+            "body": json.dumps({"jsonrpc": "2.0", "id": request_id, "result": result}).encode(),
+        }
+    )
+
+
+def serve_http() -> None:
+    """Serve http_app on a free loopback port, printing ``URL http://127.0.0.1:PORT/mcp`` first."""
+    import uvicorn
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen()
+    print(f"URL http://127.0.0.1:{sock.getsockname()[1]}/mcp", flush=True)
+    uvicorn.Server(uvicorn.Config(http_app, log_level="warning", lifespan="off")).run(sockets=[sock])
+
+
 if __name__ == "__main__":
     sys.set_int_max_str_digits(0)
-    main()
+    if sys.argv[1:] == ["http"]:
+        serve_http()
+    else:
+        main()

@@ -80,6 +80,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "toolflow._limits",
             "toolflow._invoke",
             "toolflow._mcp_stdio",
+            "toolflow._mcp_http",
             "toolflow._mcp_sources",
             "toolflow._executor",
             "toolflow._pipelines",

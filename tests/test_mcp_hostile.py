@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 
 from toolflow import LoadResult, McpServer, SpecFile, ToolResult, ToolSourceWarning, open_engine, open_registry
 from toolflow._cli import run
+from toolflow._mcp_http import MAX_JSON_BYTES
 from toolflow._mcp_stdio import MAX_MESSAGE_BYTES, Lines
 
 SERVER = Path(__file__).with_name("_mcp_hostile_server.py")
@@ -177,3 +179,35 @@ async def test_a_message_longer_than_the_limit_fails_the_call_and_the_connection
     )
     assert after.error == 'Error: {"why":"quota"}'
     assert any("longer than" in message for message in caught)
+
+
+@pytest.fixture
+def http_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """The hostile server over streamable HTTP on a free loopback port, answering calls with 24 MB of JSON; its URL."""
+    monkeypatch.setenv("HOSTILE_BODY_MB", "24")
+    process = subprocess.Popen(
+        [sys.executable, str(SERVER), "http"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        assert line.startswith("URL "), line
+        yield line.split()[1]
+    finally:
+        process.terminate()
+        process.wait(timeout=GUARD)
+        if process.stdout is not None:
+            process.stdout.close()
+
+
+# Reading stops mid-body: httpx2's and httpcore2's body generators are then left to the garbage
+# collector, and trio's finalizer warns about each (as when an SSE session ends, tests/test_serve.py).
+@pytest.mark.filterwarnings(r"ignore:Async generator '(httpx2|httpcore2)\..*' was garbage collected:ResourceWarning")
+async def test_a_json_answer_over_http_longer_than_the_limit_fails_the_call(http_server: str) -> None:
+    """A 24 MB application/json answer over streamable HTTP: reading stops at the limit, the call fails naming it."""
+    server = McpServer(name="web", url=http_server)
+    with trio.fail_after(GUARD):
+        async with open_registry(specs_of(server)) as registry, open_engine(registry) as engine:
+            result = await engine.call("huge_json", {})
+    assert not result.success
+    assert f"the answer is longer than {MAX_JSON_BYTES:,} bytes" in (result.error or "")

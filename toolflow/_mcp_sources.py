@@ -118,7 +118,8 @@ def client_for(server: McpServer, errlog: TextIO | int, *, message_handler: Any 
     """
     from mcp import Client, StdioServerParameters  # noqa: PLC0415 - only specs with servers need the SDK
     from mcp.client.streamable_http import streamable_http_client  # noqa: PLC0415
-    from mcp.shared._httpx_utils import create_mcp_http_client  # noqa: PLC0415
+
+    from toolflow._mcp_http import http_client  # noqa: PLC0415 - it needs httpx2, which comes with the SDK
 
     if server.url:
 
@@ -126,7 +127,7 @@ def client_for(server: McpServer, errlog: TextIO | int, *, message_handler: Any 
         async def http_transport() -> AsyncIterator[Any]:
             # A client we pass in is ours to close (the SDK closes only the ones it makes).
             async with (
-                create_mcp_http_client(headers=dict(server.headers)) as http,
+                http_client(server.headers) as http,
                 streamable_http_client(server.url, http_client=http) as streams,
             ):
                 yield streams
