@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import trio
-from _mcp_project import serve_argv, server_environment
+from _mcp_project import announced_url, serve_argv, server_environment
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
 from toolflow import LoadResult, McpServer, SpecFile, ToolResult, ToolSourceWarning, open_engine, open_registry
@@ -185,19 +185,8 @@ async def test_a_message_longer_than_the_limit_fails_the_call_and_the_connection
 def http_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """The hostile server over streamable HTTP on a free loopback port, answering calls with 24 MB of JSON; its URL."""
     monkeypatch.setenv("HOSTILE_BODY_MB", "24")
-    process = subprocess.Popen(
-        [sys.executable, str(SERVER), "http"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
-    )
-    try:
-        assert process.stdout is not None
-        line = process.stdout.readline()
-        assert line.startswith("URL "), line
-        yield line.split()[1]
-    finally:
-        process.terminate()
-        process.wait(timeout=GUARD)
-        if process.stdout is not None:
-            process.stdout.close()
+    with announced_url([sys.executable, str(SERVER), "http"]) as url:
+        yield url
 
 
 # Reading stops mid-body: httpx2's and httpcore2's body generators are then left to the garbage
