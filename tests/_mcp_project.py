@@ -7,10 +7,12 @@ process: each served process starts fresh.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from queue import Empty, Queue
 
@@ -200,6 +202,22 @@ def write_project(root: Path) -> Path:
 def server_environment() -> dict[str, str]:
     """The environment of a served process: no entry-point plugins but the project's own."""
     return {**os.environ, "TOOLFLOW_DISABLE_PLUGINS": "assistant,http"}
+
+
+@contextlib.contextmanager
+def announced_url(argv: list[str]) -> Iterator[str]:
+    """Run *argv*, a server that prints ``URL <url>`` first; its URL while the block runs, then stop it."""
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        assert line.startswith("URL "), line
+        yield line.split()[1]
+    finally:
+        process.terminate()
+        process.wait(timeout=60)
+        if process.stdout is not None:
+            process.stdout.close()
 
 
 def serve_argv(*args: str) -> list[str]:

@@ -79,6 +79,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "toolflow._gates",
             "toolflow._limits",
             "toolflow._invoke",
+            "toolflow._mcp_stdio",
+            "toolflow._mcp_http",
             "toolflow._mcp_sources",
             "toolflow._executor",
             "toolflow._pipelines",

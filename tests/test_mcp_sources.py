@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 import trio
+from _mcp_project import announced_url
 
 from toolflow import (
     LoadResult,
@@ -228,22 +229,8 @@ async def test_specs_without_servers_connect_nothing(tmp_path: Path) -> None:
 @pytest.fixture
 def http_server(tmp_path: Path) -> Iterator[str]:
     """The test server over streamable HTTP on a free loopback port that wants a bearer token; its URL."""
-    process = subprocess.Popen(
-        [sys.executable, str(SERVER), "http", "s3cret"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    try:
-        assert process.stdout is not None
-        line = process.stdout.readline()
-        assert line.startswith("URL "), line
-        yield line.split()[1]
-    finally:
-        process.terminate()
-        process.wait(timeout=GUARD)
-        if process.stdout is not None:
-            process.stdout.close()
+    with announced_url([sys.executable, str(SERVER), "http", "s3cret"]) as url:
+        yield url
 
 
 async def test_streamable_http_with_headers(http_server: str) -> None:

@@ -382,7 +382,7 @@ def test_serve_refuses_an_unknown_cache_backend_before_serving(tmp_path: Path, t
 
 
 def test_only_the_serve_modules_import_mcp() -> None:
-    """`mcp` stays an optional extra: only `toolflow serve`'s modules, the client of `mcp_servers:` and `lint --connect`."""
+    """`mcp` stays an optional extra: only `toolflow serve`'s modules, the client of `mcp_servers:` (and its transports) and `lint --connect`."""
     import ast
 
     package = Path(toolflow.__file__).parent
@@ -409,4 +409,4 @@ def test_only_the_serve_modules_import_mcp() -> None:
         "_serve_tasks.py",
         "_task_records.py",
     }
-    assert importers == {*serving, "_mcp_sources.py", "_cli_lint_connect.py"}
+    assert importers == {*serving, "_mcp_sources.py", "_mcp_stdio.py", "_mcp_http.py", "_cli_lint_connect.py"}

@@ -26,12 +26,14 @@ Only this module talks to the ``mcp`` client SDK, imported when a spec declares 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
+import re
 import subprocess
 import sys
 import warnings
 from collections.abc import AsyncIterator, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, TextIO, cast
+from typing import TYPE_CHECKING, Any, TextIO
 
 import attrs
 import trio
@@ -41,9 +43,11 @@ from toolflow._diagnostics import Locator
 from toolflow._errors import ToolflowError, expect
 from toolflow._loader import load_specs
 from toolflow._mcp_specs import MCP_KIND, ToolSourceError, ToolSourceWarning, remote_tool_spec
+from toolflow._mcp_stdio import stdio_transport
 from toolflow._model import LoadResult, McpServer, McpToolRef, RemoteTool, SpecFile, ToolSpec
 from toolflow._plugins import ImplementationKind, Plugins, load_plugins
 from toolflow._registry import Registry, RegistryError
+from toolflow._results import json_text
 from toolflow._tool_references import unknown_references
 from toolflow._validation import ArgumentValidator
 
@@ -72,6 +76,9 @@ _MAX_PAGES = 100
 MAX_LISTED = 10_000
 """At most this many tools of one server's listing are read (imported or not)."""
 
+_TOOL_NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
+"""The tool names MCP allows (SEP-986); a listed tool named otherwise is left out."""
+
 BACKOFF = (0.5, 30.0)
 """The first and the longest wait, in seconds, before a dead server is started again (doubling)."""
 
@@ -83,6 +90,12 @@ def _require_mcp() -> None:
     except ImportError:
         msg = "the specs declare mcp_servers, which need the mcp SDK: pip install 'toolflow-yaml[mcp]'"
         raise ToolflowError(msg) from None
+    # The SDK logs what a server sent that it could not read with a traceback, which Python prints
+    # when the application configured no logging; toolflow says it as a ToolSourceWarning instead.
+    # An application that configures logging still gets the SDK's records.
+    client_logger = logging.getLogger("mcp.client")
+    if not any(isinstance(handler, logging.NullHandler) for handler in client_logger.handlers):
+        client_logger.addHandler(logging.NullHandler())
 
 
 def describe_error(error: BaseException) -> str:
@@ -97,12 +110,16 @@ def _where(server: McpServer) -> str:
     return f"MCP server {server.name!r}" + (f" (declared in {server.file})" if server.file else "")
 
 
-def client_for(server: McpServer, errlog: TextIO | int) -> Client:
-    """An unentered ``mcp`` client of *server* (stdio: its standard error to *errlog*)."""
+def client_for(server: McpServer, errlog: TextIO | int, *, message_handler: Any = None) -> Client:
+    """An unentered ``mcp`` client of *server* (stdio: its standard error to *errlog*).
+
+    *message_handler* gets the server's notifications and what the transport could not read
+    (an ``Exception``), as the SDK's ``Client(message_handler=...)`` does.
+    """
     from mcp import Client, StdioServerParameters  # noqa: PLC0415 - only specs with servers need the SDK
-    from mcp.client.stdio import stdio_client  # noqa: PLC0415
     from mcp.client.streamable_http import streamable_http_client  # noqa: PLC0415
-    from mcp.shared._httpx_utils import create_mcp_http_client  # noqa: PLC0415
+
+    from toolflow._mcp_http import http_client  # noqa: PLC0415 - it needs httpx2, which comes with the SDK
 
     if server.url:
 
@@ -110,20 +127,19 @@ def client_for(server: McpServer, errlog: TextIO | int) -> Client:
         async def http_transport() -> AsyncIterator[Any]:
             # A client we pass in is ours to close (the SDK closes only the ones it makes).
             async with (
-                create_mcp_http_client(headers=dict(server.headers)) as http,
+                http_client(server.headers) as http,
                 streamable_http_client(server.url, http_client=http) as streams,
             ):
                 yield streams
 
-        return Client(http_transport(), cache=None)
+        return Client(http_transport(), cache=None, message_handler=message_handler)
     parameters = StdioServerParameters(
         command=server.command[0],
         args=list(server.command[1:]),
         env=dict(server.env) or None,
         cwd=server.cwd or None,
     )
-    # anyio's open_process takes a file descriptor (DEVNULL) for stderr too; the SDK's hint says TextIO.
-    return Client(stdio_client(parameters, errlog=cast("TextIO", errlog)), cache=None)
+    return Client(stdio_transport(parameters, errlog), cache=None, message_handler=message_handler)
 
 
 async def list_server(server: McpServer, *, errlog: TextIO | int | None = None) -> list[RemoteTool]:
@@ -147,6 +163,8 @@ class _Connection:
     _client: Client | None = None
     _lost: trio.Event = attrs.field(factory=trio.Event)
     _error: str = ""
+    _calls: dict[trio.CancelScope, str] = attrs.field(factory=dict)
+    """The calls in flight: each one's cancel scope, and why it was cancelled by us ("" until then)."""
 
     async def supervise(self, *, task_status: trio.TaskStatus[list[RemoteTool]] = trio.TASK_STATUS_IGNORED) -> None:
         """Connect, list the tools (reported through *task_status*), and keep the connection up.
@@ -158,7 +176,7 @@ class _Connection:
         delay = BACKOFF[0]
         while True:
             try:
-                async with client_for(self.server, self.errlog) as client:
+                async with client_for(self.server, self.errlog, message_handler=self._heard) as client:
                     if listing is None:
                         listing = _imported(self.server, await _all_tools(client))
                         task_status.started(listing)
@@ -178,6 +196,26 @@ class _Connection:
             )
             await trio.sleep(delay)
             delay = min(delay * 2, BACKOFF[1])
+
+    async def _heard(self, message: object) -> None:
+        """The client's message handler: a message the SDK could not read fails every call in flight.
+
+        Any of them may have been waiting for it (an answer with a number of 5,000 digits, nested
+        10,000 levels, not JSON): each would wait for its timeout, and then say the server was slow.
+        """
+        await trio.lowlevel.checkpoint()
+        if not isinstance(message, Exception):
+            return
+        why = _unreadable(message)
+        warnings.warn(
+            f"{_where(self.server)} sent a message toolflow cannot read ({why}); the calls in flight fail",
+            ToolSourceWarning,
+            stacklevel=1,
+        )
+        for scope, cause in self._calls.items():
+            if not cause:
+                self._calls[scope] = why
+                scope.cancel()
 
     def lost(self, error: BaseException) -> ConnectionError:
         """Note that the connection is gone; the error a call gets for it."""
@@ -206,21 +244,39 @@ class _Connection:
             if sink is not None:
                 sink(progress, total, message)
 
+        scope = trio.CancelScope()
+        self._calls[scope] = ""
         try:
-            result = await client.call_tool(tool, dict(arguments), progress_callback=progress)
+            with scope:
+                return _outcome(await client.call_tool(tool, dict(arguments), progress_callback=progress))
         except MCPError as exc:
             if exc.code == CONNECTION_CLOSED:
                 raise self.lost(exc) from None
             return {"success": False, "error": f"{_where(self.server)} refused the call: {exc.message}"}
         except (trio.BrokenResourceError, trio.ClosedResourceError, EOFError) as exc:
             raise self.lost(exc) from None
-        return _outcome(result)
+        finally:
+            why = self._calls.pop(scope)
+        error = f"{_where(self.server)} sent a message toolflow cannot read during the call ({why})"
+        return {"success": False, "error": error + "; it may have been the answer"}
+
+
+def _unreadable(error: Exception) -> str:
+    """What was wrong with a message the transport could not read: pydantic's first error, or the error's text."""
+    errors = getattr(error, "errors", None)
+    if callable(errors):
+        with contextlib.suppress(Exception):
+            first = errors(include_url=False, include_input=False)[0]
+            return describe_error(ValueError(first["msg"]))
+    return describe_error(error)
 
 
 def _outcome(result: Any) -> Any:
     """What a ``CallToolResult`` means as a tool's return value."""
     if result.is_error:
         text = _text(result.content)
+        if not text and result.structured_content is not None:
+            text = json_text(result.structured_content)
         return {"success": False, "error": text or "the remote tool failed without saying why"}
     if result.structured_content is not None:
         return result.structured_content
@@ -258,9 +314,37 @@ async def _all_tools(client: Client) -> list[RemoteTool]:
     return tools
 
 
+def _shown(name: str) -> str:
+    """*name* for a message: its repr (control characters escaped), cut after 60 characters."""
+    return repr(name) if len(name) <= 60 else repr(name[:60]) + f"... ({len(name):,} characters)"
+
+
+def _named(server: McpServer, listed: list[RemoteTool]) -> list[RemoteTool]:
+    """The tools of *listed* with a name MCP allows, each name once; a warning for each one left out.
+
+    A name of control characters reaches terminals and model requests; a name listed twice would
+    make the whole registry fail for the server's mistake.
+    """
+    seen: set[str] = set()
+    named: list[RemoteTool] = []
+    for tool in listed:
+        if _TOOL_NAME.fullmatch(tool.name) is None:
+            problem = "its name is not 1 to 128 characters of A-Z, a-z, 0-9, '_', '-' and '.'"
+        elif tool.name in seen:
+            problem = "the server lists that name more than once (the first is imported)"
+        else:
+            seen.add(tool.name)
+            named.append(tool)
+            continue
+        warnings.warn(
+            f"{_where(server)}: tool {_shown(tool.name)} is left out: {problem}", ToolSourceWarning, stacklevel=1
+        )
+    return named
+
+
 def _imported(server: McpServer, listed: list[RemoteTool]) -> list[RemoteTool]:
     """The tools of *listed* that the entry imports (at most :data:`MAX_REMOTE_TOOLS`); warnings for the rest."""
-    tools = [tool for tool in listed if server.imports(tool.name)]
+    tools = _named(server, [tool for tool in listed if server.imports(tool.name)])
     if len(tools) > MAX_REMOTE_TOOLS:
         warnings.warn(
             f"{_where(server)} lists more than {MAX_REMOTE_TOOLS} tools; the rest are left out "
