@@ -56,6 +56,10 @@ LISTINGS: dict[str, Any] = {
     ],
     "names": lambda: [tool("bell\x07\x1b[2J"), tool("n" * 10_000), tool("fine"), tool("fine")],
     "huge_description": lambda: [{**tool("wordy"), "description": "w" * (10 * MB)}, tool("fine")],
+    "huge_schema": lambda: [
+        tool("sprawling", {"type": "object", "properties": {"a": {"enum": [f"v{i}" for i in range(100_000)]}}}),
+        tool("fine"),
+    ],
     "refs": lambda: [
         tool("remote_ref", {"type": "object", "properties": {"a": {"$ref": "http://127.0.0.1:8765/schema.json"}}}),
         tool("recursive_ref", {"type": "object", "$ref": "#"}),

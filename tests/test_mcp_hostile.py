@@ -22,6 +22,7 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from toolflow import LoadResult, McpServer, SpecFile, ToolResult, ToolSourceWarning, open_engine, open_registry
 from toolflow._cli import run
 from toolflow._mcp_http import MAX_JSON_BYTES
+from toolflow._mcp_sources import MAX_REMOTE_DESCRIPTION
 from toolflow._mcp_stdio import MAX_MESSAGE_BYTES, Lines
 
 SERVER = Path(__file__).with_name("_mcp_hostile_server.py")
@@ -80,6 +81,23 @@ async def test_names_mcp_does_not_allow_and_repeated_names_are_left_out() -> Non
     assert any("'bell\\x07\\x1b[2J' is left out: its name is not" in m for m in messages)
     assert any("(10,000 characters) is left out" in m and len(m) < 400 for m in messages)
     assert any("'fine' is left out: the server lists that name more than once" in m for m in messages)
+
+
+async def test_a_huge_description_is_cut_and_a_huge_schema_leaves_its_tool_out() -> None:
+    """A 10 MB description is cut to MAX_REMOTE_DESCRIPTION characters; a 1 MB schema leaves its tool out; warnings say so."""
+    for listing in ("huge_description", "huge_schema"):
+        with trio.fail_after(GUARD), warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            async with open_registry(specs_of(hostile(listing))) as registry:
+                tools = {name: registry.get(name).spec for name in registry.names()}
+        messages = [str(w.message) for w in caught if issubclass(w.category, ToolSourceWarning)]
+        if listing == "huge_description":
+            assert sorted(tools) == ["fine", "wordy"]
+            assert tools["wordy"].description == "w" * MAX_REMOTE_DESCRIPTION + "..."
+            assert any("'wordy': its description of 10,485,760 characters is cut to 10,000" in m for m in messages)
+        else:
+            assert sorted(tools) == ["fine"]
+            assert any("'sprawling' is left out: its schemas take" in m for m in messages), messages
 
 
 def test_list_shows_no_control_characters_and_each_name_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

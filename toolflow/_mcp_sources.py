@@ -57,6 +57,8 @@ if TYPE_CHECKING:
 __all__ = [
     "BACKOFF",
     "MAX_LISTED",
+    "MAX_REMOTE_DESCRIPTION",
+    "MAX_REMOTE_SCHEMA_BYTES",
     "MAX_REMOTE_TOOLS",
     "ToolSourceError",
     "ToolSourceWarning",
@@ -77,6 +79,16 @@ MAX_LISTED = 10_000
 """At most this many tools of one server's listing are read (imported or not)."""
 
 _TOOL_NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
+
+MAX_REMOTE_DESCRIPTION = 10_000
+"""The most characters of a remote tool's description (and title) sent to a model; a longer one is cut.
+
+Every model request carries every offered tool's description: a server that lists one of
+megabytes would fill each request. The entry's ``overrides:`` can give the tool a description.
+"""
+
+MAX_REMOTE_SCHEMA_BYTES = 256 * 1024
+"""The largest JSON of a remote tool's input or output schema; a tool with a larger one is left out."""
 """The tool names MCP allows (SEP-986); a listed tool named otherwise is left out."""
 
 BACKOFF = (0.5, 30.0)
@@ -332,14 +344,37 @@ def _named(server: McpServer, listed: list[RemoteTool]) -> list[RemoteTool]:
             problem = "its name is not 1 to 128 characters of A-Z, a-z, 0-9, '_', '-' and '.'"
         elif tool.name in seen:
             problem = "the server lists that name more than once (the first is imported)"
+        elif (size := _schema_bytes(tool)) > MAX_REMOTE_SCHEMA_BYTES:
+            problem = f"its schemas take {size:,} bytes of JSON, more than the {MAX_REMOTE_SCHEMA_BYTES:,} allowed"
         else:
             seen.add(tool.name)
-            named.append(tool)
+            named.append(_within_limits(server, tool))
             continue
         warnings.warn(
             f"{_where(server)}: tool {_shown(tool.name)} is left out: {problem}", ToolSourceWarning, stacklevel=1
         )
     return named
+
+
+def _schema_bytes(tool: RemoteTool) -> int:
+    """The length of the JSON of *tool*'s schemas (what each model request carries of them)."""
+    return sum(len(json_text(schema)) for schema in (tool.input_schema, tool.output_schema) if schema is not None)
+
+
+def _within_limits(server: McpServer, tool: RemoteTool) -> RemoteTool:
+    """*tool* with its description and title cut to :data:`MAX_REMOTE_DESCRIPTION` characters, with a warning."""
+    cut: dict[str, Any] = {}
+    for field in ("description", "title"):
+        text: str = getattr(tool, field)
+        if len(text) > MAX_REMOTE_DESCRIPTION:
+            cut[field] = text[:MAX_REMOTE_DESCRIPTION] + "..."
+            warnings.warn(
+                f"{_where(server)}: tool {_shown(tool.name)}: its {field} of {len(text):,} characters is cut to "
+                f"{MAX_REMOTE_DESCRIPTION:,} (give it one under overrides:)",
+                ToolSourceWarning,
+                stacklevel=1,
+            )
+    return attrs.evolve(tool, **cut) if cut else tool
 
 
 def _imported(server: McpServer, listed: list[RemoteTool]) -> list[RemoteTool]:
