@@ -21,6 +21,7 @@ import pytest
 import trio
 import yaml
 from _mcp_project import serve_argv
+from _odd_values import nested
 from mcp import ClientSession, StdioServerParameters, stdio_client, types
 
 from toolflow._cli import run
@@ -28,16 +29,6 @@ from toolflow._results import MAX_WRITTEN_DEPTH, ToolResult, json_text
 
 BIG = 10**5000
 """5,001 digits: more than Python writes by default."""
-
-
-def _nested(levels: int) -> list[Any]:
-    outer: list[Any] = []
-    inner = outer
-    for _ in range(levels - 1):
-        deeper: list[Any] = []
-        inner.append(deeper)
-        inner = deeper
-    return outer
 
 
 class _Unprintable:
@@ -89,7 +80,7 @@ def test_an_integer_python_writes_is_written_in_digits() -> None:
 
 def test_data_nested_deeper_than_the_encoder_recurses_is_cut_at_the_depth() -> None:
     """5,000 nested lists are written down to MAX_WRITTEN_DEPTH levels, then '<too deep>'."""
-    written = json.loads(json_text({"deep": _nested(5000)}))
+    written = json.loads(json_text({"deep": nested(5000)}))
     inner = written["deep"]
     for _ in range(MAX_WRITTEN_DEPTH - 1):
         inner = inner[0]

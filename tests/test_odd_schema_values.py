@@ -21,6 +21,7 @@ import trio
 import yaml
 from _cli_project import plugin_project
 from _cli_project import toolflow as toolflow_in_process
+from _odd_values import nested
 
 import toolflow
 from toolflow._checking import MAX_FAST_DEPTH, CompiledSchema
@@ -128,16 +129,6 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
         yield path
 
 
-def _nested(levels: int) -> list[Any]:
-    outer: list[Any] = []
-    inner = outer
-    for _ in range(levels - 1):
-        deeper: list[Any] = []
-        inner.append(deeper)
-        inner = deeper
-    return outer
-
-
 def _registry(project: Path) -> tuple[toolflow.Registry, toolflow.Plugins, Any]:
     import odd_checked  # type: ignore[import-not-found]  # the fixture writes it
 
@@ -164,8 +155,8 @@ def test_data_deeper_than_the_fast_check_reads_is_not_given_to_it() -> None:
     schema = CompiledSchema.compile(
         {"$defs": {"n": {"type": "array", "items": {"$ref": "#/$defs/n"}}}, "$ref": "#/$defs/n"}
     )
-    assert schema.is_valid(_nested(MAX_FAST_DEPTH))
-    assert not schema.is_valid(_nested(50_000))
+    assert schema.is_valid(nested(MAX_FAST_DEPTH))
+    assert not schema.is_valid(nested(50_000))
     looped: list[Any] = []
     looped.append(looped)
     assert not schema.is_valid(looped)
@@ -193,8 +184,8 @@ async def test_engine_call_fails_arguments_nested_past_a_recursive_schema(projec
     registry, plugins, module = _registry(project)
     with trio.fail_after(30):
         async with toolflow.open_engine(registry, plugins=plugins) as engine:
-            result = await engine.call("tree", {"t": _nested(50_000)})
-            shallow = await engine.call("tree", {"t": _nested(10)})
+            result = await engine.call("tree", {"t": nested(50_000)})
+            shallow = await engine.call("tree", {"t": nested(10)})
     assert result.error is not None
     assert result.error.startswith("Error: Parameter validation failed for 'tree'")
     assert shallow.success
